@@ -1,0 +1,321 @@
+/* sampler.c — picking the next token from logits (the si_sampler_* API).
+ *
+ * The chain follows llama.cpp's default order:
+ *   penalties (repetition, frequency, presence over the last penalty_last_n history tokens)
+ *   -> temperature <= 0: greedy argmax (ties: lowest id)
+ *   -> otherwise top-k -> top-p -> min-p -> temperature -> softmax -> seeded draw.
+ * Repetition penalty is llama.cpp's repeat_penalty (CTRL paper, Keskar et al. 2019, as
+ * implemented there: positive logits divided, negative ones multiplied); frequency and
+ * presence penalties are OpenAI's (logit -= count * frequency + (count > 0) * presence).
+ * As in llama.cpp, top-p and min-p look at the distribution before temperature.
+ *
+ * The sampler owns a xoshiro256** state (Blackman & Vigna) seeded with splitmix64, so the same
+ * seed and the same logits give the same tokens. All scratch is allocated by si_sampler_create:
+ * si_sampler_sample does not allocate. */
+#include "core/error.h"
+
+#include <math.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct sampler_cand {
+    int32_t id;
+    float logit; /* logit after penalties, later scaled by 1/temperature */
+    float p;     /* probability within the current candidate set */
+} sampler_cand;
+
+struct si_sampler {
+    si_sampling_params p;
+    int32_t n_vocab;
+    uint64_t rng[4];       /* xoshiro256** state */
+    sampler_cand *cands;   /* (n_vocab) working candidates */
+    int32_t *counts;       /* (n_vocab) occurrences in the penalty window; all zero between calls */
+    int32_t *touched;      /* (n_vocab) distinct ids with counts > 0 during one call */
+};
+
+/* ---- PRNG ---------------------------------------------------------------------------------- */
+
+static uint64_t splitmix64_next(uint64_t *x) {
+    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static uint64_t rotl64(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+static uint64_t xoshiro_next(uint64_t s[4]) {
+    uint64_t result = rotl64(s[1] * 5, 7) * 9;
+    uint64_t t = s[1] << 17;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = rotl64(s[3], 45);
+    return result;
+}
+
+/* Uniform double in [0, 1) from the top 53 bits. */
+static double rng_uniform(si_sampler *s) {
+    return (double)(xoshiro_next(s->rng) >> 11) * (1.0 / 9007199254740992.0);
+}
+
+/* ---- Parameters ---------------------------------------------------------------------------- */
+
+si_sampling_params si_sampling_default_params(void) {
+    si_sampling_params p = {
+        .temperature = 0.8f,
+        .top_k = 40,
+        .top_p = 0.95f,
+        .min_p = 0.05f,
+        .repetition_penalty = 1.0f,
+        .frequency_penalty = 0.0f,
+        .presence_penalty = 0.0f,
+        .penalty_last_n = 64,
+        /* NOTE: llama.cpp's default seed value, but here it is a fixed seed, not "random":
+         * runs are reproducible unless the caller picks a seed. */
+        .seed = 0xFFFFFFFFu,
+    };
+    return p;
+}
+
+static si_status check_params(const si_sampling_params *p, int32_t n_vocab) {
+    if (n_vocab <= 0)
+        return si_error(SI_ERR_INVALID_ARG, "sampler: n_vocab must be > 0 (got %d)", (int)n_vocab);
+    if (!(p->temperature >= 0.0f) || isinf(p->temperature))
+        return si_error(SI_ERR_INVALID_ARG, "sampler: temperature must be finite and >= 0 (got %g)",
+                        (double)p->temperature);
+    if (p->top_k < 0)
+        return si_error(SI_ERR_INVALID_ARG, "sampler: top_k must be >= 0, 0 meaning off (got %d)",
+                        (int)p->top_k);
+    if (!(p->top_p > 0.0f && p->top_p <= 1.0f))
+        return si_error(SI_ERR_INVALID_ARG, "sampler: top_p must be in (0, 1] (got %g)",
+                        (double)p->top_p);
+    if (!(p->min_p >= 0.0f && p->min_p <= 1.0f))
+        return si_error(SI_ERR_INVALID_ARG, "sampler: min_p must be in [0, 1] (got %g)",
+                        (double)p->min_p);
+    if (!(p->repetition_penalty > 0.0f) || isinf(p->repetition_penalty))
+        return si_error(SI_ERR_INVALID_ARG,
+                        "sampler: repetition_penalty must be finite and > 0 (got %g)",
+                        (double)p->repetition_penalty);
+    if (!isfinite(p->frequency_penalty))
+        return si_error(SI_ERR_INVALID_ARG, "sampler: frequency_penalty must be finite (got %g)",
+                        (double)p->frequency_penalty);
+    if (!isfinite(p->presence_penalty))
+        return si_error(SI_ERR_INVALID_ARG, "sampler: presence_penalty must be finite (got %g)",
+                        (double)p->presence_penalty);
+    if (p->penalty_last_n < -1)
+        return si_error(SI_ERR_INVALID_ARG,
+                        "sampler: penalty_last_n must be >= -1, -1 meaning all (got %d)",
+                        (int)p->penalty_last_n);
+    return SI_OK;
+}
+
+si_status si_sampler_create(const si_sampling_params *p, int32_t n_vocab, si_sampler **out) {
+    if (!out)
+        return si_error(SI_ERR_INVALID_ARG, "sampler: out is NULL");
+    *out = NULL;
+    if (!p)
+        return si_error(SI_ERR_INVALID_ARG, "sampler: params is NULL");
+    si_status st = check_params(p, n_vocab);
+    if (st != SI_OK)
+        return st;
+
+    si_sampler *s = calloc(1, sizeof *s);
+    if (!s)
+        return si_error(SI_ERR_NOMEM, "sampler: out of memory");
+    s->p = *p;
+    s->n_vocab = n_vocab;
+    s->cands = malloc((size_t)n_vocab * sizeof *s->cands);
+    s->counts = calloc((size_t)n_vocab, sizeof *s->counts);
+    s->touched = malloc((size_t)n_vocab * sizeof *s->touched);
+    if (!s->cands || !s->counts || !s->touched) {
+        si_sampler_free(s);
+        return si_error(SI_ERR_NOMEM, "sampler: out of memory for n_vocab=%d scratch", (int)n_vocab);
+    }
+    uint64_t x = p->seed;
+    for (int i = 0; i < 4; i++)
+        s->rng[i] = splitmix64_next(&x);
+    *out = s;
+    return SI_OK;
+}
+
+void si_sampler_free(si_sampler *s) {
+    if (!s)
+        return;
+    free(s->cands);
+    free(s->counts);
+    free(s->touched);
+    free(s);
+}
+
+/* ---- Chain steps --------------------------------------------------------------------------- */
+
+/* Penalises cands (still indexed by id) for tokens in the window of history. Leaves counts zero. */
+static void apply_penalties(si_sampler *s, const int32_t *history, int32_t n_history) {
+    const si_sampling_params *p = &s->p;
+    if (!history || n_history <= 0 || p->penalty_last_n == 0)
+        return;
+    if (p->repetition_penalty == 1.0f && p->frequency_penalty == 0.0f &&
+        p->presence_penalty == 0.0f)
+        return;
+    int32_t start = 0;
+    if (p->penalty_last_n > 0 && n_history > p->penalty_last_n)
+        start = n_history - p->penalty_last_n;
+
+    int32_t n_touched = 0;
+    for (int32_t i = start; i < n_history; i++) {
+        int32_t t = history[i];
+        if (t < 0 || t >= s->n_vocab)
+            continue; /* NOTE: ids outside the vocabulary cannot be penalised; ignore them */
+        if (s->counts[t]++ == 0)
+            s->touched[n_touched++] = t;
+    }
+    for (int32_t j = 0; j < n_touched; j++) {
+        int32_t t = s->touched[j];
+        float l = s->cands[t].logit;
+        if (l > 0.0f)
+            l /= p->repetition_penalty;
+        else
+            l *= p->repetition_penalty;
+        l -= (float)s->counts[t] * p->frequency_penalty + p->presence_penalty;
+        s->cands[t].logit = l;
+        s->counts[t] = 0;
+    }
+}
+
+/* Total order: higher logit first, then lower id, so selection and sorting are deterministic. */
+static int cand_before(const sampler_cand *a, const sampler_cand *b) {
+    if (a->logit != b->logit)
+        return a->logit > b->logit;
+    return a->id < b->id;
+}
+
+static int cand_cmp(const void *pa, const void *pb) {
+    const sampler_cand *a = pa, *b = pb;
+    if (cand_before(a, b))
+        return -1;
+    if (cand_before(b, a))
+        return 1;
+    return 0;
+}
+
+static void cand_swap(sampler_cand *a, sampler_cand *b) {
+    sampler_cand t = *a;
+    *a = *b;
+    *b = t;
+}
+
+/* Moves the k best candidates of c[0..n) to c[0..k) (unordered): Hoare-style quickselect with
+ * a median-of-three pivot. */
+static void select_top_k(sampler_cand *c, int32_t n, int32_t k) {
+    int32_t lo = 0, hi = n - 1;
+    while (lo < hi) {
+        int32_t mid = lo + (hi - lo) / 2;
+        if (cand_before(&c[hi], &c[lo]))
+            cand_swap(&c[hi], &c[lo]);
+        if (cand_before(&c[mid], &c[lo]))
+            cand_swap(&c[mid], &c[lo]);
+        if (cand_before(&c[hi], &c[mid]))
+            cand_swap(&c[hi], &c[mid]);
+        sampler_cand pivot = c[mid];
+        int32_t i = lo, j = hi;
+        while (i <= j) {
+            while (cand_before(&c[i], &pivot))
+                i++;
+            while (cand_before(&pivot, &c[j]))
+                j--;
+            if (i <= j) {
+                cand_swap(&c[i], &c[j]);
+                i++;
+                j--;
+            }
+        }
+        /* now c[lo..j] before-or-equal pivot, c[i..hi] after-or-equal pivot */
+        if (k - 1 <= j)
+            hi = j;
+        else if (k - 1 >= i)
+            lo = i;
+        else
+            break;
+    }
+}
+
+/* Fills c[].p with the softmax of c[].logit; c must be sorted, best first. */
+static void softmax_sorted(sampler_cand *c, int32_t n) {
+    float max = c[0].logit;
+    double sum = 0.0;
+    for (int32_t i = 0; i < n; i++) {
+        c[i].p = expf(c[i].logit - max);
+        sum += c[i].p;
+    }
+    for (int32_t i = 0; i < n; i++)
+        c[i].p = (float)(c[i].p / sum);
+}
+
+int32_t si_sampler_sample(si_sampler *s, const float *logits, const int32_t *history,
+                          int32_t n_history) {
+    SI_ASSERT(s && logits);
+    const si_sampling_params *p = &s->p;
+    sampler_cand *c = s->cands;
+    int32_t n = s->n_vocab;
+    for (int32_t i = 0; i < n; i++) {
+        c[i].id = i;
+        c[i].logit = logits[i];
+        c[i].p = 0.0f;
+    }
+    apply_penalties(s, history, n_history);
+
+    if (p->temperature <= 0.0f) {
+        int32_t best = 0;
+        for (int32_t i = 1; i < n; i++)
+            if (c[i].logit > c[best].logit)
+                best = i;
+        return best;
+    }
+
+    /* top-k, leaving c[0..n) sorted best first */
+    if (p->top_k > 0 && p->top_k < n) {
+        select_top_k(c, n, p->top_k);
+        n = p->top_k;
+    }
+    qsort(c, (size_t)n, sizeof *c, cand_cmp);
+    if (c[0].logit == -INFINITY)
+        return c[0].id; /* every token is impossible: nothing to draw from */
+
+    /* top-p (nucleus, Holtzman et al. 2019): the shortest prefix whose mass reaches top_p */
+    if (p->top_p < 1.0f) {
+        softmax_sorted(c, n);
+        double cum = 0.0;
+        for (int32_t i = 0; i < n; i++) {
+            cum += c[i].p;
+            if (cum >= p->top_p) {
+                n = i + 1;
+                break;
+            }
+        }
+    }
+
+    /* min-p: keep tokens with p >= min_p * p_max, i.e. logit >= max_logit + log(min_p) */
+    if (p->min_p > 0.0f) {
+        float threshold = c[0].logit + logf(p->min_p);
+        int32_t keep = 1;
+        while (keep < n && c[keep].logit >= threshold)
+            keep++;
+        n = keep;
+    }
+
+    for (int32_t i = 0; i < n; i++)
+        c[i].logit /= p->temperature;
+    softmax_sorted(c, n);
+
+    double u = rng_uniform(s), cum = 0.0;
+    for (int32_t i = 0; i < n; i++) {
+        cum += c[i].p;
+        if (u < cum)
+            return c[i].id;
+    }
+    return c[n - 1].id; /* rounding left u just above the total */
+}
