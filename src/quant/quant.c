@@ -9,10 +9,8 @@
 extern const quant_traits quant_traits_f32, quant_traits_f16, quant_traits_bf16;
 extern const quant_traits quant_traits_q4_0, quant_traits_q4_1, quant_traits_q5_0,
     quant_traits_q5_1, quant_traits_q8_0, quant_traits_q8_1;
-#ifdef SI_QUANT_HAVE_K
 extern const quant_traits quant_traits_q2_k, quant_traits_q3_k, quant_traits_q4_k,
     quant_traits_q5_k, quant_traits_q6_k, quant_traits_q8_k;
-#endif
 
 static const quant_traits *const quant_table[SI_TYPE_COUNT] = {
     [SI_TYPE_F32] = &quant_traits_f32,   [SI_TYPE_F16] = &quant_traits_f16,
@@ -20,12 +18,10 @@ static const quant_traits *const quant_table[SI_TYPE_COUNT] = {
     [SI_TYPE_Q4_1] = &quant_traits_q4_1, [SI_TYPE_Q5_0] = &quant_traits_q5_0,
     [SI_TYPE_Q5_1] = &quant_traits_q5_1, [SI_TYPE_Q8_0] = &quant_traits_q8_0,
     [SI_TYPE_Q8_1] = &quant_traits_q8_1,
-#ifdef SI_QUANT_HAVE_K
     [SI_TYPE_Q2_K] = &quant_traits_q2_k,
     [SI_TYPE_Q3_K] = &quant_traits_q3_k, [SI_TYPE_Q4_K] = &quant_traits_q4_k,
     [SI_TYPE_Q5_K] = &quant_traits_q5_k, [SI_TYPE_Q6_K] = &quant_traits_q6_k,
     [SI_TYPE_Q8_K] = &quant_traits_q8_k,
-#endif
 };
 
 const quant_traits *quant_get(si_type t) {
