@@ -28,10 +28,10 @@ typedef struct sampler_cand {
 struct si_sampler {
     si_sampling_params p;
     int32_t n_vocab;
-    uint64_t rng[4];       /* xoshiro256** state */
-    sampler_cand *cands;   /* (n_vocab) working candidates */
-    int32_t *counts;       /* (n_vocab) occurrences in the penalty window; all zero between calls */
-    int32_t *touched;      /* (n_vocab) distinct ids with counts > 0 during one call */
+    uint64_t rng[4];     /* xoshiro256** state */
+    sampler_cand *cands; /* (n_vocab) working candidates */
+    int32_t *counts;     /* (n_vocab) occurrences in the penalty window; all zero between calls */
+    int32_t *touched;    /* (n_vocab) distinct ids with counts > 0 during one call */
 };
 
 /* ---- PRNG ---------------------------------------------------------------------------------- */
@@ -114,18 +114,14 @@ static si_status check_params(const si_sampling_params *p, int32_t n_vocab) {
 }
 
 si_status si_sampler_create(const si_sampling_params *p, int32_t n_vocab, si_sampler **out) {
-    if (!out)
-        return si_error(SI_ERR_INVALID_ARG, "sampler: out is NULL");
+    if (!out) return si_error(SI_ERR_INVALID_ARG, "sampler: out is NULL");
     *out = NULL;
-    if (!p)
-        return si_error(SI_ERR_INVALID_ARG, "sampler: params is NULL");
+    if (!p) return si_error(SI_ERR_INVALID_ARG, "sampler: params is NULL");
     si_status st = check_params(p, n_vocab);
-    if (st != SI_OK)
-        return st;
+    if (st != SI_OK) return st;
 
     si_sampler *s = calloc(1, sizeof *s);
-    if (!s)
-        return si_error(SI_ERR_NOMEM, "sampler: out of memory");
+    if (!s) return si_error(SI_ERR_NOMEM, "sampler: out of memory");
     s->p = *p;
     s->n_vocab = n_vocab;
     s->cands = malloc((size_t)n_vocab * sizeof *s->cands);
@@ -133,7 +129,8 @@ si_status si_sampler_create(const si_sampling_params *p, int32_t n_vocab, si_sam
     s->touched = malloc((size_t)n_vocab * sizeof *s->touched);
     if (!s->cands || !s->counts || !s->touched) {
         si_sampler_free(s);
-        return si_error(SI_ERR_NOMEM, "sampler: out of memory for n_vocab=%d scratch", (int)n_vocab);
+        return si_error(SI_ERR_NOMEM, "sampler: out of memory for n_vocab=%d scratch",
+                        (int)n_vocab);
     }
     uint64_t x = p->seed;
     for (int i = 0; i < 4; i++)
@@ -143,8 +140,7 @@ si_status si_sampler_create(const si_sampling_params *p, int32_t n_vocab, si_sam
 }
 
 void si_sampler_free(si_sampler *s) {
-    if (!s)
-        return;
+    if (!s) return;
     free(s->cands);
     free(s->counts);
     free(s->touched);
@@ -156,8 +152,7 @@ void si_sampler_free(si_sampler *s) {
 /* Penalises cands (still indexed by id) for tokens in the window of history. Leaves counts zero. */
 static void apply_penalties(si_sampler *s, const int32_t *history, int32_t n_history) {
     const si_sampling_params *p = &s->p;
-    if (!history || n_history <= 0 || p->penalty_last_n == 0)
-        return;
+    if (!history || n_history <= 0 || p->penalty_last_n == 0) return;
     if (p->repetition_penalty == 1.0f && p->frequency_penalty == 0.0f &&
         p->presence_penalty == 0.0f)
         return;
@@ -170,8 +165,7 @@ static void apply_penalties(si_sampler *s, const int32_t *history, int32_t n_his
         int32_t t = history[i];
         if (t < 0 || t >= s->n_vocab)
             continue; /* NOTE: ids outside the vocabulary cannot be penalised; ignore them */
-        if (s->counts[t]++ == 0)
-            s->touched[n_touched++] = t;
+        if (s->counts[t]++ == 0) s->touched[n_touched++] = t;
     }
     for (int32_t j = 0; j < n_touched; j++) {
         int32_t t = s->touched[j];
@@ -188,17 +182,14 @@ static void apply_penalties(si_sampler *s, const int32_t *history, int32_t n_his
 
 /* Total order: higher logit first, then lower id, so selection and sorting are deterministic. */
 static int cand_before(const sampler_cand *a, const sampler_cand *b) {
-    if (a->logit != b->logit)
-        return a->logit > b->logit;
+    if (a->logit != b->logit) return a->logit > b->logit;
     return a->id < b->id;
 }
 
 static int cand_cmp(const void *pa, const void *pb) {
     const sampler_cand *a = pa, *b = pb;
-    if (cand_before(a, b))
-        return -1;
-    if (cand_before(b, a))
-        return 1;
+    if (cand_before(a, b)) return -1;
+    if (cand_before(b, a)) return 1;
     return 0;
 }
 
@@ -214,12 +205,9 @@ static void select_top_k(sampler_cand *c, int32_t n, int32_t k) {
     int32_t lo = 0, hi = n - 1;
     while (lo < hi) {
         int32_t mid = lo + (hi - lo) / 2;
-        if (cand_before(&c[hi], &c[lo]))
-            cand_swap(&c[hi], &c[lo]);
-        if (cand_before(&c[mid], &c[lo]))
-            cand_swap(&c[mid], &c[lo]);
-        if (cand_before(&c[hi], &c[mid]))
-            cand_swap(&c[hi], &c[mid]);
+        if (cand_before(&c[hi], &c[lo])) cand_swap(&c[hi], &c[lo]);
+        if (cand_before(&c[mid], &c[lo])) cand_swap(&c[mid], &c[lo]);
+        if (cand_before(&c[hi], &c[mid])) cand_swap(&c[hi], &c[mid]);
         sampler_cand pivot = c[mid];
         int32_t i = lo, j = hi;
         while (i <= j) {
@@ -271,8 +259,7 @@ int32_t si_sampler_sample(si_sampler *s, const float *logits, const int32_t *his
     if (p->temperature <= 0.0f) {
         int32_t best = 0;
         for (int32_t i = 1; i < n; i++)
-            if (c[i].logit > c[best].logit)
-                best = i;
+            if (c[i].logit > c[best].logit) best = i;
         return best;
     }
 
@@ -314,8 +301,7 @@ int32_t si_sampler_sample(si_sampler *s, const float *logits, const int32_t *his
     double u = rng_uniform(s), cum = 0.0;
     for (int32_t i = 0; i < n; i++) {
         cum += c[i].p;
-        if (u < cum)
-            return c[i].id;
+        if (u < cum) return c[i].id;
     }
     return c[n - 1].id; /* rounding left u just above the total */
 }

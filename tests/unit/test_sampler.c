@@ -27,8 +27,7 @@ static si_sampling_params plain_params(float t, uint64_t seed) {
 static si_sampler *make(const si_sampling_params *p, int32_t n_vocab) {
     si_sampler *s = NULL;
     si_status st = si_sampler_create(p, n_vocab, &s);
-    if (st != SI_OK)
-        fail_msg("si_sampler_create: %s", si_last_error());
+    if (st != SI_OK) fail_msg("si_sampler_create: %s", si_last_error());
     return s;
 }
 
@@ -44,8 +43,7 @@ static void fill_logits(float *l, int n, uint32_t seed) {
 static int argmax(const float *l, int n) {
     int b = 0;
     for (int i = 1; i < n; i++)
-        if (l[i] > l[b])
-            b = i;
+        if (l[i] > l[b]) b = i;
     return b;
 }
 
@@ -108,8 +106,7 @@ static void test_top_k_set(void **state) {
     for (int j = 0; j < K; j++) {
         int b = -1;
         for (int i = 0; i < N; i++)
-            if (!used[i] && (b < 0 || l[i] > l[b]))
-                b = i;
+            if (!used[i] && (b < 0 || l[i] > l[b])) b = i;
         used[b] = 1;
         best[j] = b;
     }
@@ -142,7 +139,8 @@ static void test_top_p_tiny_keeps_max(void **state) {
     si_sampler_free(s);
 }
 
-/* probs of logits {log .5, log .3, log .15, log .05}: top_p = 0.7 keeps {0, 1} (0.5 < 0.7 <= 0.8). */
+/* probs of logits {log .5, log .3, log .15, log .05}: top_p = 0.7 keeps {0, 1} (0.5 < 0.7 <= 0.8).
+ */
 static void test_top_p_nucleus(void **state) {
     (void)state;
     float l[4] = {logf(0.5f), logf(0.3f), logf(0.15f), logf(0.05f)};
@@ -184,8 +182,8 @@ static void test_min_p_filters(void **state) {
     si_sampler_free(s);
 }
 
-static int32_t greedy_with(float rep, float freq, float pres, int32_t last_n, const float *l,
-                           int n, const int32_t *hist, int n_hist) {
+static int32_t greedy_with(float rep, float freq, float pres, int32_t last_n, const float *l, int n,
+                           const int32_t *hist, int n_hist) {
     si_sampling_params p = plain_params(0.0f, 1);
     p.repetition_penalty = rep;
     p.frequency_penalty = freq;
@@ -307,8 +305,8 @@ static void check_distribution(const float *l, float temp, uint64_t seed) {
     if (maxdiff >= 0.02 || chi2 >= 16.27)
         fail_msg("T=%g: max abs diff %.4f, chi2 %.2f (counts %d %d %d %d, expected %.3f %.3f "
                  "%.3f %.3f)",
-                 (double)temp, maxdiff, chi2, seen[0], seen[1], seen[2], seen[3], e[0], e[1],
-                 e[2], e[3]);
+                 (double)temp, maxdiff, chi2, seen[0], seen[1], seen[2], seen[3], e[0], e[1], e[2],
+                 e[3]);
 }
 
 static void test_distribution(void **state) {
@@ -329,14 +327,14 @@ static void test_bad_params(void **state) {
         int32_t n_vocab;
     } cases[12];
     int n = 0;
-#define BAD(fieldname, stmt, nv)                                                                  \
-    do {                                                                                          \
-        cases[n].field = fieldname;                                                               \
-        cases[n].p = ok;                                                                          \
-        si_sampling_params *q = &cases[n].p;                                                      \
-        stmt;                                                                                     \
-        cases[n].n_vocab = nv;                                                                    \
-        n++;                                                                                      \
+#define BAD(fieldname, stmt, nv)                                                                   \
+    do {                                                                                           \
+        cases[n].field = fieldname;                                                                \
+        cases[n].p = ok;                                                                           \
+        si_sampling_params *q = &cases[n].p;                                                       \
+        stmt;                                                                                      \
+        cases[n].n_vocab = nv;                                                                     \
+        n++;                                                                                       \
     } while (0)
     BAD("temperature", q->temperature = -0.1f, 10);
     BAD("temperature", q->temperature = NAN, 10);
