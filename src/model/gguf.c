@@ -53,6 +53,7 @@ static si_status gguf_truncated(const gguf_rd *r, const char *what) {
 }
 
 static si_status gguf_rd_uint(gguf_rd *r, unsigned width, uint64_t *out, const char *what) {
+    *out = 0;
     if (width > gguf_left(r))
         return gguf_truncated(r, what);
     uint64_t v = 0;
