@@ -96,6 +96,9 @@ int32_t si_tokenize(const si_model *m, const char *text, size_t len, bool add_sp
  * count written (at most cap), or the count needed when it exceeds cap, or -1 for a bad id. */
 int32_t si_token_to_piece(const si_model *m, int32_t token, char *out, int32_t cap);
 
+/* The beginning-of-sequence token, or -1 when the model has none. */
+int32_t si_token_bos(const si_model *m);
+
 /* True when a token ends generation (EOS, EOT, <|im_end|>, <|eot_id|>, ...). */
 bool si_token_is_eog(const si_model *m, int32_t token);
 

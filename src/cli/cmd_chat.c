@@ -93,6 +93,11 @@ static int chat_turn(cli_setup_t *c, const cli_gen_opts *o, chat_format fmt, con
                       si_model_n_ctx(c->m));
         goto done;
     }
+    /* a template that writes BOS itself (Llama 3) must not get a second one from the tokenizer */
+    if (n >= 2 && toks[0] == toks[1] && toks[0] == si_token_bos(c->m)) {
+        n--;
+        memmove(toks, toks + 1, (size_t)n * sizeof *toks);
+    }
     /* keep the shared prefix; at least one token must be evaluated to get fresh logits */
     int keep = 0;
     while (keep < h->n && keep < n - 1 && h->ids[keep] == toks[keep]) keep++;

@@ -69,4 +69,6 @@ int32_t si_token_to_piece(const si_model *m, int32_t token, char *out, int32_t c
     return tokenizer_token_to_piece(m->tok, token, out, cap);
 }
 
+int32_t si_token_bos(const si_model *m) { return tokenizer_bos(m->tok); }
+
 bool si_token_is_eog(const si_model *m, int32_t token) { return tokenizer_is_eog(m->tok, token); }

@@ -1,0 +1,98 @@
+"""Bad input to the command line: each case is one clear line on stderr and a non-zero exit,
+never a crash (a signal) or a traceback-like dump."""
+import struct
+
+import pytest
+
+from conftest import run_cli
+
+gguf = pytest.importorskip("gguf")
+
+
+def check_error(proc, *needles):
+    assert proc.returncode not in (0,), proc
+    assert proc.returncode > 0, f"killed by signal {-proc.returncode}"
+    err = proc.stderr.decode()
+    lines = [l for l in err.splitlines() if l.strip()]
+    assert len(lines) == 1, err
+    assert lines[0].startswith("swiftinfer: "), err
+    for n in needles:
+        assert n in lines[0], f"{n!r} not in {lines[0]!r}"
+
+
+def write_gguf(path, arch="llama", version=None):
+    w = gguf.GGUFWriter(str(path), arch)
+    w.add_block_count(1)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    if version is not None:
+        data = bytearray(path.read_bytes())
+        data[4:8] = struct.pack("<I", version)
+        path.write_bytes(bytes(data))
+    return path
+
+
+def test_missing_file(binary, tmp_path):
+    p = tmp_path / "nope.gguf"
+    check_error(run_cli("run", "-m", p, "-p", "hi", check=False), str(p))
+
+
+def test_unreadable_directory(binary, tmp_path):
+    check_error(run_cli("info", tmp_path, check=False), str(tmp_path))
+
+
+def test_wrong_magic(binary, tmp_path):
+    p = tmp_path / "bad.gguf"
+    p.write_bytes(b"GGML" + b"\0" * 60)
+    check_error(run_cli("run", "-m", p, "-p", "hi", check=False), str(p), "magic")
+
+
+def test_empty_file(binary, tmp_path):
+    p = tmp_path / "empty.gguf"
+    p.write_bytes(b"")
+    check_error(run_cli("info", p, check=False), str(p))
+
+
+@pytest.mark.parametrize("version", [1, 4, 99])
+def test_unsupported_version(binary, tmp_path, version):
+    p = write_gguf(tmp_path / "v.gguf", version=version)
+    check_error(run_cli("run", "-m", p, "-p", "hi", check=False), str(p), "version")
+
+
+def test_unsupported_architecture(binary, tmp_path):
+    p = write_gguf(tmp_path / "arch.gguf", arch="gptj")
+    check_error(run_cli("run", "-m", p, "-p", "hi", check=False), "gptj")
+
+
+def test_truncated_model(binary, default_model, tmp_path):
+    p = tmp_path / "cut.gguf"
+    p.write_bytes(default_model.read_bytes()[:5_000_000])
+    check_error(run_cli("run", "-m", p, "-p", "hi", check=False), str(p))
+
+
+def test_prompt_longer_than_context(binary, default_model):
+    proc = run_cli("run", "-m", default_model, "-c", 16, "-p", "word " * 100, check=False)
+    check_error(proc, "context")
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["run", "--temp", "abc"], "--temp"),
+    (["run", "--temp", "-1"], "--temp"),
+    (["run", "-n", "1.5"], "-n"),
+    (["run", "--top-p", "2"], "--top-p"),
+    (["run", "-t", "0"], "-t"),
+    (["run", "--bogus"], "--bogus"),
+    (["run", "-m"], "-m"),
+    (["run", "-p", "x"], "model"),
+    (["frobnicate"], "frobnicate"),
+])
+def test_invalid_flags(binary, args, needle):
+    check_error(run_cli(*args, check=False), needle)
+
+
+@pytest.mark.parametrize("cmd", ["run", "chat", "info", "tokenize"])
+def test_help(binary, cmd):
+    proc = run_cli(cmd, "--help")
+    assert b"usage: swiftinfer " + cmd.encode() in proc.stdout
