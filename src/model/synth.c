@@ -1,0 +1,549 @@
+/* synth.c — writing synthetic GGUF models (see synth.h).
+ *
+ * NOTE: streaming. gguf_writer references each tensor's data until gguf_writer_write, which
+ * would mean holding a whole 7B model in memory. Instead every tensor is added pointing at one
+ * read-only anonymous mapping of zero pages (costing no memory), the writer lays out the header
+ * and a zero-filled data section, and the data is then generated a chunk of rows at a time and
+ * pwrite()n in place at the offsets the written header gives. The price is writing the data
+ * section twice; memory stays at a few chunks whatever the model size.
+ *
+ * Random numbers: splitmix64 (Steele, Lea & Flood, "Fast splittable pseudorandom number
+ * generators", OOPSLA 2014) seeded per row from (seed, FNV-1a of the tensor name, row), and the
+ * Box-Muller transform for normals. Per-row seeding makes the result independent of the thread
+ * count and of which other tensors exist. */
+#include "model/synth.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "model/gguf.h"
+#include "quant/quant.h"
+
+/* ---- shapes -------------------------------------------------------------------------------- */
+
+typedef struct synth_shape_def {
+    const char *name;
+    synth_dims d;
+} synth_shape_def;
+
+/* arch, embd, ff, layers, heads, kv heads, vocab, ctx, rope base, rms eps, tied */
+static const synth_shape_def SHAPES[] = {
+    {"tiny", {"llama", 256, 512, 2, 4, 2, 0, 256, 10000.0f, 1e-5f, false}},
+    /* NOTE: tiny-qwen2 ties its embeddings (as Qwen2-0.5B does), so the tied path is tested */
+    {"tiny-qwen2", {"qwen2", 256, 512, 2, 4, 2, 0, 256, 1000000.0f, 1e-6f, true}},
+    {"smollm2-135m", {"llama", 576, 1536, 30, 9, 3, 49152, 8192, 100000.0f, 1e-5f, true}},
+    {"tinyllama-1.1b", {"llama", 2048, 5632, 22, 32, 4, 32000, 2048, 10000.0f, 1e-5f, false}},
+    {"llama2-7b", {"llama", 4096, 11008, 32, 32, 32, 32000, 4096, 10000.0f, 1e-5f, false}},
+    {"llama3-8b", {"llama", 4096, 14336, 32, 32, 8, 128256, 8192, 500000.0f, 1e-5f, false}},
+    {"qwen2-7b", {"qwen2", 3584, 18944, 28, 28, 4, 152064, 32768, 1000000.0f, 1e-6f, false}},
+};
+#define N_SHAPES (sizeof SHAPES / sizeof SHAPES[0])
+
+const char *const SYNTH_SHAPE_NAMES[] = {"tiny", "tiny-qwen2", "smollm2-135m", "tinyllama-1.1b",
+                                         "llama2-7b", "llama3-8b", "qwen2-7b", NULL};
+
+si_status synth_shape(const char *name, synth_dims *out) {
+    for (size_t i = 0; name && i < N_SHAPES; i++)
+        if (strcmp(SHAPES[i].name, name) == 0) {
+            *out = SHAPES[i].d;
+            return SI_OK;
+        }
+    return si_error(SI_ERR_INVALID_ARG, "unknown shape '%s' (known: tiny, tiny-qwen2, "
+                    "smollm2-135m, tinyllama-1.1b, llama2-7b, llama3-8b, qwen2-7b)",
+                    name ? name : "(null)");
+}
+
+si_status synth_params_init(synth_params *p, const char *shape) {
+    *p = (synth_params){.type = SI_TYPE_F16};
+    return synth_shape(shape, &p->dims);
+}
+
+/* ---- random numbers ------------------------------------------------------------------------ */
+
+static uint64_t splitmix64(uint64_t *s) {
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static uint64_t fnv1a(const char *s) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (; *s; s++) h = (h ^ (uint8_t)*s) * 0x100000001b3ull;
+    return h;
+}
+
+/* n samples of mean + std * N(0, 1), from the stream of (seed, name hash, row). */
+static void gen_normal(float *x, int64_t n, uint64_t seed, uint64_t name_hash, int64_t row,
+                       float mean, float std) {
+    uint64_t s = seed ^ name_hash ^ ((uint64_t)row * 0xD1B54A32D192ED03ull);
+    splitmix64(&s);
+    for (int64_t i = 0; i < n; i += 2) {
+        /* u1 in (0, 1] so that log(u1) is finite */
+        const double u1 = (double)((splitmix64(&s) >> 11) + 1) * 0x1.0p-53;
+        const double u2 = (double)(splitmix64(&s) >> 11) * 0x1.0p-53;
+        const double r = sqrt(-2.0 * log(u1)), th = 6.283185307179586 * u2;
+        x[i] = mean + std * (float)(r * cos(th));
+        if (i + 1 < n) x[i + 1] = mean + std * (float)(r * sin(th));
+    }
+}
+
+/* ---- the tensor plan ----------------------------------------------------------------------- */
+
+typedef enum { T_MATRIX, T_NORM, T_BIAS } tensor_kind;
+
+typedef struct plan_tensor {
+    char name[64];
+    tensor_kind kind;
+    int64_t n_cols, n_rows; /* ne[0], ne[1] (n_rows 1: a vector) */
+    si_type type;           /* stored type */
+    size_t row_bytes, nbytes;
+    uint64_t offset;        /* absolute file offset of the data, once written */
+} plan_tensor;
+
+typedef struct plan {
+    plan_tensor *t;
+    int n, cap;
+} plan;
+
+static si_status plan_add(plan *pl, const char *name, tensor_kind kind, int64_t n_cols,
+                          int64_t n_rows, const synth_params *p) {
+    if (p->omit_tensor && strcmp(name, p->omit_tensor) == 0) return SI_OK;
+    if (pl->n == pl->cap) {
+        int cap = pl->cap ? 2 * pl->cap : 64;
+        plan_tensor *nt = realloc(pl->t, (size_t)cap * sizeof *nt);
+        if (!nt) return si_error(SI_ERR_NOMEM, "synth: out of memory");
+        pl->t = nt;
+        pl->cap = cap;
+    }
+    plan_tensor *t = &pl->t[pl->n++];
+    memset(t, 0, sizeof *t);
+    snprintf(t->name, sizeof t->name, "%s", name);
+    t->kind = kind;
+    t->n_cols = n_cols;
+    t->n_rows = n_rows;
+    t->type = kind == T_MATRIX && !p->dequantize ? p->type : SI_TYPE_F32;
+    if (kind == T_MATRIX) {
+        const quant_traits *q = quant_get(p->type);
+        if (n_cols % q->block_size != 0)
+            return si_error(SI_ERR_INVALID_ARG, "synth: tensor '%s' has rows of %lld elements, "
+                            "not a multiple of %s's block size %d; pick another type or shape",
+                            name, (long long)n_cols, q->name, q->block_size);
+    }
+    t->row_bytes = quant_row_size(t->type, n_cols);
+    t->nbytes = t->row_bytes * (size_t)n_rows;
+    return SI_OK;
+}
+
+static si_status plan_build(plan *pl, const synth_params *p, int32_t n_vocab) {
+    const synth_dims *d = &p->dims;
+    const int64_t head_dim = d->n_embd / d->n_head;
+    const int64_t q_dim = d->n_head * head_dim, kv_dim = d->n_head_kv * head_dim;
+    const bool bias = strcmp(d->arch, "qwen2") == 0;
+    si_status st;
+    if ((st = plan_add(pl, "token_embd.weight", T_MATRIX, d->n_embd, n_vocab, p)) ||
+        (st = plan_add(pl, "output_norm.weight", T_NORM, d->n_embd, 1, p)))
+        return st;
+    if (!d->tied && (st = plan_add(pl, "output.weight", T_MATRIX, d->n_embd, n_vocab, p)))
+        return st;
+    for (int il = 0; il < d->n_layer; il++) {
+        char n[64];
+#define ADD(suffix, kind, cols, rows)                                                          \
+    snprintf(n, sizeof n, "blk.%d.%s", il, suffix);                                            \
+    if ((st = plan_add(pl, n, kind, cols, rows, p))) return st;
+        ADD("attn_norm.weight", T_NORM, d->n_embd, 1)
+        ADD("attn_q.weight", T_MATRIX, d->n_embd, q_dim)
+        ADD("attn_k.weight", T_MATRIX, d->n_embd, kv_dim)
+        ADD("attn_v.weight", T_MATRIX, d->n_embd, kv_dim)
+        if (bias) {
+            ADD("attn_q.bias", T_BIAS, q_dim, 1)
+            ADD("attn_k.bias", T_BIAS, kv_dim, 1)
+            ADD("attn_v.bias", T_BIAS, kv_dim, 1)
+        }
+        ADD("attn_output.weight", T_MATRIX, q_dim, d->n_embd)
+        ADD("ffn_norm.weight", T_NORM, d->n_embd, 1)
+        ADD("ffn_gate.weight", T_MATRIX, d->n_embd, d->n_ff)
+        ADD("ffn_up.weight", T_MATRIX, d->n_embd, d->n_ff)
+        ADD("ffn_down.weight", T_MATRIX, d->n_ff, d->n_embd)
+#undef ADD
+    }
+    return SI_OK;
+}
+
+/* ---- the vocabulary ------------------------------------------------------------------------ */
+
+/* GPT-2's byte-to-unicode map: printable Latin-1 bytes stand for themselves, the other 68
+ * bytes for U+0100.. in byte order, so every byte has a visible character (space is 'Ġ'). */
+static uint32_t byte_to_codepoint(int b) {
+    if ((b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255))
+        return (uint32_t)b;
+    uint32_t n = 0;
+    for (int c = 0; c < b; c++)
+        if (!((c >= 33 && c <= 126) || (c >= 161 && c <= 172) || (c >= 174 && c <= 255))) n++;
+    return 256 + n;
+}
+
+static int utf8_put(char *out, uint32_t cp) {
+    if (cp < 0x80) {
+        out[0] = (char)cp;
+        return 1;
+    }
+    out[0] = (char)(0xC0 | (cp >> 6)); /* every code point here is below U+0800 */
+    out[1] = (char)(0x80 | (cp & 0x3F));
+    return 2;
+}
+
+enum { TOK_NORMAL = 1, TOK_CONTROL = 3, TOK_UNUSED = 5 };
+static const char COMMON_LETTERS[] = "etaoinshrdlu";
+#define N_SPACE_MERGES 26
+#define N_PAIR_MERGES ((int)(sizeof COMMON_LETTERS - 1) * (int)(sizeof COMMON_LETTERS - 1))
+#define SYNTH_NATURAL_VOCAB (256 + N_SPACE_MERGES + N_PAIR_MERGES + 2)
+
+/* Sets the tokenizer.* keys of a byte-level BPE vocabulary of n_vocab tokens (0: its natural
+ * size): 256 byte tokens, merges "Ġ x" for each letter and "x y" for pairs of common letters,
+ * "<s>" (BOS) and "</s>" (EOS) as control tokens, then "<unused_N>" fillers. */
+static si_status vocab_synthetic(gguf_writer *w, int32_t *n_vocab) {
+    int32_t n = *n_vocab ? *n_vocab : SYNTH_NATURAL_VOCAB;
+    if (n < 258)
+        return si_error(SI_ERR_INVALID_ARG, "synth: n_vocab %d is too small for the synthetic "
+                        "vocabulary (256 bytes + BOS + EOS)", n);
+    int n_merges = n - 258 < N_SPACE_MERGES + N_PAIR_MERGES ? n - 258
+                                                            : N_SPACE_MERGES + N_PAIR_MERGES;
+    char **tok = calloc((size_t)n, sizeof *tok);
+    char **mrg = calloc((size_t)n_merges + 1, sizeof *mrg);
+    int32_t *type = malloc((size_t)n * sizeof *type);
+    si_status st = SI_ERR_NOMEM;
+    int32_t id = 0;
+    if (!tok || !mrg || !type) goto done;
+    for (int b = 0; b < 256; b++, id++) {
+        char s[4] = {0};
+        utf8_put(s, byte_to_codepoint(b));
+        if (!(tok[id] = strdup(s))) goto done;
+        type[id] = TOK_NORMAL;
+    }
+    char sp[4] = {0};
+    utf8_put(sp, byte_to_codepoint(' '));
+    for (int k = 0; k < n_merges; k++, id++) {
+        char l[4] = {0}, r[2] = {0};
+        if (k < N_SPACE_MERGES) {
+            memcpy(l, sp, sizeof sp);
+            r[0] = (char)('a' + k);
+        } else {
+            const int j = k - N_SPACE_MERGES, nl = (int)sizeof COMMON_LETTERS - 1;
+            l[0] = COMMON_LETTERS[j / nl];
+            r[0] = COMMON_LETTERS[j % nl];
+        }
+        char m[16], t[16];
+        snprintf(m, sizeof m, "%s %s", l, r);
+        snprintf(t, sizeof t, "%s%s", l, r);
+        if (!(mrg[k] = strdup(m)) || !(tok[id] = strdup(t))) goto done;
+        type[id] = TOK_NORMAL;
+    }
+    const int32_t bos = id, eos = id + 1;
+    if (!(tok[id] = strdup("<s>")) || !(tok[id + 1] = strdup("</s>"))) goto done;
+    type[id++] = TOK_CONTROL;
+    type[id++] = TOK_CONTROL;
+    for (int k = 0; id < n; k++, id++) {
+        char f[32];
+        snprintf(f, sizeof f, "<unused_%d>", k);
+        if (!(tok[id] = strdup(f))) goto done;
+        type[id] = TOK_UNUSED;
+    }
+    if ((st = gguf_writer_set_str(w, "tokenizer.ggml.model", "gpt2")) ||
+        (st = gguf_writer_set_str(w, "tokenizer.ggml.pre", "default")) ||
+        (st = gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", (const char *const *)tok,
+                                      (uint64_t)n)) ||
+        (st = gguf_writer_set_arr(w, "tokenizer.ggml.token_type", GGUF_TYPE_INT32, type,
+                                  (uint64_t)n)) ||
+        (st = gguf_writer_set_arr_str(w, "tokenizer.ggml.merges", (const char *const *)mrg,
+                                      (uint64_t)n_merges)) ||
+        (st = gguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", (uint32_t)bos)) ||
+        (st = gguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", (uint32_t)eos)) ||
+        (st = gguf_writer_set_bool(w, "tokenizer.ggml.add_bos_token", true)))
+        goto done;
+    *n_vocab = n;
+    st = SI_OK;
+done:
+    if (st == SI_ERR_NOMEM) si_error(st, "synth: out of memory building the vocabulary");
+    for (int32_t i = 0; tok && i < n; i++) free(tok[i]);
+    for (int k = 0; mrg && k < n_merges; k++) free(mrg[k]);
+    free(tok);
+    free(mrg);
+    free(type);
+    return st;
+}
+
+/* Copies every tokenizer.* key of another GGUF; n_vocab becomes its token count. */
+static si_status vocab_copy(gguf_writer *w, const char *from, int32_t *n_vocab) {
+    gguf_file *f = NULL;
+    const gguf_value *toks = NULL;
+    si_status st = gguf_open(from, &f);
+    if (st) return si_error_wrap(st, "synth: --vocab-from: ");
+    if ((st = gguf_get_arr(f, "tokenizer.ggml.tokens", GGUF_TYPE_STRING, &toks))) {
+        st = st == SI_ERR_NOT_FOUND
+                 ? si_error(st, "%s: no tokenizer.ggml.tokens to copy a vocabulary from", from)
+                 : si_error_wrap(st, "%s: ", from);
+        goto done;
+    }
+    if (toks->arr.n == 0 || toks->arr.n > INT32_MAX) {
+        st = si_error(SI_ERR_FORMAT, "%s: tokenizer.ggml.tokens has %llu entries", from,
+                      (unsigned long long)toks->arr.n);
+        goto done;
+    }
+    *n_vocab = (int32_t)toks->arr.n;
+    for (uint64_t i = 0; i < f->n_kv; i++)
+        if (strncmp(f->kv[i].key.s, "tokenizer.", 10) == 0 &&
+            (st = gguf_writer_set(w, f->kv[i].key.s, &f->kv[i].value)))
+            goto done;
+done:
+    gguf_close(f);
+    return st;
+}
+
+/* ---- generating the data ------------------------------------------------------------------- */
+
+typedef struct fill_job {
+    const plan_tensor *t;
+    const quant_traits *q; /* the requested weight type (matrices) */
+    bool dequantize;
+    uint64_t seed, name_hash;
+    int64_t row0, n_rows;
+    uint8_t *out;     /* n_rows * t->row_bytes */
+    float *xs;        /* [nth][max_cols] */
+    uint8_t *qs;      /* [nth][max_qrow] */
+    int64_t max_cols;
+    size_t max_qrow;
+} fill_job;
+
+static void fill_worker(void *ctx, int ith, int nth) {
+    const fill_job *j = ctx;
+    const plan_tensor *t = j->t;
+    float *x = j->xs + (size_t)ith * j->max_cols;
+    uint8_t *qrow = j->qs + (size_t)ith * j->max_qrow;
+    int64_t begin, end;
+    pool_split(j->n_rows, ith, nth, &begin, &end);
+    for (int64_t r = begin; r < end; r++) {
+        uint8_t *dst = j->out + (size_t)r * t->row_bytes;
+        const int64_t row = j->row0 + r;
+        switch (t->kind) {
+        case T_NORM: gen_normal(x, t->n_cols, j->seed, j->name_hash, row, 1.0f, 0.02f); break;
+        case T_BIAS: gen_normal(x, t->n_cols, j->seed, j->name_hash, row, 0.0f, 0.1f); break;
+        case T_MATRIX: gen_normal(x, t->n_cols, j->seed, j->name_hash, row, 0.0f, 0.02f); break;
+        }
+        if (t->kind == T_MATRIX && j->dequantize) {
+            j->q->from_float(x, qrow, t->n_cols);
+            j->q->to_float(qrow, (float *)dst, t->n_cols);
+        } else {
+            quant_get(t->type)->from_float(x, dst, t->n_cols);
+        }
+    }
+}
+
+static si_status pwrite_all(int fd, const void *buf, size_t n, uint64_t off, const char *path) {
+    const uint8_t *p = buf;
+    while (n > 0) {
+        ssize_t k = pwrite(fd, p, n, (off_t)off);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0)
+            return si_error(SI_ERR_IO, "%s: write failed at byte %llu: %s", path,
+                            (unsigned long long)off, k < 0 ? strerror(errno) : "short write");
+        p += k;
+        n -= (size_t)k;
+        off += (uint64_t)k;
+    }
+    return SI_OK;
+}
+
+#define CHUNK_BYTES ((size_t)16 << 20)
+
+static si_status fill_data(const plan *pl, const synth_params *p, const char *path) {
+    int64_t max_cols = 1;
+    size_t total = 0, written = 0, max_chunk = 0;
+    for (int i = 0; i < pl->n; i++) {
+        const plan_tensor *t = &pl->t[i];
+        if (t->n_cols > max_cols) max_cols = t->n_cols;
+        total += t->nbytes;
+        size_t rows = CHUNK_BYTES / t->row_bytes ? CHUNK_BYTES / t->row_bytes : 1;
+        size_t c = (rows < (size_t)t->n_rows ? rows : (size_t)t->n_rows) * t->row_bytes;
+        if (c > max_chunk) max_chunk = c;
+    }
+    const quant_traits *q = quant_get(p->type);
+    const size_t max_qrow = quant_row_size(p->type, max_cols) + 64;
+    thread_pool *pool = NULL;
+    si_status st = pool_create(0, &pool);
+    if (st) return st;
+    const int nth = pool_size(pool);
+    fill_job job = {.q = q, .dequantize = p->dequantize, .seed = p->seed, .max_cols = max_cols,
+                    .max_qrow = max_qrow};
+    job.xs = malloc((size_t)nth * (size_t)max_cols * sizeof(float));
+    job.qs = malloc((size_t)nth * max_qrow);
+    job.out = malloc(max_chunk);
+    int fd = open(path, O_WRONLY);
+    const bool show = p->progress && total > ((size_t)64 << 20);
+    int last_pct = -1;
+    if (!job.xs || !job.qs || !job.out) {
+        st = si_error(SI_ERR_NOMEM, "synth: out of memory");
+        goto done;
+    }
+    if (fd < 0) {
+        st = si_error(SI_ERR_IO, "%s: cannot open for writing: %s", path, strerror(errno));
+        goto done;
+    }
+    for (int i = 0; i < pl->n && !st; i++) {
+        const plan_tensor *t = &pl->t[i];
+        const int64_t rows_per = (int64_t)(max_chunk / t->row_bytes);
+        job.t = t;
+        job.name_hash = fnv1a(t->name);
+        for (int64_t r0 = 0; r0 < t->n_rows && !st; r0 += rows_per) {
+            job.row0 = r0;
+            job.n_rows = t->n_rows - r0 < rows_per ? t->n_rows - r0 : rows_per;
+            pool_run(pool, fill_worker, &job);
+            const size_t n = (size_t)job.n_rows * t->row_bytes;
+            st = pwrite_all(fd, job.out, n, t->offset + (uint64_t)r0 * t->row_bytes, path);
+            written += n;
+            const int pct = (int)(100.0 * (double)written / (double)total);
+            if (show && pct != last_pct) {
+                fprintf(stderr, "\rsynth: writing weights %3d%%", pct);
+                last_pct = pct;
+            }
+        }
+    }
+    if (show) fprintf(stderr, "\n");
+    if (close(fd) != 0 && !st)
+        st = si_error(SI_ERR_IO, "%s: close failed: %s", path, strerror(errno));
+    fd = -1;
+done:
+    if (fd >= 0) close(fd);
+    free(job.xs);
+    free(job.qs);
+    free(job.out);
+    pool_free(pool);
+    return st;
+}
+
+/* ---- writing --------------------------------------------------------------------------------- */
+
+static si_status check_params(const synth_params *p) {
+    const synth_dims *d = &p->dims;
+    const quant_traits *q = quant_get(p->type);
+    if (!d->arch || (strcmp(d->arch, "llama") != 0 && strcmp(d->arch, "qwen2") != 0))
+        return si_error(SI_ERR_INVALID_ARG, "synth: architecture '%s' is not one synth can write "
+                        "(llama, qwen2)", d->arch ? d->arch : "(null)");
+    if (!q || !q->from_float || !q->to_float || !q->vec_dot)
+        return si_error(SI_ERR_UNSUPPORTED, "synth: type %s (%d) cannot be used for weights",
+                        si_type_name(p->type) ? si_type_name(p->type) : "?", (int)p->type);
+    if (d->n_embd < 1 || d->n_ff < 1 || d->n_layer < 1 || d->n_head < 1 || d->n_head_kv < 1 ||
+        d->n_ctx < 1 || d->n_vocab < 0 || !(d->rope_base > 0.0f) || !(d->rms_eps > 0.0f))
+        return si_error(SI_ERR_INVALID_ARG, "synth: n_embd, n_ff, n_layer, n_head, n_head_kv, "
+                        "n_ctx, rope base and rms eps must be positive");
+    if (d->n_embd % d->n_head || (d->n_embd / d->n_head) % 2 || d->n_head % d->n_head_kv)
+        return si_error(SI_ERR_INVALID_ARG, "synth: n_embd %d must split into %d heads of an even "
+                        "size, and n_head into n_head_kv %d groups", d->n_embd, d->n_head,
+                        d->n_head_kv);
+    return SI_OK;
+}
+
+static si_status set_metadata(gguf_writer *w, const synth_params *p) {
+    const synth_dims *d = &p->dims;
+    const char *arch = p->arch_override ? p->arch_override : d->arch;
+    char k[128];
+    si_status st;
+#define KEY(suffix) (snprintf(k, sizeof k, "%s.%s", arch, suffix), k)
+    if ((st = gguf_writer_set_str(w, "general.architecture", arch)) ||
+        (st = gguf_writer_set_str(w, "general.name", "SwiftInfer synthetic model")) ||
+        (st = gguf_writer_set_u32(w, KEY("block_count"), (uint32_t)d->n_layer)) ||
+        (st = gguf_writer_set_u32(w, KEY("context_length"), (uint32_t)d->n_ctx)) ||
+        (st = gguf_writer_set_u32(w, KEY("embedding_length"), (uint32_t)d->n_embd)) ||
+        (st = gguf_writer_set_u32(w, KEY("feed_forward_length"), (uint32_t)d->n_ff)) ||
+        (st = gguf_writer_set_u32(w, KEY("attention.head_count"), (uint32_t)d->n_head)) ||
+        (st = gguf_writer_set_u32(w, KEY("attention.head_count_kv"), (uint32_t)d->n_head_kv)) ||
+        (st = gguf_writer_set_u32(w, KEY("rope.dimension_count"),
+                                  (uint32_t)(d->n_embd / d->n_head))) ||
+        (st = gguf_writer_set_f32(w, KEY("rope.freq_base"), d->rope_base)) ||
+        (st = gguf_writer_set_f32(w, KEY("attention.layer_norm_rms_epsilon"), d->rms_eps)))
+        return st;
+#undef KEY
+    return SI_OK;
+}
+
+si_status synth_write(const synth_params *p, const char *path) {
+    if (!p || !path) return si_error(SI_ERR_INVALID_ARG, "synth_write: NULL argument");
+    si_status st = check_params(p);
+    if (st) return st;
+
+    gguf_writer *w = gguf_writer_new();
+    plan pl = {0};
+    gguf_file *f = NULL;
+    void *zeros = MAP_FAILED;
+    size_t zeros_size = 0;
+    const size_t plen = strlen(path);
+    char *partial = malloc(plen + 9);
+    bool wrote = false;
+    if (!w || !partial) {
+        st = si_error(SI_ERR_NOMEM, "synth: out of memory");
+        goto done;
+    }
+    memcpy(partial, path, plen);
+    memcpy(partial + plen, ".partial", 9);
+
+    int32_t n_vocab = p->dims.n_vocab;
+    if ((st = set_metadata(w, p)) ||
+        (st = p->vocab_from ? vocab_copy(w, p->vocab_from, &n_vocab)
+                            : vocab_synthetic(w, &n_vocab)) ||
+        (st = plan_build(&pl, p, n_vocab)))
+        goto done;
+
+    /* Header and zero-filled data section first; see the NOTE at the top. */
+    for (int i = 0; i < pl.n; i++)
+        if (pl.t[i].nbytes > zeros_size) zeros_size = pl.t[i].nbytes;
+    zeros = mmap(NULL, zeros_size, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (zeros == MAP_FAILED) {
+        st = si_error(SI_ERR_NOMEM, "synth: cannot map %zu bytes: %s", zeros_size,
+                      strerror(errno));
+        goto done;
+    }
+    for (int i = 0; i < pl.n; i++) {
+        const plan_tensor *t = &pl.t[i];
+        const int64_t ne[2] = {t->n_cols, t->n_rows};
+        if ((st = gguf_writer_add_tensor(w, t->name, t->type, t->n_rows > 1 ? 2 : 1, ne, zeros)))
+            goto done;
+    }
+    if ((st = gguf_writer_write(w, partial))) goto done;
+    wrote = true;
+    /* The offsets, as the written header has them. */
+    if ((st = gguf_open(partial, &f))) goto done;
+    for (int i = 0; i < pl.n; i++) {
+        const gguf_tensor *gt = gguf_find_tensor(f, pl.t[i].name);
+        if (!gt || gt->nbytes != pl.t[i].nbytes) {
+            st = si_error(SI_ERR_INTERNAL, "synth: tensor '%s' not laid out as planned",
+                          pl.t[i].name);
+            goto done;
+        }
+        pl.t[i].offset = f->data_offset + gt->offset;
+    }
+    gguf_close(f);
+    f = NULL;
+    if ((st = fill_data(&pl, p, partial))) goto done;
+    if (rename(partial, path) != 0) {
+        st = si_error(SI_ERR_IO, "%s: cannot rename %s into place: %s", path, partial,
+                      strerror(errno));
+        goto done;
+    }
+    wrote = false;
+done:
+    if (wrote) unlink(partial);
+    gguf_close(f);
+    if (zeros != MAP_FAILED) munmap(zeros, zeros_size);
+    free(pl.t);
+    free(partial);
+    gguf_writer_free(w);
+    return st;
+}
