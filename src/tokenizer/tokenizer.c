@@ -220,6 +220,17 @@ static const char *const k_eot_texts[] = {
     "<EOT>", "_<EOT>", "<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>",
     "<end_of_utterance>", NULL};
 static const char *const k_eom_texts[] = {"<|eom_id|>", NULL};
+#define FW "\xef\xbd\x9c" /* U+FF5C FULLWIDTH VERTICAL LINE */
+#define SP "\xe2\x96\x81" /* U+2581 */
+static const char *const k_fim_pre_texts[] = {"<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>",
+                                              "<" FW "fim" SP "begin" FW ">", "<PRE>", SP "<PRE>",
+                                              "<|code_prefix|>", NULL};
+static const char *const k_fim_suf_texts[] = {"<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>",
+                                              "<" FW "fim" SP "hole" FW ">", "<SUF>", SP "<SUF>",
+                                              "<|code_suffix|>", NULL};
+static const char *const k_fim_mid_texts[] = {"<|fim_middle|>", "<fim-middle>", "<fim_middle>",
+                                              "<" FW "fim" SP "end" FW ">", "<MID>", SP "<MID>",
+                                              "<|code_middle|>", NULL};
 static const char *const k_fim_pad_texts[] = {"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", NULL};
 static const char *const k_fim_rep_texts[] = {"<|fim_repo|>", "<|repo_name|>", "<fim-repo>",
                                               "<REPO>", "<reponame>", NULL};
@@ -231,13 +242,16 @@ static const char *const k_eog_texts[] = {
 
 static si_status load_special(tokenizer *t, const gguf_file *f) {
     si_status s;
-    int32_t fim_pad = -1, fim_rep = -1, fim_sep = -1;
+    int32_t fim_pre = -1, fim_suf = -1, fim_mid = -1, fim_pad = -1, fim_rep = -1, fim_sep = -1;
     if ((s = get_id(t, f, "tokenizer.ggml.bos_token_id", &t->bos)) ||
         (s = get_id(t, f, "tokenizer.ggml.eos_token_id", &t->eos)) ||
         (s = get_id(t, f, "tokenizer.ggml.eot_token_id", &t->eot)) ||
         (s = get_id(t, f, "tokenizer.ggml.eom_token_id", &t->eom)) ||
         (s = get_id(t, f, "tokenizer.ggml.unknown_token_id", &t->unk)) ||
         (s = get_id(t, f, "tokenizer.ggml.padding_token_id", &t->pad)) ||
+        (s = get_id(t, f, "tokenizer.ggml.fim_pre_token_id", &fim_pre)) ||
+        (s = get_id(t, f, "tokenizer.ggml.fim_suf_token_id", &fim_suf)) ||
+        (s = get_id(t, f, "tokenizer.ggml.fim_mid_token_id", &fim_mid)) ||
         (s = get_id(t, f, "tokenizer.ggml.fim_pad_token_id", &fim_pad)) ||
         (s = get_id(t, f, "tokenizer.ggml.fim_rep_token_id", &fim_rep)) ||
         (s = get_id(t, f, "tokenizer.ggml.fim_sep_token_id", &fim_sep)) ||
@@ -256,6 +270,9 @@ static si_status load_special(tokenizer *t, const gguf_file *f) {
             t->eom = id;
             t->type[id] = TOK_TYPE_CONTROL;
         }
+        if (fim_pre < 0 && text_is(t, id, k_fim_pre_texts)) { fim_pre = id; t->type[id] = TOK_TYPE_CONTROL; }
+        if (fim_suf < 0 && text_is(t, id, k_fim_suf_texts)) { fim_suf = id; t->type[id] = TOK_TYPE_CONTROL; }
+        if (fim_mid < 0 && text_is(t, id, k_fim_mid_texts)) { fim_mid = id; t->type[id] = TOK_TYPE_CONTROL; }
         if (fim_pad < 0 && text_is(t, id, k_fim_pad_texts)) { fim_pad = id; t->type[id] = TOK_TYPE_CONTROL; }
         if (fim_rep < 0 && text_is(t, id, k_fim_rep_texts)) { fim_rep = id; t->type[id] = TOK_TYPE_CONTROL; }
         if (fim_sep < 0 && text_is(t, id, k_fim_sep_texts)) { fim_sep = id; t->type[id] = TOK_TYPE_CONTROL; }
