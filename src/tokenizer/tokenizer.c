@@ -477,7 +477,7 @@ int32_t tokenizer_encode(const tokenizer *t, const char *text, size_t len, bool 
         s = si_error(SI_ERR_INVALID_ARG, "tokenizer_encode: text too long (%zu tokens)", ids.n);
         goto done;
     }
-    memcpy(out, ids.v, (ids.n < (size_t)cap ? ids.n : (size_t)cap) * sizeof *out);
+    if (ids.n > 0 && cap > 0) memcpy(out, ids.v, (ids.n < (size_t)cap ? ids.n : (size_t)cap) * sizeof *out);
     goto done;
 nomem:
     s = si_error(SI_ERR_NOMEM, "tokenizer_encode: out of memory");

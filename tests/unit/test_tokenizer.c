@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -251,6 +252,61 @@ static void test_smollm_speed(void **state) {
     tokenizer_free(t);
 }
 
+/* ---- a synthetic vocabulary written with the GGUF writer ---------------------------------- */
+
+static si_status synth_load(const char *pre, tokenizer **out) {
+    static const char *const toks[] = {"a", "b", "ab", "\xc4\xa0", "\xc4\xa0" "ab", "<|im_end|>", "c"};
+    static const char *const merges[] = {"a b", "\xc4\xa0 ab"};
+    int32_t types[] = {1, 1, 1, 1, 1, 3, 4};
+    gguf_writer *w = gguf_writer_new();
+    assert_non_null(w);
+    assert_int_equal(gguf_writer_set_str(w, "tokenizer.ggml.model", "gpt2"), SI_OK);
+    assert_int_equal(gguf_writer_set_str(w, "tokenizer.ggml.pre", pre), SI_OK);
+    assert_int_equal(gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", toks, 7), SI_OK);
+    assert_int_equal(gguf_writer_set_arr_str(w, "tokenizer.ggml.merges", merges, 2), SI_OK);
+    assert_int_equal(gguf_writer_set_arr(w, "tokenizer.ggml.token_type", GGUF_TYPE_INT32, types, 7), SI_OK);
+    assert_int_equal(gguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", 5), SI_OK);
+    char path[256];
+    snprintf(path, sizeof path, "/tmp/si_test_tok_%d.gguf", (int)getpid());
+    assert_int_equal(gguf_writer_write(w, path), SI_OK);
+    gguf_writer_free(w);
+    gguf_file *g = NULL;
+    assert_int_equal(gguf_open(path, &g), SI_OK);
+    si_status s = tokenizer_load(g, out);
+    gguf_close(g);
+    remove(path);
+    return s;
+}
+
+static void test_synthetic(void **state) {
+    (void)state;
+    tokenizer *t = NULL;
+    assert_int_equal(synth_load("no-such-pre", &t), SI_ERR_UNSUPPORTED);
+    assert_null(t);
+    assert_non_null(strstr(si_last_error(), "no-such-pre"));
+
+    assert_int_equal(synth_load("gpt-2", &t), SI_OK);
+    int32_t ids[8];
+    /* "ab ab" -> pieces "ab", " ab" -> merges a+b, then Ġ+ab */
+    assert_int_equal(tokenizer_encode(t, "ab ab", 5, false, false, ids, 8), 2);
+    assert_int_equal(ids[0], 2);
+    assert_int_equal(ids[1], 4);
+    /* cap smaller than the count: the total is returned, only cap ids written */
+    ids[1] = -7;
+    assert_int_equal(tokenizer_encode(t, "ab ab", 5, false, false, ids, 1), 2);
+    assert_int_equal(ids[0], 2);
+    assert_int_equal(ids[1], -7);
+    /* control tokens only with parse_special; user-defined ("c") always */
+    assert_int_equal(tokenizer_encode(t, "a<|im_end|>", 11, false, true, ids, 8), 2);
+    assert_int_equal(ids[1], 5);
+    assert_int_equal(tokenizer_encode(t, "acb", 3, false, false, ids, 8), 3);
+    assert_int_equal(ids[1], 6);
+    assert_true(tokenizer_is_eog(t, 5));
+    assert_int_equal(tokenizer_encode(t, "", 0, true, true, ids, 8), 0);
+    assert_int_equal(tokenizer_encode(t, NULL, 1, false, false, ids, 8), -1);
+    tokenizer_free(t);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_vocab_gpt2),
@@ -261,6 +317,7 @@ int main(void) {
         cmocka_unit_test(test_smollm_special),
         cmocka_unit_test(test_smollm_roundtrip),
         cmocka_unit_test(test_smollm_speed),
+        cmocka_unit_test(test_synthetic),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
