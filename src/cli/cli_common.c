@@ -198,7 +198,7 @@ si_status cli_generate(si_model *m, si_session *s, si_sampler *smp, const cli_ge
 
     detok dt;
     detok_init(&dt);
-    char piece[256], text[512];
+    char piece[256], text[DETOK_MAX_OUT(256)];
     t0 = now_s();
     const int n_ctx = si_model_n_ctx(m);
     for (int i = 0; o->n_predict < 0 || i < o->n_predict; i++) {
@@ -210,7 +210,7 @@ si_status cli_generate(si_model *m, si_session *s, si_sampler *smp, const cli_ge
         int32_t n = si_token_to_piece(m, id, piece, (int32_t)sizeof piece);
         if (n > (int32_t)sizeof piece) n = 0; /* no token is this long in practice */
         if (out && n > 0) {
-            size_t k = detok_push(&dt, piece, (size_t)n, text, sizeof text);
+            size_t k = detok_push(&dt, piece, (size_t)n, text);
             fwrite(text, 1, k, out);
             fflush(out);
         }
@@ -219,7 +219,7 @@ si_status cli_generate(si_model *m, si_session *s, si_sampler *smp, const cli_ge
         if ((st = si_session_eval(s, &id, 1))) return st;
     }
     if (out) {
-        size_t k = detok_flush(&dt, text, sizeof text);
+        size_t k = detok_flush(&dt, text);
         fwrite(text, 1, k, out);
         fflush(out);
     }

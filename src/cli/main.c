@@ -13,6 +13,7 @@ static const struct {
     {"chat", cmd_chat, "chat with a model using its chat template"},
     {"info", cmd_info, "print a GGUF file's metadata and tensor table"},
     {"tokenize", cmd_tokenize, "print the token ids of a text"},
+    {"synth", cmd_synth, "write a GGUF model with random weights of a real shape"},
 };
 #define N_COMMANDS (sizeof COMMANDS / sizeof COMMANDS[0])
 

@@ -34,7 +34,7 @@ si_status si_session_create(si_model *m, si_session **out) {
     s->v = malloc(C * kv_dim * sizeof(float));
     s->hb = malloc(C * hp->n_ff * sizeof(float));
     s->hb2 = malloc(C * hp->n_ff * sizeof(float));
-    s->scores = malloc((size_t)pool_size(m->pool) * m->n_ctx * sizeof(float));
+    s->scores = malloc((size_t)pool_size(m->pool) * ((size_t)m->n_ctx + hp->head_dim) * sizeof(float));
     s->qscratch = malloc(qs);
     s->pos = malloc(C * sizeof(int32_t));
     s->logits = calloc((size_t)hp->n_vocab, sizeof(float));

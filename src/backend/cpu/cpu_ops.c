@@ -110,7 +110,7 @@ typedef struct {
     int n_tokens;
     const attn_params *p;
     float *scores;
-    int n_ctx_scores; /* floats of scratch per thread */
+    int n_ctx_scores; /* floats of scratch per thread: scores, then the rounded query */
 } attn_job;
 
 static void attention_worker(void *ctx, int ith, int nth) {
@@ -127,11 +127,16 @@ static void attention_worker(void *ctx, int ith, int nth) {
         const float *qh = j->q + ((size_t)t * p->n_head + h) * p->head_dim;
         float *oh = j->out + ((size_t)t * p->n_head + h) * p->head_dim;
         const int n_kv = j->pos[t] + 1;
+        /* NOTE: the cache is f16, and the products with it take f16 inputs: the query is
+         * rounded to f16 here and the attention weights below, as ggml's f16 matmuls do. This
+         * keeps our logits within rounding noise of llama.cpp's rather than a little apart. */
+        float *qr = sc + j->n_ctx_scores - p->head_dim; /* q rounded, after the scores */
+        for (int d = 0; d < p->head_dim; d++) qr[d] = fp16_to_fp32(fp32_to_fp16(qh[d]));
         float max = -INFINITY;
         for (int s = 0; s < n_kv; s++) {
             const uint16_t *kr = j->k + (size_t)s * p->kv_stride + (size_t)kvh * p->head_dim;
             float dot = 0.0f;
-            for (int d = 0; d < p->head_dim; d++) dot += qh[d] * fp16_to_fp32(kr[d]);
+            for (int d = 0; d < p->head_dim; d++) dot += qr[d] * fp16_to_fp32(kr[d]);
             sc[s] = dot * scale;
             if (sc[s] > max) max = sc[s];
         }
@@ -144,7 +149,7 @@ static void attention_worker(void *ctx, int ith, int nth) {
         memset(oh, 0, sizeof(float) * (size_t)p->head_dim);
         for (int s = 0; s < n_kv; s++) {
             const uint16_t *vr = j->v + (size_t)s * p->kv_stride + (size_t)kvh * p->head_dim;
-            const float w = sc[s] * inv;
+            const float w = fp16_to_fp32(fp32_to_fp16(sc[s] * inv));
             for (int d = 0; d < p->head_dim; d++) oh[d] += w * fp16_to_fp32(vr[d]);
         }
     }
@@ -156,7 +161,8 @@ void cpu_attention(thread_pool *pool, float *out, const float *q, const uint16_t
     int max_pos = 0;
     for (int t = 0; t < n_tokens; t++)
         if (pos[t] > max_pos) max_pos = pos[t];
-    attn_job job = {out, q, k_cache, v_cache, pos, n_tokens, p, scores, max_pos + 1};
+    /* per thread: scores for every visible position, then the rounded query */
+    attn_job job = {out, q, k_cache, v_cache, pos, n_tokens, p, scores, max_pos + 1 + p->head_dim};
     pool_run(pool, attention_worker, &job);
 }
 

@@ -38,7 +38,7 @@ void cpu_rope(float *x, int n_heads, int32_t pos, const rope_params *p);
 
 /* Causal attention for n_tokens queries against one sequence's KV cache.
  * q: [n_tokens][n_head*head_dim]; out: same shape; k_cache/v_cache: f16 [n_ctx][n_kv*head_dim];
- * query t attends to cache positions 0..pos[t]. scores: [threads][n_ctx] floats of scratch. */
+ * query t attends to cache positions 0..pos[t]. scores: [threads][n_ctx + head_dim] floats. */
 typedef struct attn_params {
     int n_head, n_head_kv, head_dim, kv_stride; /* kv_stride = n_head_kv * head_dim */
 } attn_params;
