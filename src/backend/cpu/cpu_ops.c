@@ -21,54 +21,6 @@ void cpu_rmsnorm(float *out, const float *x, const float *w, int n, int n_rows, 
     }
 }
 
-size_t cpu_matmul_scratch(const si_tensor *W, int n_rows) {
-    const quant_traits *qt = quant_get(W->type);
-    SI_ASSERT(qt != NULL);
-    return quant_row_size(qt->vec_dot_type, W->n_cols) * (size_t)n_rows;
-}
-
-typedef struct {
-    float *out;
-    const si_tensor *W;
-    const uint8_t *xq; /* activations in vec_dot_type */
-    size_t xq_row;     /* bytes per activation row */
-    size_t w_row;      /* bytes per weight row */
-    int n_rows;
-    const quant_traits *qt;
-} matmul_job;
-
-static void matmul_worker(void *ctx, int ith, int nth) {
-    const matmul_job *j = ctx;
-    int64_t begin, end;
-    pool_split(j->W->n_rows, ith, nth, &begin, &end);
-    const uint8_t *w = (const uint8_t *)j->W->data;
-    for (int64_t o = begin; o < end; o++) {
-        const uint8_t *wrow = w + (size_t)o * j->w_row;
-        for (int r = 0; r < j->n_rows; r++)
-            j->out[(size_t)r * j->W->n_rows + o] =
-                j->qt->vec_dot(wrow, j->xq + (size_t)r * j->xq_row, j->W->n_cols);
-    }
-}
-
-void cpu_matmul(thread_pool *pool, float *out, const si_tensor *W, const float *x, int n_rows,
-                void *scratch) {
-    const quant_traits *qt = quant_get(W->type);
-    const quant_traits *xt = quant_get(qt->vec_dot_type);
-    matmul_job job = {
-        .out = out,
-        .W = W,
-        .xq = scratch,
-        .xq_row = quant_row_size(qt->vec_dot_type, W->n_cols),
-        .w_row = quant_row_size(W->type, W->n_cols),
-        .n_rows = n_rows,
-        .qt = qt,
-    };
-    for (int r = 0; r < n_rows; r++)
-        xt->from_float(x + (size_t)r * W->n_cols, (uint8_t *)scratch + (size_t)r * job.xq_row,
-                       W->n_cols);
-    pool_run(pool, matmul_worker, &job);
-}
-
 void cpu_add_bias(float *x, const float *b, int n, int n_rows) {
     for (int r = 0; r < n_rows; r++)
         for (int i = 0; i < n; i++) x[(size_t)r * n + i] += b[i];

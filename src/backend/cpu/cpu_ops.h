@@ -17,9 +17,13 @@ void cpu_rmsnorm(float *out, const float *x, const float *w, int n, int n_rows, 
 size_t cpu_matmul_scratch(const si_tensor *W, int n_rows);
 
 /* out[r][j] = sum_k W[j][k] * x[r][k] for r < n_rows, j < W->n_rows. x: [n_rows][W->n_cols].
- * scratch: cpu_matmul_scratch(W, n_rows) bytes. */
+ * scratch: cpu_matmul_scratch(W, n_rows) bytes. Multi-threaded and tiled (matmul.c). */
 void cpu_matmul(thread_pool *pool, float *out, const si_tensor *W, const float *x, int n_rows,
                 void *scratch);
+
+/* The reference for cpu_matmul (tests): the same product on the calling thread, a plain loop over
+ * quant/'s scalar kernels. scratch: cpu_matmul_scratch(W, n_rows) bytes. */
+void cpu_matmul_ref(float *out, const si_tensor *W, const float *x, int n_rows, void *scratch);
 
 /* x[r][i] += b[i]. */
 void cpu_add_bias(float *x, const float *b, int n, int n_rows);
