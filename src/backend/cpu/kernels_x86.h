@@ -1,0 +1,545 @@
+/* kernels_x86.h — 256-bit kernels shared by kernels_avx2.c and kernels_avx512.c.
+ *
+ * Included (never compiled on its own) by both ISA files, which build it with their own target
+ * flags; every function is static, so each file gets its own copy. The includer defines
+ *     static inline __m256i mul_sum_us8(__m256i acc, __m256i u, __m256i s);
+ * = acc + per-int32-lane sums of four u8 x s8 products (AVX2: maddubs + madd; AVX-512 VNNI:
+ * vpdpbusd). The values here never reach the int16 saturation of maddubs, so both give equal sums.
+ *
+ * Technique (llama.cpp's): activations are 8-bit blocks (quantize_row_*), weights are unpacked to
+ * bytes in registers, and the integer dot of each block is exact; only the float accumulation
+ * (d_w * d_x * isum, lane-wise with FMA) differs in order from the scalar reference.
+ * Signed x signed products use the sign trick: |a| (unsigned) times b * sign(a), which needs
+ * b != -128 — true for every activation our quantisers produce (|q| <= 127).
+ * Weights stored unsigned (q4_1, q5_1, k-quants) go straight into maddubs as the unsigned side.
+ *
+ * The quantisers are bit-identical to quant/'s from_float: the same float operations in the same
+ * order (x * id, one multiply), roundf's half-away-from-zero done exactly as trunc(v) plus
+ * +-1 when |v - trunc(v)| >= 0.5 (NOTE: adding +-0.5 then truncating is wrong for
+ * 0.49999997f, whose sum rounds up to 1), and ggml's nearest_int (ties to even) for q8_K.
+ * NaN inputs are outside that promise. */
+#ifndef SI_KERNELS_X86_H
+#define SI_KERNELS_X86_H
+
+#include <immintrin.h>
+#include <math.h>
+#include <string.h>
+
+#include "backend/cpu/cpu_kernels.h"
+#include "core/fp16.h"
+#include "quant/quant_blocks.h"
+
+/* ---- helpers ---- */
+
+static inline float hsum_ps(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+static inline int32_t hsum_epi32(__m256i v) {
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(1, 0, 3, 2)));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(2, 3, 0, 1)));
+    return _mm_cvtsi128_si32(s);
+}
+
+static inline float hmax_ps(__m256 v) {
+    __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_max_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+static inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
+
+static inline __m256i load256(const void *p) { return _mm256_loadu_si256((const __m256i *)p); }
+
+/* sum of a[i] * b[i] per int32 lane, a and b signed, b != -128 */
+static inline __m256i dot_s8(__m256i acc, __m256i a, __m256i b) {
+    return mul_sum_us8(acc, _mm256_sign_epi8(a, a), _mm256_sign_epi8(b, a));
+}
+
+/* 16 bytes of nibbles -> 32 bytes: low nibbles (elements 0-15), then high (16-31) */
+static inline __m256i unpack_nibbles(const uint8_t *qs) {
+    const __m128i t = _mm_loadu_si128((const __m128i *)qs);
+    const __m256i v = _mm256_set_m128i(_mm_srli_epi16(t, 4), t);
+    return _mm256_and_si256(v, _mm256_set1_epi8(0x0F));
+}
+
+/* byte j = 0xFF where bit j of bits is set */
+static inline __m256i bits_to_bytes(uint32_t bits) {
+    const __m256i shuf = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2,
+                                          2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+    const __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)bits), shuf);
+    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+    return _mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit);
+}
+
+static inline uint32_t load_u32(const uint8_t *p) {
+    uint32_t v;
+    memcpy(&v, p, 4); /* x86 is little-endian, as the file */
+    return v;
+}
+
+/* roundf (half away from zero) of each lane, exactly */
+static inline __m256 round_away(__m256 v) {
+    const __m256 sign = _mm256_and_ps(v, _mm256_set1_ps(-0.0f));
+    const __m256 t = _mm256_round_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+    const __m256 f = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), _mm256_sub_ps(v, t));
+    const __m256 ge = _mm256_cmp_ps(f, _mm256_set1_ps(0.5f), _CMP_GE_OQ);
+    return _mm256_add_ps(t, _mm256_and_ps(ge, _mm256_or_ps(sign, _mm256_set1_ps(1.0f))));
+}
+
+/* four vectors of 8 int32 in [-128, 127] -> 32 int8 in order */
+static inline __m256i pack_i32x32(__m256i a, __m256i b, __m256i c, __m256i d) {
+    const __m256i ab = _mm256_packs_epi32(a, b), cd = _mm256_packs_epi32(c, d);
+    const __m256i v = _mm256_packs_epi16(ab, cd); /* dwords: a0 b0 c0 d0 a1 b1 c1 d1 */
+    return _mm256_permutevar8x32_epi32(v, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+/* ---- activation quantisers (bit-identical to quant/'s from_float) ---- */
+
+/* 32 floats -> 32 roundf(x * id) in int8; returns their sum; *d_out = amax / 127 */
+static inline int quantize_block32(const float *x, int8_t *q, float *d_out) {
+    const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    __m256 v[4];
+    for (int k = 0; k < 4; k++) v[k] = _mm256_loadu_ps(x + 8 * k);
+    __m256 m = _mm256_max_ps(_mm256_and_ps(v[0], abs_mask), _mm256_and_ps(v[1], abs_mask));
+    m = _mm256_max_ps(m, _mm256_max_ps(_mm256_and_ps(v[2], abs_mask), _mm256_and_ps(v[3], abs_mask)));
+    const float amax = hmax_ps(m);
+    const float d = amax / ((1 << 7) - 1);
+    const float id = d ? 1.0f / d : 0.0f;
+    const __m256 vid = _mm256_set1_ps(id);
+    __m256i qi[4];
+    for (int k = 0; k < 4; k++) qi[k] = _mm256_cvttps_epi32(round_away(_mm256_mul_ps(v[k], vid)));
+    _mm256_storeu_si256((__m256i *)q, pack_i32x32(qi[0], qi[1], qi[2], qi[3]));
+    *d_out = d;
+    return hsum_epi32(_mm256_add_epi32(_mm256_add_epi32(qi[0], qi[1]), _mm256_add_epi32(qi[2], qi[3])));
+}
+
+static void quantize_row_q8_0_x86(const float *x, void *vy, int64_t n) {
+    block_q8_0 *y = vy;
+    for (int64_t i = 0; i < n / QK8_0; i++, x += QK8_0) {
+        float d;
+        (void)quantize_block32(x, y[i].qs, &d);
+        y[i].d = fp32_to_fp16(d);
+    }
+}
+
+static void quantize_row_q8_1_x86(const float *x, void *vy, int64_t n) {
+    block_q8_1 *y = vy;
+    for (int64_t i = 0; i < n / QK8_1; i++, x += QK8_1) {
+        float d;
+        const int sum = quantize_block32(x, y[i].qs, &d);
+        y[i].d = fp32_to_fp16(d);
+        y[i].s = fp32_to_fp16(sum * d);
+    }
+}
+
+static void quantize_row_q8_k_x86(const float *x, void *vy, int64_t n) {
+    block_q8_K *y = vy;
+    const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    for (int64_t i = 0; i < n / QK_K; i++, x += QK_K) {
+        __m256 m = _mm256_setzero_ps();
+        for (int k = 0; k < QK_K; k += 8) m = _mm256_max_ps(m, _mm256_and_ps(_mm256_loadu_ps(x + k), abs_mask));
+        const float amax = hmax_ps(m);
+        if (!amax) {
+            memset(&y[i], 0, sizeof(y[i]));
+            continue;
+        }
+        /* the reference keeps the sign of the first element of largest magnitude */
+        const __m256 vam = _mm256_set1_ps(amax);
+        float max = 0;
+        for (int k = 0; k < QK_K; k += 8) {
+            const int mask = _mm256_movemask_ps(
+                _mm256_cmp_ps(_mm256_and_ps(_mm256_loadu_ps(x + k), abs_mask), vam, _CMP_EQ_OQ));
+            if (mask) {
+                max = x[k + __builtin_ctz((unsigned)mask)];
+                break;
+            }
+        }
+        const float iscale = -127.f / max;
+        const __m256 vis = _mm256_set1_ps(iscale);
+        const __m256i hi = _mm256_set1_epi32(127);
+        for (int g = 0; g < QK_K; g += 32) {
+            __m256i qi[4];
+            for (int k = 0; k < 4; k++) {
+                const __m256 v = _mm256_mul_ps(vis, _mm256_loadu_ps(x + g + 8 * k));
+                qi[k] = _mm256_min_epi32(_mm256_cvtps_epi32(
+                    _mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)), hi);
+            }
+            _mm256_storeu_si256((__m256i *)(y[i].qs + g), pack_i32x32(qi[0], qi[1], qi[2], qi[3]));
+            y[i].bsums[g / 16] = (int16_t)hsum_epi32(_mm256_add_epi32(qi[0], qi[1]));
+            y[i].bsums[g / 16 + 1] = (int16_t)hsum_epi32(_mm256_add_epi32(qi[2], qi[3]));
+        }
+        y[i].d = 1 / iscale;
+    }
+}
+
+static void quantize_row_f16_x86(const float *x, void *vy, int64_t n) {
+    uint16_t *y = vy;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT);
+        _mm_storeu_si128((__m128i *)(y + i), h);
+    }
+    for (; i < n; i++) y[i] = fp32_to_fp16(x[i]);
+}
+
+/* bf16 round to nearest even, NaN -> quiet NaN, as fp32_to_bf16 */
+static void quantize_row_bf16_x86(const float *x, void *vy, int64_t n) {
+    uint16_t *y = vy;
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m256i r[2];
+        for (int k = 0; k < 2; k++) {
+            const __m256i b = _mm256_castps_si256(_mm256_loadu_ps(x + i + 8 * k));
+            const __m256i odd = _mm256_and_si256(_mm256_srli_epi32(b, 16), _mm256_set1_epi32(1));
+            const __m256i rne = _mm256_srli_epi32(
+                _mm256_add_epi32(b, _mm256_add_epi32(odd, _mm256_set1_epi32(0x7fff))), 16);
+            const __m256i nanv = _mm256_or_si256(_mm256_srli_epi32(b, 16), _mm256_set1_epi32(64));
+            const __m256i isnan = _mm256_cmpgt_epi32(
+                _mm256_and_si256(b, _mm256_set1_epi32(0x7fffffff)), _mm256_set1_epi32(0x7f800000));
+            r[k] = _mm256_and_si256(_mm256_blendv_epi8(rne, nanv, isnan), _mm256_set1_epi32(0xffff));
+        }
+        const __m256i p = _mm256_permute4x64_epi64(_mm256_packus_epi32(r[0], r[1]), _MM_SHUFFLE(3, 1, 2, 0));
+        _mm256_storeu_si256((__m256i *)(y + i), p);
+    }
+    for (; i < n; i++) y[i] = fp32_to_bf16(x[i]);
+}
+
+static void quantize_row_f32_x86(const float *x, void *y, int64_t n) {
+    memcpy(y, x, (size_t)n * sizeof(float));
+}
+
+/* ---- legacy block dots ---- */
+
+static float vec_dot_q8_0_x86(const void *vw, const void *vx, int64_t n) {
+    const block_q8_0 *w = vw, *x = vx;
+    const int64_t nb = n / QK8_0;
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 2 <= nb; i += 2) {
+        const __m256i s0 = dot_s8(_mm256_setzero_si256(), load256(w[i].qs), load256(x[i].qs));
+        const __m256i s1 = dot_s8(_mm256_setzero_si256(), load256(w[i + 1].qs), load256(x[i + 1].qs));
+        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[i].d) * h2f(x[i].d)), _mm256_cvtepi32_ps(s0), acc0);
+        acc1 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[i + 1].d) * h2f(x[i + 1].d)), _mm256_cvtepi32_ps(s1), acc1);
+    }
+    for (; i < nb; i++) {
+        const __m256i s0 = dot_s8(_mm256_setzero_si256(), load256(w[i].qs), load256(x[i].qs));
+        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[i].d) * h2f(x[i].d)), _mm256_cvtepi32_ps(s0), acc0);
+    }
+    return hsum_ps(_mm256_add_ps(acc0, acc1));
+}
+
+static inline __m256i q4_0_bytes(const block_q4_0 *b) {
+    return _mm256_sub_epi8(unpack_nibbles(b->qs), _mm256_set1_epi8(8));
+}
+
+static float vec_dot_q4_0_x86(const void *vw, const void *vx, int64_t n) {
+    const block_q4_0 *w = vw;
+    const block_q8_0 *x = vx;
+    const int64_t nb = n / QK4_0;
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 2 <= nb; i += 2) {
+        const __m256i s0 = dot_s8(_mm256_setzero_si256(), q4_0_bytes(&w[i]), load256(x[i].qs));
+        const __m256i s1 = dot_s8(_mm256_setzero_si256(), q4_0_bytes(&w[i + 1]), load256(x[i + 1].qs));
+        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[i].d) * h2f(x[i].d)), _mm256_cvtepi32_ps(s0), acc0);
+        acc1 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[i + 1].d) * h2f(x[i + 1].d)), _mm256_cvtepi32_ps(s1), acc1);
+    }
+    for (; i < nb; i++) {
+        const __m256i s0 = dot_s8(_mm256_setzero_si256(), q4_0_bytes(&w[i]), load256(x[i].qs));
+        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[i].d) * h2f(x[i].d)), _mm256_cvtepi32_ps(s0), acc0);
+    }
+    return hsum_ps(_mm256_add_ps(acc0, acc1));
+}
+
+static float vec_dot_q4_1_x86(const void *vw, const void *vx, int64_t n) {
+    const block_q4_1 *w = vw;
+    const block_q8_1 *x = vx;
+    __m256 acc = _mm256_setzero_ps();
+    float summ = 0;
+    for (int64_t i = 0; i < n / QK4_1; i++) {
+        const __m256i s = mul_sum_us8(_mm256_setzero_si256(), unpack_nibbles(w[i].qs), load256(x[i].qs));
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[i].d) * h2f(x[i].d)), _mm256_cvtepi32_ps(s), acc);
+        summ += h2f(w[i].m) * h2f(x[i].s);
+    }
+    return hsum_ps(acc) + summ;
+}
+
+/* 5-bit quants: nibble | bit 4 from qh */
+static inline __m256i q5_bytes(const uint8_t *qs, const uint8_t *qh) {
+    const __m256i hb = _mm256_and_si256(bits_to_bytes(load_u32(qh)), _mm256_set1_epi8(0x10));
+    return _mm256_or_si256(unpack_nibbles(qs), hb);
+}
+
+static float vec_dot_q5_0_x86(const void *vw, const void *vx, int64_t n) {
+    const block_q5_0 *w = vw;
+    const block_q8_0 *x = vx;
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / QK5_0; i++) {
+        const __m256i a = _mm256_sub_epi8(q5_bytes(w[i].qs, w[i].qh), _mm256_set1_epi8(16));
+        const __m256i s = dot_s8(_mm256_setzero_si256(), a, load256(x[i].qs));
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[i].d) * h2f(x[i].d)), _mm256_cvtepi32_ps(s), acc);
+    }
+    return hsum_ps(acc);
+}
+
+static float vec_dot_q5_1_x86(const void *vw, const void *vx, int64_t n) {
+    const block_q5_1 *w = vw;
+    const block_q8_1 *x = vx;
+    __m256 acc = _mm256_setzero_ps();
+    float summ = 0;
+    for (int64_t i = 0; i < n / QK5_1; i++) {
+        const __m256i s = mul_sum_us8(_mm256_setzero_si256(), q5_bytes(w[i].qs, w[i].qh), load256(x[i].qs));
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[i].d) * h2f(x[i].d)), _mm256_cvtepi32_ps(s), acc);
+        summ += h2f(w[i].m) * h2f(x[i].s);
+    }
+    return hsum_ps(acc) + summ;
+}
+
+/* ---- k-quant dots: per super-block an exact int32 sum, then one float multiply ---- */
+
+/* sum over 32 elements of u[l] * y[l] * (l < 16 ? sc0 : sc1); u unsigned (<= 63), y activations */
+static inline __m256i kq_dot32(__m256i u, const int8_t *y, int sc0, int sc1) {
+    const __m256i p = _mm256_maddubs_epi16(u, load256(y));
+    const __m256i sc = _mm256_set_m128i(_mm_set1_epi16((short)sc1), _mm_set1_epi16((short)sc0));
+    return _mm256_madd_epi16(p, sc);
+}
+
+/* q4_K / q5_K: the 6-bit scales and mins of the 8 sub-blocks (quant_k.c's get_scale_min_k4) */
+static inline void k4_scales(const uint8_t *q, int sc[8], int mn[8]) {
+    for (int j = 0; j < 4; j++) {
+        sc[j] = q[j] & 63;
+        mn[j] = q[j + 4] & 63;
+        sc[j + 4] = (q[j + 8] & 0xF) | ((q[j] >> 6) << 4);
+        mn[j + 4] = (q[j + 8] >> 4) | ((q[j + 4] >> 6) << 4);
+    }
+}
+
+static float vec_dot_q4_k_x86(const void *vw, const void *vx, int64_t n) {
+    const block_q4_K *w = vw;
+    const block_q8_K *x = vx;
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    float sumf = 0;
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        int sc[8], mn[8];
+        k4_scales(w[i].scales, sc, mn);
+        int summ = 0;
+        for (int j = 0; j < 8; j++) summ += mn[j] * (x[i].bsums[2 * j] + x[i].bsums[2 * j + 1]);
+        __m256i isum = _mm256_setzero_si256();
+        for (int j = 0; j < 4; j++) {
+            const __m256i q = load256(w[i].qs + 32 * j);
+            const __m256i lo = _mm256_and_si256(q, m4);
+            const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+            isum = _mm256_add_epi32(isum, kq_dot32(lo, x[i].qs + 64 * j, sc[2 * j], sc[2 * j]));
+            isum = _mm256_add_epi32(isum, kq_dot32(hi, x[i].qs + 64 * j + 32, sc[2 * j + 1], sc[2 * j + 1]));
+        }
+        const float d = h2f(w[i].d) * x[i].d, dmin = h2f(w[i].dmin) * x[i].d;
+        sumf += d * (float)hsum_epi32(isum) - dmin * (float)summ;
+    }
+    return sumf;
+}
+
+static float vec_dot_q5_k_x86(const void *vw, const void *vx, int64_t n) {
+    const block_q5_K *w = vw;
+    const block_q8_K *x = vx;
+    const __m256i m4 = _mm256_set1_epi8(0x0F), b4 = _mm256_set1_epi8(0x10);
+    float sumf = 0;
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        int sc[8], mn[8];
+        k4_scales(w[i].scales, sc, mn);
+        int summ = 0;
+        for (int j = 0; j < 8; j++) summ += mn[j] * (x[i].bsums[2 * j] + x[i].bsums[2 * j + 1]);
+        const __m256i h = load256(w[i].qh);
+        __m256i isum = _mm256_setzero_si256();
+        for (int j = 0; j < 4; j++) {
+            const __m256i q = load256(w[i].qs + 32 * j);
+            const __m256i mlo = _mm256_set1_epi8((char)(1 << (2 * j)));
+            const __m256i mhi = _mm256_set1_epi8((char)(1 << (2 * j + 1)));
+            const __m256i hlo = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(h, mlo), mlo), b4);
+            const __m256i hhi = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(h, mhi), mhi), b4);
+            const __m256i lo = _mm256_or_si256(_mm256_and_si256(q, m4), hlo);
+            const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), hhi);
+            isum = _mm256_add_epi32(isum, kq_dot32(lo, x[i].qs + 64 * j, sc[2 * j], sc[2 * j]));
+            isum = _mm256_add_epi32(isum, kq_dot32(hi, x[i].qs + 64 * j + 32, sc[2 * j + 1], sc[2 * j + 1]));
+        }
+        const float d = h2f(w[i].d) * x[i].d, dmin = h2f(w[i].dmin) * x[i].d;
+        sumf += d * (float)hsum_epi32(isum) - dmin * (float)summ;
+    }
+    return sumf;
+}
+
+/* q6_K: quants q in [0, 63] stand for q - 32; the -32 goes through bsums */
+static float vec_dot_q6_k_x86(const void *vw, const void *vx, int64_t n) {
+    const block_q6_K *w = vw;
+    const block_q8_K *x = vx;
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
+    float sumf = 0;
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        const int8_t *sc = w[i].scales;
+        int bias = 0;
+        for (int j = 0; j < 16; j++) bias += sc[j] * x[i].bsums[j];
+        __m256i isum = _mm256_setzero_si256();
+        for (int h = 0; h < 2; h++) {
+            const uint8_t *ql = w[i].ql + 64 * h, *qh = w[i].qh + 32 * h;
+            const int8_t *y = x[i].qs + 128 * h, *s = sc + 8 * h;
+            const __m256i q0 = load256(ql), q1 = load256(ql + 32), hb = load256(qh);
+            const __m256i a0 = _mm256_or_si256(_mm256_and_si256(q0, m4), _mm256_and_si256(_mm256_slli_epi16(hb, 4), m30));
+            const __m256i a1 = _mm256_or_si256(_mm256_and_si256(q1, m4), _mm256_and_si256(_mm256_slli_epi16(hb, 2), m30));
+            const __m256i a2 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q0, 4), m4), _mm256_and_si256(hb, m30));
+            const __m256i a3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q1, 4), m4),
+                                               _mm256_and_si256(_mm256_srli_epi16(hb, 2), m30));
+            isum = _mm256_add_epi32(isum, kq_dot32(a0, y, s[0], s[1]));
+            isum = _mm256_add_epi32(isum, kq_dot32(a1, y + 32, s[2], s[3]));
+            isum = _mm256_add_epi32(isum, kq_dot32(a2, y + 64, s[4], s[5]));
+            isum = _mm256_add_epi32(isum, kq_dot32(a3, y + 96, s[6], s[7]));
+        }
+        sumf += h2f(w[i].d) * x[i].d * (float)(hsum_epi32(isum) - 32 * bias);
+    }
+    return sumf;
+}
+
+/* q2_K: 16 sub-blocks of 16, 4-bit scale (low) and min (high) */
+static float vec_dot_q2_k_x86(const void *vw, const void *vx, int64_t n) {
+    const block_q2_K *w = vw;
+    const block_q8_K *x = vx;
+    const __m256i m3 = _mm256_set1_epi8(3);
+    float sumf = 0;
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        const uint8_t *sc = w[i].scales;
+        int summ = 0;
+        for (int j = 0; j < 16; j++) summ += x[i].bsums[j] * (sc[j] >> 4);
+        __m256i isum = _mm256_setzero_si256();
+        const int8_t *y = x[i].qs;
+        int is = 0;
+        for (int k = 0; k < 2; k++) {
+            const __m256i q = load256(w[i].qs + 32 * k);
+            for (int shift = 0; shift < 8; shift += 2, y += 32, is += 2) {
+                const __m256i a = _mm256_and_si256(_mm256_srli_epi16(q, shift), m3);
+                isum = _mm256_add_epi32(isum, kq_dot32(a, y, sc[is] & 0xF, sc[is + 1] & 0xF));
+            }
+        }
+        const float dall = x[i].d * h2f(w[i].d), dmin = x[i].d * h2f(w[i].dmin);
+        sumf += dall * (float)hsum_epi32(isum) - dmin * (float)summ;
+    }
+    return sumf;
+}
+
+/* q3_K: value (q2 | hbit << 2) - 4 with q2 | hbit << 2 in [0, 7]; the -4 goes through bsums */
+static float vec_dot_q3_k_x86(const void *vw, const void *vx, int64_t n) {
+    const block_q3_K *w = vw;
+    const block_q8_K *x = vx;
+    const __m256i m3 = _mm256_set1_epi8(3), b2 = _mm256_set1_epi8(4);
+    float sumf = 0;
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        int sc[16], bias = 0;
+        const uint8_t *s = w[i].scales;
+        for (int j = 0; j < 16; j++) {
+            const int lo = j < 8 ? s[j] & 0xF : s[j - 8] >> 4;
+            sc[j] = (lo | (((s[8 + j % 4] >> (2 * (j / 4))) & 3) << 4)) - 32;
+            bias += sc[j] * x[i].bsums[j];
+        }
+        const __m256i hm = load256(w[i].hmask);
+        __m256i isum = _mm256_setzero_si256();
+        const int8_t *y = x[i].qs;
+        int is = 0, bit = 0;
+        for (int k = 0; k < 2; k++) {
+            const __m256i q = load256(w[i].qs + 32 * k);
+            for (int shift = 0; shift < 8; shift += 2, y += 32, is += 2, bit++) {
+                const __m256i mb = _mm256_set1_epi8((char)(1 << bit));
+                const __m256i hb = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hm, mb), mb), b2);
+                const __m256i a = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, shift), m3), hb);
+                isum = _mm256_add_epi32(isum, kq_dot32(a, y, sc[is], sc[is + 1]));
+            }
+        }
+        sumf += h2f(w[i].d) * x[i].d * (float)(hsum_epi32(isum) - 4 * bias);
+    }
+    return sumf;
+}
+
+/* ---- float dots (256-bit; kernels_avx512.c has wider ones) ---- */
+
+static float vec_dot_f32_x86(const void *vw, const void *vx, int64_t n) {
+    const float *a = vw, *b = vx;
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32)
+        for (int k = 0; k < 4; k++)
+            acc[k] = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8 * k), _mm256_loadu_ps(b + i + 8 * k), acc[k]);
+    for (; i + 8 <= n; i += 8) acc[0] = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc[0]);
+    float sum = hsum_ps(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
+    for (; i < n; i++) sum += a[i] * b[i];
+    return sum;
+}
+
+static inline __m256 load_f16(const uint16_t *p) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)); }
+
+static float vec_dot_f16_x86(const void *vw, const void *vx, int64_t n) {
+    const uint16_t *a = vw, *b = vx;
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32)
+        for (int k = 0; k < 4; k++)
+            acc[k] = _mm256_fmadd_ps(load_f16(a + i + 8 * k), load_f16(b + i + 8 * k), acc[k]);
+    for (; i + 8 <= n; i += 8) acc[0] = _mm256_fmadd_ps(load_f16(a + i), load_f16(b + i), acc[0]);
+    float sum = hsum_ps(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
+    for (; i < n; i++) sum += h2f(a[i]) * h2f(b[i]);
+    return sum;
+}
+
+static inline __m256 load_bf16(const uint16_t *p) {
+    const __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+}
+
+static float vec_dot_bf16_x86(const void *vw, const void *vx, int64_t n) {
+    const uint16_t *a = vw, *b = vx;
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32)
+        for (int k = 0; k < 4; k++)
+            acc[k] = _mm256_fmadd_ps(load_bf16(a + i + 8 * k), load_bf16(b + i + 8 * k), acc[k]);
+    for (; i + 8 <= n; i += 8) acc[0] = _mm256_fmadd_ps(load_bf16(a + i), load_bf16(b + i), acc[0]);
+    float sum = hsum_ps(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
+    for (; i < n; i++) sum += bf16_to_fp32(a[i]) * bf16_to_fp32(b[i]);
+    return sum;
+}
+
+/* The 256-bit table: one entry per weight type that has a kernel here. */
+static const cpu_kernels *kernels_x86_entry(si_type t) {
+    static const cpu_kernels k_q4_0 = {SI_TYPE_Q8_0, quantize_row_q8_0_x86, vec_dot_q4_0_x86};
+    static const cpu_kernels k_q8_0 = {SI_TYPE_Q8_0, quantize_row_q8_0_x86, vec_dot_q8_0_x86};
+    static const cpu_kernels k_q4_1 = {SI_TYPE_Q8_1, quantize_row_q8_1_x86, vec_dot_q4_1_x86};
+    static const cpu_kernels k_q5_0 = {SI_TYPE_Q8_0, quantize_row_q8_0_x86, vec_dot_q5_0_x86};
+    static const cpu_kernels k_q5_1 = {SI_TYPE_Q8_1, quantize_row_q8_1_x86, vec_dot_q5_1_x86};
+    static const cpu_kernels k_q2_k = {SI_TYPE_Q8_K, quantize_row_q8_k_x86, vec_dot_q2_k_x86};
+    static const cpu_kernels k_q3_k = {SI_TYPE_Q8_K, quantize_row_q8_k_x86, vec_dot_q3_k_x86};
+    static const cpu_kernels k_q4_k = {SI_TYPE_Q8_K, quantize_row_q8_k_x86, vec_dot_q4_k_x86};
+    static const cpu_kernels k_q5_k = {SI_TYPE_Q8_K, quantize_row_q8_k_x86, vec_dot_q5_k_x86};
+    static const cpu_kernels k_q6_k = {SI_TYPE_Q8_K, quantize_row_q8_k_x86, vec_dot_q6_k_x86};
+    static const cpu_kernels k_f32 = {SI_TYPE_F32, quantize_row_f32_x86, vec_dot_f32_x86};
+    static const cpu_kernels k_f16 = {SI_TYPE_F16, quantize_row_f16_x86, vec_dot_f16_x86};
+    static const cpu_kernels k_bf16 = {SI_TYPE_BF16, quantize_row_bf16_x86, vec_dot_bf16_x86};
+    switch (t) {
+    case SI_TYPE_Q4_0: return &k_q4_0;
+    case SI_TYPE_Q8_0: return &k_q8_0;
+    case SI_TYPE_Q4_1: return &k_q4_1;
+    case SI_TYPE_Q5_0: return &k_q5_0;
+    case SI_TYPE_Q5_1: return &k_q5_1;
+    case SI_TYPE_Q2_K: return &k_q2_k;
+    case SI_TYPE_Q3_K: return &k_q3_k;
+    case SI_TYPE_Q4_K: return &k_q4_k;
+    case SI_TYPE_Q5_K: return &k_q5_k;
+    case SI_TYPE_Q6_K: return &k_q6_k;
+    case SI_TYPE_F32: return &k_f32;
+    case SI_TYPE_F16: return &k_f16;
+    case SI_TYPE_BF16: return &k_bf16;
+    default: return NULL;
+    }
+}
+
+#endif

@@ -1,0 +1,271 @@
+/* test_cpu_kernels.c — the SIMD kernel tables (backend/cpu/cpu_kernels.h) against the scalar
+ * reference (quant/quant.h), for every type and every ISA level this CPU has.
+ *
+ * - vec_dot: weight rows from from_float of random data and from random bytes with sane fp16
+ *   scales, lengths of 1, 2, 7 and 33 blocks (float types: also odd lengths for the tails).
+ *   |simd - ref| <= tol * sum_i |w_i * x_i| (dequantised values), with
+ *     tol = 1e-5 for the block types: both sides compute the same exact integer sums and only the
+ *           float accumulation order differs (a few float roundings per block);
+ *     tol = 1e-4 for F32/F16/BF16: the reference accumulates in double, the kernels in float lanes
+ *           (and vdpbf16ps rounds per pair), so the error grows with n (<= 4096 here).
+ * - quantize_row: bit-identical to the reference from_float, on random rows, exact ties
+ *   (x * id = k + 0.5), 0.49999997, zero blocks, negative maxima and +-equal maxima.
+ * - dispatch: SWIFTINFER_ISA=scalar gives the reference functions; levels above the CPU's are
+ *   NULL; unsupported types are NULL.
+ * Outputs are poisoned (0xA5 bytes, NaN results) before every call. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <math.h>
+
+#include <cmocka.h>
+
+#include "backend/cpu/cpu_kernels.h"
+#include "core/fp16.h"
+#include "quant/quant.h"
+#include "quant/quant_blocks.h"
+
+static uint64_t rng_state = 0x2545F4914F6CDD1Dull;
+
+static uint32_t rng_u32(void) { /* xorshift64* */
+    rng_state ^= rng_state >> 12;
+    rng_state ^= rng_state << 25;
+    rng_state ^= rng_state >> 27;
+    return (uint32_t)((rng_state * 0x2545F4914F6CDD1Dull) >> 32);
+}
+
+static float rng_uniform(void) { return (float)(rng_u32() >> 8) * (1.0f / 16777216.0f); }
+
+static void fill_random(float *x, int64_t n, float scale) {
+    for (int64_t i = 0; i < n; i++) {
+        float v = rng_uniform() + rng_uniform() + rng_uniform() + rng_uniform() - 2.0f;
+        if (rng_u32() % 64 == 0) v *= 6.0f;
+        x[i] = v * scale;
+    }
+}
+
+static const si_type all_types[] = {
+    SI_TYPE_F32,  SI_TYPE_F16,  SI_TYPE_BF16, SI_TYPE_Q4_0, SI_TYPE_Q4_1, SI_TYPE_Q5_0,
+    SI_TYPE_Q5_1, SI_TYPE_Q8_0, SI_TYPE_Q8_1, SI_TYPE_Q2_K, SI_TYPE_Q3_K, SI_TYPE_Q4_K,
+    SI_TYPE_Q5_K, SI_TYPE_Q6_K, SI_TYPE_Q8_K,
+};
+#define N_TYPES (sizeof(all_types) / sizeof(all_types[0]))
+
+static int is_float_type(si_type t) {
+    return t == SI_TYPE_F32 || t == SI_TYPE_F16 || t == SI_TYPE_BF16;
+}
+
+static uint16_t sane_scale(void) { /* +-[1e-3, 2e-2] */
+    float s = 1e-3f + 1.9e-2f * rng_uniform();
+    return fp32_to_fp16(rng_u32() & 1 ? s : -s);
+}
+
+static void put16(uint8_t *p, uint16_t v) { memcpy(p, &v, 2); }
+
+/* Random bytes, then every fp16 scale field overwritten with a sane value (so no inf/NaN). */
+static void random_blocks(si_type t, uint8_t *w, int64_t nblocks) {
+    const quant_traits *q = quant_get(t);
+    for (int64_t i = 0; i < nblocks * q->type_size; i++) w[i] = (uint8_t)rng_u32();
+    for (int64_t b = 0; b < nblocks; b++) {
+        uint8_t *p = w + b * q->type_size;
+        switch (t) {
+        case SI_TYPE_Q4_0: case SI_TYPE_Q5_0: case SI_TYPE_Q8_0: put16(p, sane_scale()); break;
+        case SI_TYPE_Q4_1: case SI_TYPE_Q5_1: case SI_TYPE_Q8_1:
+        case SI_TYPE_Q4_K: case SI_TYPE_Q5_K:
+            put16(p, sane_scale());
+            put16(p + 2, sane_scale());
+            break;
+        case SI_TYPE_Q2_K:
+            put16(p + offsetof(block_q2_K, d), sane_scale());
+            put16(p + offsetof(block_q2_K, dmin), sane_scale());
+            break;
+        case SI_TYPE_Q3_K: put16(p + offsetof(block_q3_K, d), sane_scale()); break;
+        case SI_TYPE_Q6_K: put16(p + offsetof(block_q6_K, d), sane_scale()); break;
+        case SI_TYPE_Q8_K: {
+            float d = fp16_to_fp32(sane_scale());
+            memcpy(p, &d, 4);
+            /* Q8_K weights are activations in disguise: keep |q| <= 127 as quantisers do */
+            for (int j = 0; j < QK_K; j++) if (p[4 + j] == 0x80) p[4 + j] = 0x81;
+            break;
+        }
+        default: break;
+        }
+    }
+}
+
+/* sum |w_i x_i| from the dequantised rows: the scale of the tolerance */
+static double abs_dot(si_type wt, const void *w, si_type xt, const void *xq, int64_t n, float *tw, float *tx) {
+    quant_get(wt)->to_float(w, tw, n);
+    quant_get(xt)->to_float(xq, tx, n);
+    double s = 0;
+    for (int64_t i = 0; i < n; i++) s += fabs((double)tw[i] * tx[i]);
+    return s;
+}
+
+#define MAX_N (33 * QK_K + 64)
+
+static void check_dot(si_type t, cpu_isa isa, int64_t n, int random_bytes) {
+    const quant_traits *q = quant_get(t);
+    const cpu_kernels *k = cpu_kernels_get_isa(t, isa);
+    const cpu_kernels *ref = cpu_kernels_get_isa(t, CPU_ISA_SCALAR);
+    assert_non_null(k);
+    assert_int_equal(k->vec_dot_type, q->vec_dot_type);
+    static float x[MAX_N], tw[MAX_N], tx[MAX_N];
+    static uint8_t w[MAX_N * 4 + 64], xq[MAX_N * 4 + 64], xq_ref[MAX_N * 4 + 64];
+    const size_t xbytes = quant_row_size(k->vec_dot_type, n);
+    if (random_bytes) {
+        random_blocks(t, w, n / q->block_size);
+    } else {
+        fill_random(x, n, 0.05f);
+        q->from_float(x, w, n);
+    }
+    fill_random(x, n, 1.0f);
+    memset(xq_ref, 0xA5, xbytes);
+    memset(xq, 0xA5, xbytes);
+    ref->quantize_row(x, xq_ref, n);
+    k->quantize_row(x, xq, n);
+    assert_memory_equal(xq, xq_ref, xbytes);
+    float r = NAN, rr = NAN;
+    rr = ref->vec_dot(w, xq_ref, n);
+    r = k->vec_dot(w, xq, n);
+    const double tol = is_float_type(t) ? 1e-4 : 1e-5;
+    const double scale = abs_dot(t, w, k->vec_dot_type, xq, n, tw, tx);
+    const double err = fabs((double)r - (double)rr);
+    if (!(err <= tol * scale + 1e-30)) {
+        fail_msg("%s %s n=%lld %s: simd %.9g ref %.9g err %.3g > %.3g * %.6g", q->name,
+                 cpu_isa_level_name(isa), (long long)n, random_bytes ? "random bytes" : "from_float",
+                 r, rr, err, tol, scale);
+    }
+}
+
+static void test_env_override_scalar(void **state) {
+    (void)state;
+    /* NOTE: first test on purpose: the tables are built on the first call */
+    setenv("SWIFTINFER_ISA", "scalar", 1);
+    assert_int_equal(cpu_isa_active(), CPU_ISA_SCALAR);
+    assert_string_equal(cpu_isa_name(), "scalar");
+    for (size_t i = 0; i < N_TYPES; i++) {
+        const quant_traits *q = quant_get(all_types[i]);
+        const cpu_kernels *k = cpu_kernels_get(all_types[i]);
+        assert_non_null(k);
+        assert_ptr_equal(k->vec_dot, q->vec_dot);
+        assert_ptr_equal(k->quantize_row, quant_get(q->vec_dot_type)->from_float);
+        assert_int_equal(k->vec_dot_type, q->vec_dot_type);
+    }
+    /* explicit levels still reach what the CPU has */
+    assert_non_null(cpu_kernels_get_isa(SI_TYPE_Q4_0, cpu_isa_detected()));
+    print_message("detected ISA: %s\n", cpu_isa_level_name(cpu_isa_detected()));
+}
+
+static void test_dispatch_edges(void **state) {
+    (void)state;
+    assert_null(cpu_kernels_get((si_type)4)); /* id 4 (old Q4_2) is not a type */
+    assert_null(cpu_kernels_get((si_type)-1));
+    assert_null(cpu_kernels_get((si_type)SI_TYPE_COUNT));
+    for (int l = (int)cpu_isa_detected() + 1; l < (int)CPU_ISA_COUNT; l++)
+        assert_null(cpu_kernels_get_isa(SI_TYPE_Q4_0, (cpu_isa)l));
+    assert_null(cpu_kernels_get_isa(SI_TYPE_Q4_0, (cpu_isa)CPU_ISA_COUNT));
+    assert_string_equal(cpu_isa_level_name(CPU_ISA_AVX512), "avx512-vnni");
+}
+
+static void test_vec_dot_all(void **state) {
+    (void)state;
+    const int64_t nblocks[] = {1, 2, 7, 33};
+    const int64_t nfloat[] = {1, 2, 7, 33, 255, 1061, 4096};
+    int checked = 0;
+    for (int isa = 0; isa <= (int)cpu_isa_detected(); isa++) {
+        for (size_t ti = 0; ti < N_TYPES; ti++) {
+            const si_type t = all_types[ti];
+            const quant_traits *q = quant_get(t);
+            if (is_float_type(t)) {
+                for (size_t j = 0; j < sizeof(nfloat) / sizeof(nfloat[0]); j++, checked++)
+                    check_dot(t, (cpu_isa)isa, nfloat[j], 0);
+                continue;
+            }
+            for (size_t j = 0; j < sizeof(nblocks) / sizeof(nblocks[0]); j++) {
+                for (int rep = 0; rep < 3; rep++, checked += 2) {
+                    check_dot(t, (cpu_isa)isa, nblocks[j] * q->block_size, 0);
+                    check_dot(t, (cpu_isa)isa, nblocks[j] * q->block_size, 1);
+                }
+            }
+        }
+    }
+    print_message("%d dot products checked over %d ISA levels\n", checked, (int)cpu_isa_detected() + 1);
+}
+
+/* One row of 8 blocks of 32 / 1 super-block of 256 with the awkward cases. */
+static void make_edge_row(float *x, int64_t n, int variant) {
+    fill_random(x, n, 1.0f);
+    for (int64_t b = 0; b < n; b += 32) {
+        float *v = x + b;
+        const float s = ldexpf(1.0f, (int)(rng_u32() % 9) - 4); /* power of two: exact id */
+        switch ((b / 32 + variant) % 8) {
+        case 0: /* ties: amax 127 s -> d = s, id = 1/s exact; others k + 0.5 */
+            for (int j = 0; j < 32; j++) v[j] = s * ((float)((int)(rng_u32() % 253) - 126) + 0.5f);
+            v[rng_u32() % 32] = 127 * s;
+            break;
+        case 1: /* negative maximum, ties */
+            for (int j = 0; j < 32; j++) v[j] = s * ((float)((int)(rng_u32() % 253) - 126) + 0.5f);
+            v[rng_u32() % 32] = -127 * s;
+            break;
+        case 2: memset(v, 0, 32 * sizeof(float)); break;
+        case 3: /* just below one half */
+            for (int j = 0; j < 32; j++) v[j] = (rng_u32() & 1 ? 1 : -1) * 0.49999997f;
+            v[0] = 127;
+            break;
+        case 4: /* +- equal maxima: the first one's sign wins (q8_K) */
+            v[5] = -100 * s;
+            v[20] = 100 * s;
+            for (int j = 0; j < 32; j++) if (j != 5 && j != 20) v[j] = fminf(fmaxf(v[j], -99 * s), 99 * s);
+            break;
+        case 5: /* tiny values */
+            for (int j = 0; j < 32; j++) v[j] *= 1e-30f;
+            break;
+        default: break;
+        }
+    }
+}
+
+static void test_quantize_bit_identical(void **state) {
+    (void)state;
+    const si_type vt[] = {SI_TYPE_Q8_0, SI_TYPE_Q8_1, SI_TYPE_Q8_K, SI_TYPE_F16, SI_TYPE_BF16, SI_TYPE_F32};
+    /* weight type whose kernel entry quantises to vt[i] */
+    const si_type wt[] = {SI_TYPE_Q4_0, SI_TYPE_Q4_1, SI_TYPE_Q4_K, SI_TYPE_F16, SI_TYPE_BF16, SI_TYPE_F32};
+    static float x[8 * QK_K + 16];
+    static uint8_t a[8 * QK_K * 4 + 64], b[8 * QK_K * 4 + 64];
+    for (int isa = 1; isa <= (int)cpu_isa_detected(); isa++) {
+        for (size_t i = 0; i < sizeof(vt) / sizeof(vt[0]); i++) {
+            const cpu_kernels *k = cpu_kernels_get_isa(wt[i], (cpu_isa)isa);
+            assert_int_equal(k->vec_dot_type, vt[i]);
+            for (int rep = 0; rep < 64; rep++) {
+                const int64_t n = rep % 2 ? 8 * QK_K : 4 * QK_K;
+                make_edge_row(x, n, rep);
+                const size_t bytes = quant_row_size(vt[i], n);
+                memset(a, 0xA5, bytes);
+                memset(b, 0x5A, bytes);
+                quant_get(vt[i])->from_float(x, a, n);
+                k->quantize_row(x, b, n);
+                if (memcmp(a, b, bytes) != 0) {
+                    size_t off = 0;
+                    while (a[off] == b[off]) off++;
+                    fail_msg("%s quantize_row at %s differs from the reference at byte %zu (rep %d)",
+                             quant_get(vt[i])->name, cpu_isa_level_name((cpu_isa)isa), off, rep);
+                }
+            }
+        }
+    }
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_env_override_scalar),
+        cmocka_unit_test(test_dispatch_edges),
+        cmocka_unit_test(test_vec_dot_all),
+        cmocka_unit_test(test_quantize_bit_identical),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
