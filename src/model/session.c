@@ -1,70 +1,73 @@
-/* session.c — si_session: the single-sequence reference generation path. All memory is
- * allocated at creation (KV cache for n_ctx tokens, scratch for SESSION_MAX_CHUNK tokens). */
+/* session.c — si_session: the single-sequence generation path, a one-sequence batch through
+ * forward_batch. All memory is allocated at creation (KV cache for n_ctx tokens, scratch for
+ * SESSION_MAX_CHUNK tokens). */
 #include "model/session.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/cpu/cpu_ops.h"
 #include "core/error.h"
 
 si_status si_session_create(si_model *m, si_session **out) {
     const model_hparams *hp = &m->hp;
-    const size_t C = SESSION_MAX_CHUNK, q_dim = (size_t)hp->n_head * hp->head_dim;
-    const size_t kv_dim = (size_t)hp->n_head_kv * hp->head_dim;
+    const int32_t kv_dim = hp->n_head_kv * hp->head_dim;
+    const int32_t n_blocks = (m->n_ctx + KV_BLOCK_SIZE - 1) / KV_BLOCK_SIZE;
     si_session *s = calloc(1, sizeof *s);
     if (!s) return si_error(SI_ERR_NOMEM, "session: out of memory");
     s->m = m;
-    /* the largest activation row any matmul quantises: max(n_embd, q_dim, n_ff) columns */
-    size_t qs = 0;
-    const si_tensor *mats[] = {&m->layers[0].wq, &m->layers[0].wo, &m->layers[0].w_down,
-                               &m->output};
-    for (size_t i = 0; i < sizeof mats / sizeof mats[0]; i++) {
-        size_t need = cpu_matmul_scratch(mats[i], (int)C);
-        if (need > qs) qs = need;
-    }
-    const size_t kv_bytes = (size_t)hp->n_layer * m->n_ctx * kv_dim * sizeof(uint16_t);
-    s->k_cache = malloc(kv_bytes);
-    s->v_cache = malloc(kv_bytes);
-    s->x = malloc(C * hp->n_embd * sizeof(float));
-    s->xb = malloc(C * (q_dim > (size_t)hp->n_embd ? q_dim : (size_t)hp->n_embd) * sizeof(float));
-    s->q = malloc(C * q_dim * sizeof(float));
-    s->att = malloc(C * q_dim * sizeof(float));
-    s->k = malloc(C * kv_dim * sizeof(float));
-    s->v = malloc(C * kv_dim * sizeof(float));
-    s->hb = malloc(C * hp->n_ff * sizeof(float));
-    s->hb2 = malloc(C * hp->n_ff * sizeof(float));
-    s->scores = malloc((size_t)pool_size(m->pool) * ((size_t)m->n_ctx + hp->head_dim) * sizeof(float));
-    s->qscratch = malloc(qs);
-    s->pos = malloc(C * sizeof(int32_t));
-    s->logits = calloc((size_t)hp->n_vocab, sizeof(float));
-    if (!s->k_cache || !s->v_cache || !s->x || !s->xb || !s->q || !s->att || !s->k || !s->v ||
-        !s->hb || !s->hb2 || !s->scores || !s->qscratch || !s->pos || !s->logits) {
+    si_status st = kv_cache_create(hp->n_layer, kv_dim, n_blocks, KV_BLOCK_SIZE, &s->kv);
+    if (st == SI_OK) st = forward_scratch_create(m, SESSION_MAX_CHUNK, 1, m->n_ctx, &s->ws);
+    if (st != SI_OK) {
         si_session_free(s);
-        return si_error(SI_ERR_NOMEM, "session: out of memory for a %d-token context (%zu MiB "
-                        "of KV cache)", m->n_ctx, 2 * kv_bytes >> 20);
+        return si_error(st, "session: out of memory for a %d-token context (%zu MiB of KV "
+                        "cache)", m->n_ctx,
+                        (kv_cache_block_bytes(hp->n_layer, kv_dim, KV_BLOCK_SIZE) * n_blocks) >> 20);
     }
+    s->block_table = malloc((size_t)n_blocks * sizeof(int32_t));
+    s->pos = malloc(SESSION_MAX_CHUNK * sizeof(int32_t));
+    s->seq = calloc(SESSION_MAX_CHUNK, sizeof(int32_t));
+    s->logits = calloc((size_t)hp->n_vocab, sizeof(float));
+    if (!s->block_table || !s->pos || !s->seq || !s->logits) {
+        si_session_free(s);
+        return si_error(SI_ERR_NOMEM, "session: out of memory");
+    }
+    for (int32_t i = 0; i < n_blocks; i++) s->block_table[i] = i;
     *out = s;
     return SI_OK;
 }
 
 void si_session_free(si_session *s) {
     if (!s) return;
-    free(s->k_cache);
-    free(s->v_cache);
-    free(s->x);
-    free(s->xb);
-    free(s->q);
-    free(s->att);
-    free(s->k);
-    free(s->v);
-    free(s->hb);
-    free(s->hb2);
-    free(s->scores);
-    free(s->qscratch);
+    kv_cache_free(s->kv);
+    forward_scratch_free(s->ws);
+    free(s->block_table);
     free(s->pos);
+    free(s->seq);
     free(s->logits);
     free(s);
+}
+
+/* Runs n <= SESSION_MAX_CHUNK tokens at positions n_past.. as a one-sequence batch; writes the
+ * last token's logits when want_logits. */
+static void session_forward(si_session *s, const int32_t *tokens, int32_t n, bool want_logits) {
+    for (int32_t t = 0; t < n; t++) s->pos[t] = s->n_past + t;
+    const int32_t seq_len = s->n_past + n;
+    const int32_t logits_row = want_logits ? n - 1 : -1;
+    const uint8_t rope_on_read = 0;
+    const si_batch b = {
+        .n_tokens = n,
+        .token = tokens,
+        .pos = s->pos,
+        .seq = s->seq,
+        .n_seqs = 1,
+        .seq_len = &seq_len,
+        .max_blocks = s->kv->n_blocks,
+        .block_table = s->block_table,
+        .rope_on_read = &rope_on_read,
+        .logits_row = &logits_row,
+    };
+    forward_batch(s->m, s->kv, &b, s->ws, s->logits);
+    s->n_past = seq_len;
 }
 
 si_status si_session_eval(si_session *s, const int32_t *tokens, int32_t n) {
@@ -78,8 +81,8 @@ si_status si_session_eval(si_session *s, const int32_t *tokens, int32_t n) {
             return si_error(SI_ERR_INVALID_ARG, "token id %d at index %d is outside the "
                             "vocabulary [0, %d)", tokens[i], i, m->hp.n_vocab);
     for (int32_t done = 0; done < n;) {
-        int chunk = n - done < SESSION_MAX_CHUNK ? n - done : SESSION_MAX_CHUNK;
-        forward_chunk(s, tokens + done, chunk, done + chunk == n);
+        int32_t chunk = n - done < SESSION_MAX_CHUNK ? n - done : SESSION_MAX_CHUNK;
+        session_forward(s, tokens + done, chunk, done + chunk == n);
         done += chunk;
     }
     return SI_OK;

@@ -8,6 +8,8 @@
 #include <stdint.h>
 
 #include "core/thread_pool.h"
+#include "model/batch.h"
+#include "model/kv_cache.h"
 #include "model/model.h"
 
 /* out[i] = x[i] / rms(x) * w[i] for each of n_rows rows of n elements. */
@@ -40,15 +42,30 @@ typedef struct rope_params {
 } rope_params;
 void cpu_rope(float *x, int n_heads, int32_t pos, const rope_params *p);
 
-/* Causal attention for n_tokens queries against one sequence's KV cache.
- * q: [n_tokens][n_head*head_dim]; out: same shape; k_cache/v_cache: f16 [n_ctx][n_kv*head_dim];
- * query t attends to cache positions 0..pos[t]. scores: [threads][n_ctx + head_dim] floats. */
+/* RoPE cos/sin by position, for rotating keys as they are read: cos/sin [n_pos][rope_dim / 2],
+ * computed with cpu_rope's arithmetic so that a rotation from the table equals cpu_rope's. */
+void cpu_rope_table(float *cos_out, float *sin_out, int32_t n_pos, const rope_params *p);
+
+/* Paged causal attention over a ragged batch (attention.c). */
 typedef struct attn_params {
     int n_head, n_head_kv, head_dim, kv_stride; /* kv_stride = n_head_kv * head_dim */
+    int32_t max_kv; /* no query reads more than max_kv slots (pos < max_kv); sizes the scratch */
+    /* for sequences with rope_on_read: the RoPE shape and cpu_rope_table(max_kv) */
+    const rope_params *rope;
+    const float *rope_cos, *rope_sin; /* [max_kv][rope_dim / 2] */
 } attn_params;
-void cpu_attention(thread_pool *pool, float *out, const float *q, const uint16_t *k_cache,
-                   const uint16_t *v_cache, const int32_t *pos, int n_tokens,
-                   const attn_params *p, float *scores);
+
+/* Bytes of scratch cpu_attention_paged needs for n_threads threads. */
+size_t cpu_attention_paged_scratch(int n_threads, int32_t max_kv, int head_dim);
+
+/* For each token t of batch b and each query head: attends q[t] to slots 0..b->pos[t] of
+ * sequence b->seq[t] in layer `layer` of kv, found through the sequence's block table (keys of
+ * rope_on_read sequences are rotated by their slot position as they are read), and writes the
+ * weighted sum of values to out[t]. q, out: [n_tokens][n_head * head_dim]. The K/V of the
+ * batch's own tokens must already be in the cache. q and the softmax weights are rounded to f16
+ * as ggml's f16 products do. scratch: cpu_attention_paged_scratch(pool_size(pool), ...) bytes. */
+void cpu_attention_paged(thread_pool *pool, float *out, const float *q, const kv_cache *kv,
+                         int32_t layer, const si_batch *b, const attn_params *p, float *scratch);
 
 /* gate[i] = silu(gate[i]) * up[i] */
 void cpu_swiglu(float *gate, const float *up, int64_t n);

@@ -1,0 +1,127 @@
+/* attention.c — causal attention over a ragged batch, reading K/V from the paged f16 cache
+ * through each sequence's block table (vLLM's PagedAttention, Kwon et al. 2023), scalar
+ * reference.
+ *
+ * Query t of sequence s attends to the slots 0..pos[t] of s; slot j lives in block
+ * block_table[s][j / block_size] at offset j % block_size. Sequences marked rope_on_read store
+ * their keys un-rotated and rotate each key here by its slot position, so that dropping a block
+ * re-positions every key after it (StreamingLLM's positions-inside-the-cache, Xiao et al. 2023).
+ * Work is split over (token, head) pairs; each thread has its own preallocated scratch. */
+#include <math.h>
+#include <string.h>
+
+#include "backend/cpu/cpu_ops.h"
+#include "core/error.h"
+#include "core/fp16.h"
+
+void cpu_rope_table(float *cos_out, float *sin_out, int32_t n_pos, const rope_params *p) {
+    /* exactly cpu_rope's arithmetic (incremental theta), so that a rotation read from the table
+     * is bit-identical to cpu_rope's */
+    const float theta_scale = powf(p->freq_base, -2.0f / (float)p->rope_dim);
+    const int half = p->rope_dim / 2;
+    for (int32_t pos = 0; pos < n_pos; pos++) {
+        float theta_base = (float)pos;
+        for (int i = 0; i < half; i++) {
+            const float ff = p->freq_factors ? p->freq_factors[i] : 1.0f;
+            const float theta = p->freq_scale * (theta_base / ff);
+            cos_out[(size_t)pos * half + i] = cosf(theta);
+            sin_out[(size_t)pos * half + i] = sinf(theta);
+            theta_base *= theta_scale;
+        }
+    }
+}
+
+/* Rotates one head v[head_dim] by the table row (cs, sn)[rope_dim / 2] of its position. */
+static void rope_head_from_table(float *v, const float *cs, const float *sn, const rope_params *p) {
+    const int half = p->rope_dim / 2;
+    for (int i = 0; i < half; i++) {
+        const int a = p->style == ROPE_NORM ? 2 * i : i;
+        const int b = p->style == ROPE_NORM ? 2 * i + 1 : i + half;
+        const float x0 = v[a], x1 = v[b];
+        v[a] = x0 * cs[i] - x1 * sn[i];
+        v[b] = x0 * sn[i] + x1 * cs[i];
+    }
+}
+
+size_t cpu_attention_paged_scratch(int n_threads, int32_t max_kv, int head_dim) {
+    /* per thread: scores [max_kv], the rounded query [head_dim], a rotated key [head_dim] */
+    return (size_t)n_threads * ((size_t)max_kv + 2 * (size_t)head_dim) * sizeof(float);
+}
+
+typedef struct {
+    float *out;       /* [n_tokens][n_head * head_dim] */
+    const float *q;   /* [n_tokens][n_head * head_dim], already rotated */
+    const kv_cache *kv;
+    int32_t layer;
+    const si_batch *b;
+    const attn_params *p;
+    float *scratch;   /* [threads][max_kv + 2 * head_dim] */
+} attn_job;
+
+static void attention_worker(void *ctx, int ith, int nth) {
+    const attn_job *j = ctx;
+    const attn_params *p = j->p;
+    const si_batch *b = j->b;
+    const int group = p->n_head / p->n_head_kv;
+    const int bs = j->kv->block_size, hd = p->head_dim;
+    const float scale = 1.0f / sqrtf((float)hd);
+    float *sc = j->scratch + (size_t)ith * ((size_t)p->max_kv + 2 * (size_t)hd); /* [max_kv] */
+    float *qr = sc + p->max_kv;                                                  /* [head_dim] */
+    float *kr = qr + hd;                                                         /* [head_dim] */
+    const int rope_half = p->rope ? p->rope->rope_dim / 2 : 0;
+
+    int64_t begin, end;
+    pool_split((int64_t)b->n_tokens * p->n_head, ith, nth, &begin, &end);
+    for (int64_t task = begin; task < end; task++) {
+        const int t = (int)(task / p->n_head), h = (int)(task % p->n_head);
+        const int kvh = h / group;
+        const int32_t s = b->seq[t];
+        const int32_t *table = b->block_table + (size_t)s * b->max_blocks;
+        const bool rotate = b->rope_on_read && b->rope_on_read[s];
+        const float *qh = j->q + ((size_t)t * p->n_head + h) * hd;
+        float *oh = j->out + ((size_t)t * p->n_head + h) * hd;
+        const int n_kv = b->pos[t] + 1;
+
+        /* NOTE: the cache is f16, and the products with it take f16 inputs: the query is
+         * rounded to f16 here and the attention weights below, as ggml's f16 matmuls do. This
+         * keeps our logits within rounding noise of llama.cpp's rather than a little apart. */
+        for (int d = 0; d < hd; d++) qr[d] = fp16_to_fp32(fp32_to_fp16(qh[d]));
+
+        float max = -INFINITY;
+        for (int i = 0; i < n_kv; i++) {
+            const uint16_t *kh = kv_cache_k(j->kv, j->layer, table[i / bs], i % bs) + (size_t)kvh * hd;
+            float dot = 0.0f;
+            if (rotate) {
+                /* un-rotated key: rotate it to its slot position, then round back to f16 as a
+                 * key stored rotated would be */
+                for (int d = 0; d < hd; d++) kr[d] = fp16_to_fp32(kh[d]);
+                rope_head_from_table(kr, p->rope_cos + (size_t)i * rope_half,
+                                     p->rope_sin + (size_t)i * rope_half, p->rope);
+                for (int d = 0; d < hd; d++) dot += qr[d] * fp16_to_fp32(fp32_to_fp16(kr[d]));
+            } else {
+                for (int d = 0; d < hd; d++) dot += qr[d] * fp16_to_fp32(kh[d]);
+            }
+            sc[i] = dot * scale;
+            if (sc[i] > max) max = sc[i];
+        }
+        float sum = 0.0f;
+        for (int i = 0; i < n_kv; i++) {
+            sc[i] = expf(sc[i] - max);
+            sum += sc[i];
+        }
+        const float inv = 1.0f / sum;
+        memset(oh, 0, sizeof(float) * (size_t)hd);
+        for (int i = 0; i < n_kv; i++) {
+            const uint16_t *vh = kv_cache_v(j->kv, j->layer, table[i / bs], i % bs) + (size_t)kvh * hd;
+            const float w = fp16_to_fp32(fp32_to_fp16(sc[i] * inv));
+            for (int d = 0; d < hd; d++) oh[d] += w * fp16_to_fp32(vh[d]);
+        }
+    }
+}
+
+void cpu_attention_paged(thread_pool *pool, float *out, const float *q, const kv_cache *kv,
+                         int32_t layer, const si_batch *b, const attn_params *p, float *scratch) {
+    for (int t = 0; t < b->n_tokens; t++) SI_ASSERT(b->pos[t] >= 0 && b->pos[t] < p->max_kv);
+    attn_job job = {out, q, kv, layer, b, p, scratch};
+    pool_run(pool, attention_worker, &job);
+}
