@@ -62,6 +62,7 @@ static cpu_isa detect_isa(int *has_bf16) {
 
 static void kernels_init(void) {
     int has_bf16 = 0;
+    (void)has_bf16; /* unused off x86 */
 #if SI_X86
     isa_detected = detect_isa(&has_bf16);
 #endif

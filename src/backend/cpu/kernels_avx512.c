@@ -68,13 +68,83 @@ static float vec_dot_bf16_avx512(const void *vw, const void *vx, int64_t n) {
     return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3])));
 }
 
+/* ---- q4_0 / q4_1: two 32-element blocks per zmm ----
+ * 128-bit lanes: [block i low nibbles, block i high, block i+1 low, block i+1 high], matching
+ * two consecutive q8 blocks loaded side by side. Nibbles go into vpdpbusd unsigned; for q4_0
+ * the -8 offset is a second vpdpbusd of 8 against the activations (AVX-512 has no vpsignb). */
+
+static inline __m512i q4_pair_nibbles(const uint8_t *qa, const uint8_t *qb) {
+    const __m256i t = _mm256_set_m128i(_mm_loadu_si128((const __m128i *)qb), _mm_loadu_si128((const __m128i *)qa));
+    const __m512i t2 = _mm512_permutexvar_epi64(_mm512_setr_epi64(0, 1, 0, 1, 2, 3, 2, 3), _mm512_castsi256_si512(t));
+    const __m512i v = _mm512_mask_blend_epi64(0xCC, t2, _mm512_srli_epi16(t2, 4));
+    return _mm512_and_si512(v, _mm512_set1_epi8(0x0F));
+}
+
+static inline __m512i load_pair(const int8_t *a, const int8_t *b) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(load256(a)), load256(b), 1);
+}
+
+/* [da x 8, db x 8] from two fp16 pairs: da = wa * xa, db = wb * xb */
+static inline __m512 pair_scales(uint16_t wa, uint16_t wb, uint16_t xa, uint16_t xb) {
+    const __m128 w = _mm_cvtph_ps(_mm_cvtsi32_si128((int)((uint32_t)wa | (uint32_t)wb << 16)));
+    const __m128 x = _mm_cvtph_ps(_mm_cvtsi32_si128((int)((uint32_t)xa | (uint32_t)xb << 16)));
+    const __m512 d = _mm512_castps128_ps512(_mm_mul_ps(w, x));
+    return _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1), d);
+}
+
+static float vec_dot_q4_0_avx512(const void *vw, const void *vx, int64_t n) {
+    const block_q4_0 *w = vw;
+    const block_q8_0 *x = vx;
+    const int64_t nb = n / QK4_0;
+    const __m512i eight = _mm512_set1_epi8(8);
+    __m512 acc = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 2 <= nb; i += 2) {
+        const __m512i y = load_pair(x[i].qs, x[i + 1].qs);
+        const __m512i q = q4_pair_nibbles(w[i].qs, w[i + 1].qs);
+        const __m512i s = _mm512_sub_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), q, y),
+                                           _mm512_dpbusd_epi32(_mm512_setzero_si512(), eight, y));
+        acc = _mm512_fmadd_ps(pair_scales(w[i].d, w[i + 1].d, x[i].d, x[i + 1].d), _mm512_cvtepi32_ps(s), acc);
+    }
+    float sum = _mm512_reduce_add_ps(acc);
+    if (i < nb) sum += vec_dot_q4_0_x86(&w[i], &x[i], QK4_0);
+    return sum;
+}
+
+static float vec_dot_q4_1_avx512(const void *vw, const void *vx, int64_t n) {
+    const block_q4_1 *w = vw;
+    const block_q8_1 *x = vx;
+    const int64_t nb = n / QK4_1;
+    __m512 acc = _mm512_setzero_ps();
+    __m128 accm = _mm_setzero_ps();
+    int64_t i = 0;
+    for (; i + 2 <= nb; i += 2) {
+        const __m512i y = load_pair(x[i].qs, x[i + 1].qs);
+        const __m512i q = q4_pair_nibbles(w[i].qs, w[i + 1].qs);
+        const __m512i s = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q, y);
+        acc = _mm512_fmadd_ps(pair_scales(w[i].d, w[i + 1].d, x[i].d, x[i + 1].d), _mm512_cvtepi32_ps(s), acc);
+        const __m128 m = _mm_cvtph_ps(_mm_cvtsi32_si128((int)((uint32_t)w[i].m | (uint32_t)w[i + 1].m << 16)));
+        const __m128 ms = _mm_cvtph_ps(_mm_cvtsi32_si128((int)((uint32_t)x[i].s | (uint32_t)x[i + 1].s << 16)));
+        accm = _mm_fmadd_ps(m, ms, accm);
+    }
+    float sum = _mm512_reduce_add_ps(acc);
+    accm = _mm_add_ps(accm, _mm_movehdup_ps(accm));
+    sum += _mm_cvtss_f32(accm);
+    if (i < nb) sum += vec_dot_q4_1_x86(&w[i], &x[i], QK4_1);
+    return sum;
+}
+
 const cpu_kernels *cpu_kernels_avx512_entry(si_type t, int has_bf16);
 
 const cpu_kernels *cpu_kernels_avx512_entry(si_type t, int has_bf16) {
     static const cpu_kernels k_f32 = {SI_TYPE_F32, quantize_row_f32_x86, vec_dot_f32_avx512};
     static const cpu_kernels k_f16 = {SI_TYPE_F16, quantize_row_f16_x86, vec_dot_f16_avx512};
     static const cpu_kernels k_bf16 = {SI_TYPE_BF16, quantize_row_bf16_x86, vec_dot_bf16_avx512};
+    static const cpu_kernels k_q4_0 = {SI_TYPE_Q8_0, quantize_row_q8_0_x86, vec_dot_q4_0_avx512};
+    static const cpu_kernels k_q4_1 = {SI_TYPE_Q8_1, quantize_row_q8_1_x86, vec_dot_q4_1_avx512};
     switch (t) {
+    case SI_TYPE_Q4_0: return &k_q4_0;
+    case SI_TYPE_Q4_1: return &k_q4_1;
     case SI_TYPE_F32: return &k_f32;
     case SI_TYPE_F16: return &k_f16;
     case SI_TYPE_BF16: return has_bf16 ? &k_bf16 : NULL;
