@@ -303,11 +303,26 @@ static float vec_dot_q5_1_x86(const void *vw, const void *vx, int64_t n) {
 
 /* ---- k-quant dots: per super-block an exact int32 sum, then one float multiply ---- */
 
-/* sum over 32 elements of u[l] * y[l] * (l < 16 ? sc0 : sc1); u unsigned (<= 63), y activations */
-static inline __m256i kq_dot32(__m256i u, const int8_t *y, int sc0, int sc1) {
-    const __m256i p = _mm256_maddubs_epi16(u, load256(y));
-    const __m256i sc = _mm256_set_m128i(_mm_set1_epi16((short)sc1), _mm_set1_epi16((short)sc0));
-    return _mm256_madd_epi16(p, sc);
+/* sum over 32 elements of u[l] * y[l] * scale, u unsigned (<= 63), y activations; sc holds the
+ * scale of elements 0-15 in int16 lanes 0-7 and that of elements 16-31 in lanes 8-15 */
+static inline __m256i kq_dot32v(__m256i u, const int8_t *y, __m256i sc) {
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(u, load256(y)), sc);
+}
+
+/* s8: both 128-bit lanes hold 8 int16 scales s[0..7]; returns [s[2k] x 8 | s[2k+1] x 8] */
+static inline __m256i scale_pair(__m256i s8, int k) {
+    static const uint8_t ctrl[4][32] = {
+        {0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3},
+        {4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7},
+        {8, 9, 8, 9, 8, 9, 8, 9, 8, 9, 8, 9, 8, 9, 8, 9, 10, 11, 10, 11, 10, 11, 10, 11, 10, 11, 10, 11, 10, 11, 10, 11},
+        {12, 13, 12, 13, 12, 13, 12, 13, 12, 13, 12, 13, 12, 13, 12, 13, 14, 15, 14, 15, 14, 15, 14, 15, 14, 15, 14, 15, 14, 15, 14, 15},
+    };
+    return _mm256_shuffle_epi8(s8, load256(ctrl[k]));
+}
+
+/* 8 int16 scales from memory into both 128-bit lanes */
+static inline __m256i scales8(const int16_t *s) {
+    return _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)s));
 }
 
 /* q4_K / q5_K: the 6-bit scales and mins of the 8 sub-blocks (quant_k.c's get_scale_min_k4) */
@@ -335,8 +350,8 @@ static float vec_dot_q4_k_x86(const void *vw, const void *vx, int64_t n) {
             const __m256i q = load256(w[i].qs + 32 * j);
             const __m256i lo = _mm256_and_si256(q, m4);
             const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-            isum = _mm256_add_epi32(isum, kq_dot32(lo, x[i].qs + 64 * j, sc[2 * j], sc[2 * j]));
-            isum = _mm256_add_epi32(isum, kq_dot32(hi, x[i].qs + 64 * j + 32, sc[2 * j + 1], sc[2 * j + 1]));
+            isum = _mm256_add_epi32(isum, kq_dot32v(lo, x[i].qs + 64 * j, _mm256_set1_epi16((short)sc[2 * j])));
+            isum = _mm256_add_epi32(isum, kq_dot32v(hi, x[i].qs + 64 * j + 32, _mm256_set1_epi16((short)sc[2 * j + 1])));
         }
         const float d = h2f(w[i].d) * x[i].d, dmin = h2f(w[i].dmin) * x[i].d;
         sumf += d * (float)hsum_epi32(isum) - dmin * (float)summ;
@@ -364,8 +379,8 @@ static float vec_dot_q5_k_x86(const void *vw, const void *vx, int64_t n) {
             const __m256i hhi = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(h, mhi), mhi), b4);
             const __m256i lo = _mm256_or_si256(_mm256_and_si256(q, m4), hlo);
             const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), hhi);
-            isum = _mm256_add_epi32(isum, kq_dot32(lo, x[i].qs + 64 * j, sc[2 * j], sc[2 * j]));
-            isum = _mm256_add_epi32(isum, kq_dot32(hi, x[i].qs + 64 * j + 32, sc[2 * j + 1], sc[2 * j + 1]));
+            isum = _mm256_add_epi32(isum, kq_dot32v(lo, x[i].qs + 64 * j, _mm256_set1_epi16((short)sc[2 * j])));
+            isum = _mm256_add_epi32(isum, kq_dot32v(hi, x[i].qs + 64 * j + 32, _mm256_set1_epi16((short)sc[2 * j + 1])));
         }
         const float d = h2f(w[i].d) * x[i].d, dmin = h2f(w[i].dmin) * x[i].d;
         sumf += d * (float)hsum_epi32(isum) - dmin * (float)summ;
@@ -393,10 +408,11 @@ static float vec_dot_q6_k_x86(const void *vw, const void *vx, int64_t n) {
             const __m256i a2 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q0, 4), m4), _mm256_and_si256(hb, m30));
             const __m256i a3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q1, 4), m4),
                                                _mm256_and_si256(_mm256_srli_epi16(hb, 2), m30));
-            isum = _mm256_add_epi32(isum, kq_dot32(a0, y, s[0], s[1]));
-            isum = _mm256_add_epi32(isum, kq_dot32(a1, y + 32, s[2], s[3]));
-            isum = _mm256_add_epi32(isum, kq_dot32(a2, y + 64, s[4], s[5]));
-            isum = _mm256_add_epi32(isum, kq_dot32(a3, y + 96, s[6], s[7]));
+            const __m256i s8 = _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(_mm_loadl_epi64((const __m128i *)s)));
+            isum = _mm256_add_epi32(isum, kq_dot32v(a0, y, scale_pair(s8, 0)));
+            isum = _mm256_add_epi32(isum, kq_dot32v(a1, y + 32, scale_pair(s8, 1)));
+            isum = _mm256_add_epi32(isum, kq_dot32v(a2, y + 64, scale_pair(s8, 2)));
+            isum = _mm256_add_epi32(isum, kq_dot32v(a3, y + 96, scale_pair(s8, 3)));
         }
         sumf += h2f(w[i].d) * x[i].d * (float)(hsum_epi32(isum) - 32 * bias);
     }
@@ -412,15 +428,18 @@ static float vec_dot_q2_k_x86(const void *vw, const void *vx, int64_t n) {
     for (int64_t i = 0; i < n / QK_K; i++) {
         const uint8_t *sc = w[i].scales;
         int summ = 0;
-        for (int j = 0; j < 16; j++) summ += x[i].bsums[j] * (sc[j] >> 4);
+        int16_t sc16[16];
+        for (int j = 0; j < 16; j++) {
+            summ += x[i].bsums[j] * (sc[j] >> 4);
+            sc16[j] = (int16_t)(sc[j] & 0xF);
+        }
         __m256i isum = _mm256_setzero_si256();
         const int8_t *y = x[i].qs;
-        int is = 0;
         for (int k = 0; k < 2; k++) {
-            const __m256i q = load256(w[i].qs + 32 * k);
-            for (int shift = 0; shift < 8; shift += 2, y += 32, is += 2) {
+            const __m256i q = load256(w[i].qs + 32 * k), s8 = scales8(sc16 + 8 * k);
+            for (int shift = 0; shift < 8; shift += 2, y += 32) {
                 const __m256i a = _mm256_and_si256(_mm256_srli_epi16(q, shift), m3);
-                isum = _mm256_add_epi32(isum, kq_dot32(a, y, sc[is] & 0xF, sc[is + 1] & 0xF));
+                isum = _mm256_add_epi32(isum, kq_dot32v(a, y, scale_pair(s8, shift / 2)));
             }
         }
         const float dall = x[i].d * h2f(w[i].d), dmin = x[i].d * h2f(w[i].dmin);
@@ -437,23 +456,25 @@ static float vec_dot_q3_k_x86(const void *vw, const void *vx, int64_t n) {
     float sumf = 0;
     for (int64_t i = 0; i < n / QK_K; i++) {
         int sc[16], bias = 0;
+        int16_t sc16[16];
         const uint8_t *s = w[i].scales;
         for (int j = 0; j < 16; j++) {
             const int lo = j < 8 ? s[j] & 0xF : s[j - 8] >> 4;
             sc[j] = (lo | (((s[8 + j % 4] >> (2 * (j / 4))) & 3) << 4)) - 32;
             bias += sc[j] * x[i].bsums[j];
+            sc16[j] = (int16_t)sc[j];
         }
         const __m256i hm = load256(w[i].hmask);
         __m256i isum = _mm256_setzero_si256();
         const int8_t *y = x[i].qs;
-        int is = 0, bit = 0;
+        int bit = 0;
         for (int k = 0; k < 2; k++) {
-            const __m256i q = load256(w[i].qs + 32 * k);
-            for (int shift = 0; shift < 8; shift += 2, y += 32, is += 2, bit++) {
+            const __m256i q = load256(w[i].qs + 32 * k), s8 = scales8(sc16 + 8 * k);
+            for (int shift = 0; shift < 8; shift += 2, y += 32, bit++) {
                 const __m256i mb = _mm256_set1_epi8((char)(1 << bit));
                 const __m256i hb = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hm, mb), mb), b2);
                 const __m256i a = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, shift), m3), hb);
-                isum = _mm256_add_epi32(isum, kq_dot32(a, y, sc[is], sc[is + 1]));
+                isum = _mm256_add_epi32(isum, kq_dot32v(a, y, scale_pair(s8, shift / 2)));
             }
         }
         sumf += h2f(w[i].d) * x[i].d * (float)(hsum_epi32(isum) - 4 * bias);
