@@ -134,6 +134,73 @@ static float vec_dot_q4_1_avx512(const void *vw, const void *vx, int64_t n) {
     return sum;
 }
 
+/* q5_0 / q5_1: as q4 pairs; the 64 high bits of two blocks are exactly a byte mask in the same
+ * lane order (qh bit j <-> element j), so one masked move adds the 0x10s. */
+static inline __m512i q5_pair_bytes(const uint8_t *qsa, const uint8_t *qha, const uint8_t *qsb, const uint8_t *qhb) {
+    const __mmask64 hm = (__mmask64)load_u32(qha) | (__mmask64)load_u32(qhb) << 32;
+    return _mm512_or_si512(q4_pair_nibbles(qsa, qsb), _mm512_maskz_mov_epi8(hm, _mm512_set1_epi8(0x10)));
+}
+
+static float vec_dot_q5_0_avx512(const void *vw, const void *vx, int64_t n) {
+    const block_q5_0 *w = vw;
+    const block_q8_0 *x = vx;
+    const int64_t nb = n / QK5_0;
+    const __m512i sixteen = _mm512_set1_epi8(16);
+    __m512 acc = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 2 <= nb; i += 2) {
+        const __m512i y = load_pair(x[i].qs, x[i + 1].qs);
+        const __m512i q = q5_pair_bytes(w[i].qs, w[i].qh, w[i + 1].qs, w[i + 1].qh);
+        const __m512i s = _mm512_sub_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), q, y),
+                                           _mm512_dpbusd_epi32(_mm512_setzero_si512(), sixteen, y));
+        acc = _mm512_fmadd_ps(pair_scales(w[i].d, w[i + 1].d, x[i].d, x[i + 1].d), _mm512_cvtepi32_ps(s), acc);
+    }
+    float sum = _mm512_reduce_add_ps(acc);
+    if (i < nb) sum += vec_dot_q5_0_x86(&w[i], &x[i], QK5_0);
+    return sum;
+}
+
+static float vec_dot_q5_1_avx512(const void *vw, const void *vx, int64_t n) {
+    const block_q5_1 *w = vw;
+    const block_q8_1 *x = vx;
+    const int64_t nb = n / QK5_1;
+    __m512 acc = _mm512_setzero_ps();
+    __m128 accm = _mm_setzero_ps();
+    int64_t i = 0;
+    for (; i + 2 <= nb; i += 2) {
+        const __m512i y = load_pair(x[i].qs, x[i + 1].qs);
+        const __m512i q = q5_pair_bytes(w[i].qs, w[i].qh, w[i + 1].qs, w[i + 1].qh);
+        const __m512i s = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q, y);
+        acc = _mm512_fmadd_ps(pair_scales(w[i].d, w[i + 1].d, x[i].d, x[i + 1].d), _mm512_cvtepi32_ps(s), acc);
+        const __m128 m = _mm_cvtph_ps(_mm_cvtsi32_si128((int)((uint32_t)w[i].m | (uint32_t)w[i + 1].m << 16)));
+        const __m128 ms = _mm_cvtph_ps(_mm_cvtsi32_si128((int)((uint32_t)x[i].s | (uint32_t)x[i + 1].s << 16)));
+        accm = _mm_fmadd_ps(m, ms, accm);
+    }
+    float sum = _mm512_reduce_add_ps(acc);
+    accm = _mm_add_ps(accm, _mm_movehdup_ps(accm));
+    sum += _mm_cvtss_f32(accm);
+    if (i < nb) sum += vec_dot_q5_1_x86(&w[i], &x[i], QK5_1);
+    return sum;
+}
+
+/* q8_0: signed x signed without vpsignb: |w| unsigned, and x negated where w < 0 */
+static float vec_dot_q8_0_avx512(const void *vw, const void *vx, int64_t n) {
+    const block_q8_0 *w = vw, *x = vx;
+    const int64_t nb = n / QK8_0;
+    __m512 acc = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 2 <= nb; i += 2) {
+        const __m512i a = load_pair(w[i].qs, w[i + 1].qs), y = load_pair(x[i].qs, x[i + 1].qs);
+        const __mmask64 neg = _mm512_movepi8_mask(a);
+        const __m512i sy = _mm512_mask_sub_epi8(y, neg, _mm512_setzero_si512(), y);
+        const __m512i s = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_abs_epi8(a), sy);
+        acc = _mm512_fmadd_ps(pair_scales(w[i].d, w[i + 1].d, x[i].d, x[i + 1].d), _mm512_cvtepi32_ps(s), acc);
+    }
+    float sum = _mm512_reduce_add_ps(acc);
+    if (i < nb) sum += vec_dot_q8_0_x86(&w[i], &x[i], QK8_0);
+    return sum;
+}
+
 const cpu_kernels *cpu_kernels_avx512_entry(si_type t, int has_bf16);
 
 const cpu_kernels *cpu_kernels_avx512_entry(si_type t, int has_bf16) {
@@ -142,8 +209,14 @@ const cpu_kernels *cpu_kernels_avx512_entry(si_type t, int has_bf16) {
     static const cpu_kernels k_bf16 = {SI_TYPE_BF16, quantize_row_bf16_x86, vec_dot_bf16_avx512};
     static const cpu_kernels k_q4_0 = {SI_TYPE_Q8_0, quantize_row_q8_0_x86, vec_dot_q4_0_avx512};
     static const cpu_kernels k_q4_1 = {SI_TYPE_Q8_1, quantize_row_q8_1_x86, vec_dot_q4_1_avx512};
+    static const cpu_kernels k_q5_0 = {SI_TYPE_Q8_0, quantize_row_q8_0_x86, vec_dot_q5_0_avx512};
+    static const cpu_kernels k_q5_1 = {SI_TYPE_Q8_1, quantize_row_q8_1_x86, vec_dot_q5_1_avx512};
+    static const cpu_kernels k_q8_0 = {SI_TYPE_Q8_0, quantize_row_q8_0_x86, vec_dot_q8_0_avx512};
     switch (t) {
     case SI_TYPE_Q4_0: return &k_q4_0;
+    case SI_TYPE_Q5_0: return &k_q5_0;
+    case SI_TYPE_Q5_1: return &k_q5_1;
+    case SI_TYPE_Q8_0: return &k_q8_0;
     case SI_TYPE_Q4_1: return &k_q4_1;
     case SI_TYPE_F32: return &k_f32;
     case SI_TYPE_F16: return &k_f16;
