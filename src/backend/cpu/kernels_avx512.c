@@ -84,30 +84,54 @@ static inline __m512i load_pair(const int8_t *a, const int8_t *b) {
     return _mm512_inserti64x4(_mm512_castsi256_si512(load256(a)), load256(b), 1);
 }
 
-/* [da x 8, db x 8] from two fp16 pairs: da = wa * xa, db = wb * xb */
-static inline __m512 pair_scales(uint16_t wa, uint16_t wb, uint16_t xa, uint16_t xb) {
-    const __m128 w = _mm_cvtph_ps(_mm_cvtsi32_si128((int)((uint32_t)wa | (uint32_t)wb << 16)));
-    const __m128 x = _mm_cvtph_ps(_mm_cvtsi32_si128((int)((uint32_t)xa | (uint32_t)xb << 16)));
-    const __m512 d = _mm512_castps128_ps512(_mm_mul_ps(w, x));
-    return _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1), d);
+/* Four blocks' leading fp16 pairs (d and m, or d and s; for types with only d the second half is
+ * the first quants, converted and ignored) -> 8 floats [d0, m0, d1, m1, d2, m2, d3, m3]. */
+static inline __m256 head_halves4(const void *base, size_t stride) {
+    const uint8_t *p = base;
+    __m128i v = _mm_cvtsi32_si128((int)load_u32(p));
+    v = _mm_insert_epi32(v, (int)load_u32(p + stride), 1);
+    v = _mm_insert_epi32(v, (int)load_u32(p + 2 * stride), 2);
+    v = _mm_insert_epi32(v, (int)load_u32(p + 3 * stride), 3);
+    return _mm256_cvtph_ps(v);
+}
+
+/* even lanes of p (block scales d_w * d_x) spread to [p0 x 8, p2 x 8] and [p4 x 8, p6 x 8] */
+static inline void spread_scales4(__m256 p, __m512 *d01, __m512 *d23) {
+    const __m512 z = _mm512_castps256_ps512(p);
+    *d01 = _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2), z);
+    *d23 = _mm512_permutexvar_ps(_mm512_setr_epi32(4, 4, 4, 4, 4, 4, 4, 4, 6, 6, 6, 6, 6, 6, 6, 6), z);
+}
+
+/* sum of the odd lanes (the m * s terms of q4_1 / q5_1) */
+static inline float sum_odd(__m256 v) { return hsum_ps(_mm256_blend_ps(_mm256_setzero_ps(), v, 0xAA)); }
+
+/* integer sums of blocks a and a + 1, int32 lanes 0-7 and 8-15 */
+static inline __m512i q4_0_pair_isum(const block_q4_0 *w, const block_q8_0 *x) {
+    const __m512i y = load_pair(x[0].qs, x[1].qs), q = q4_pair_nibbles(w[0].qs, w[1].qs);
+    return _mm512_sub_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), q, y),
+                            _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(8), y));
+}
+
+static inline __m512i q4_1_pair_isum(const block_q4_1 *w, const block_q8_1 *x) {
+    const __m512i y = load_pair(x[0].qs, x[1].qs), q = q4_pair_nibbles(w[0].qs, w[1].qs);
+    return _mm512_dpbusd_epi32(_mm512_setzero_si512(), q, y);
 }
 
 static float vec_dot_q4_0_avx512(const void *vw, const void *vx, int64_t n) {
     const block_q4_0 *w = vw;
     const block_q8_0 *x = vx;
     const int64_t nb = n / QK4_0;
-    const __m512i eight = _mm512_set1_epi8(8);
-    __m512 acc = _mm512_setzero_ps();
+    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
     int64_t i = 0;
-    for (; i + 2 <= nb; i += 2) {
-        const __m512i y = load_pair(x[i].qs, x[i + 1].qs);
-        const __m512i q = q4_pair_nibbles(w[i].qs, w[i + 1].qs);
-        const __m512i s = _mm512_sub_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), q, y),
-                                           _mm512_dpbusd_epi32(_mm512_setzero_si512(), eight, y));
-        acc = _mm512_fmadd_ps(pair_scales(w[i].d, w[i + 1].d, x[i].d, x[i + 1].d), _mm512_cvtepi32_ps(s), acc);
+    for (; i + 4 <= nb; i += 4) {
+        const __m256 p = _mm256_mul_ps(head_halves4(&w[i], sizeof(*w)), head_halves4(&x[i], sizeof(*x)));
+        __m512 d01, d23;
+        spread_scales4(p, &d01, &d23);
+        acc0 = _mm512_fmadd_ps(d01, _mm512_cvtepi32_ps(q4_0_pair_isum(&w[i], &x[i])), acc0);
+        acc1 = _mm512_fmadd_ps(d23, _mm512_cvtepi32_ps(q4_0_pair_isum(&w[i + 2], &x[i + 2])), acc1);
     }
-    float sum = _mm512_reduce_add_ps(acc);
-    if (i < nb) sum += vec_dot_q4_0_x86(&w[i], &x[i], QK4_0);
+    float sum = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
+    if (i < nb) sum += vec_dot_q4_0_x86(&w[i], &x[i], (nb - i) * QK4_0);
     return sum;
 }
 
@@ -115,25 +139,21 @@ static float vec_dot_q4_1_avx512(const void *vw, const void *vx, int64_t n) {
     const block_q4_1 *w = vw;
     const block_q8_1 *x = vx;
     const int64_t nb = n / QK4_1;
-    __m512 acc = _mm512_setzero_ps();
-    __m128 accm = _mm_setzero_ps();
+    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+    __m256 accm = _mm256_setzero_ps();
     int64_t i = 0;
-    for (; i + 2 <= nb; i += 2) {
-        const __m512i y = load_pair(x[i].qs, x[i + 1].qs);
-        const __m512i q = q4_pair_nibbles(w[i].qs, w[i + 1].qs);
-        const __m512i s = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q, y);
-        acc = _mm512_fmadd_ps(pair_scales(w[i].d, w[i + 1].d, x[i].d, x[i + 1].d), _mm512_cvtepi32_ps(s), acc);
-        const __m128 m = _mm_cvtph_ps(_mm_cvtsi32_si128((int)((uint32_t)w[i].m | (uint32_t)w[i + 1].m << 16)));
-        const __m128 ms = _mm_cvtph_ps(_mm_cvtsi32_si128((int)((uint32_t)x[i].s | (uint32_t)x[i + 1].s << 16)));
-        accm = _mm_fmadd_ps(m, ms, accm);
+    for (; i + 4 <= nb; i += 4) {
+        const __m256 p = _mm256_mul_ps(head_halves4(&w[i], sizeof(*w)), head_halves4(&x[i], sizeof(*x)));
+        accm = _mm256_add_ps(accm, p);
+        __m512 d01, d23;
+        spread_scales4(p, &d01, &d23);
+        acc0 = _mm512_fmadd_ps(d01, _mm512_cvtepi32_ps(q4_1_pair_isum(&w[i], &x[i])), acc0);
+        acc1 = _mm512_fmadd_ps(d23, _mm512_cvtepi32_ps(q4_1_pair_isum(&w[i + 2], &x[i + 2])), acc1);
     }
-    float sum = _mm512_reduce_add_ps(acc);
-    accm = _mm_add_ps(accm, _mm_movehdup_ps(accm));
-    sum += _mm_cvtss_f32(accm);
-    if (i < nb) sum += vec_dot_q4_1_x86(&w[i], &x[i], QK4_1);
+    float sum = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1)) + sum_odd(accm);
+    if (i < nb) sum += vec_dot_q4_1_x86(&w[i], &x[i], (nb - i) * QK4_1);
     return sum;
 }
-
 /* q5_0 / q5_1: as q4 pairs; the 64 high bits of two blocks are exactly a byte mask in the same
  * lane order (qh bit j <-> element j), so one masked move adds the 0x10s. */
 static inline __m512i q5_pair_bytes(const uint8_t *qsa, const uint8_t *qha, const uint8_t *qsb, const uint8_t *qhb) {
@@ -141,22 +161,40 @@ static inline __m512i q5_pair_bytes(const uint8_t *qsa, const uint8_t *qha, cons
     return _mm512_or_si512(q4_pair_nibbles(qsa, qsb), _mm512_maskz_mov_epi8(hm, _mm512_set1_epi8(0x10)));
 }
 
+static inline __m512i q5_0_pair_isum(const block_q5_0 *w, const block_q8_0 *x) {
+    const __m512i y = load_pair(x[0].qs, x[1].qs);
+    const __m512i q = q5_pair_bytes(w[0].qs, w[0].qh, w[1].qs, w[1].qh);
+    return _mm512_sub_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), q, y),
+                            _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(16), y));
+}
+
+static inline __m512i q5_1_pair_isum(const block_q5_1 *w, const block_q8_1 *x) {
+    const __m512i y = load_pair(x[0].qs, x[1].qs);
+    return _mm512_dpbusd_epi32(_mm512_setzero_si512(), q5_pair_bytes(w[0].qs, w[0].qh, w[1].qs, w[1].qh), y);
+}
+
+/* q8_0: signed x signed without vpsignb: |w| unsigned, and x negated where w < 0 */
+static inline __m512i q8_0_pair_isum(const block_q8_0 *w, const block_q8_0 *x) {
+    const __m512i a = load_pair(w[0].qs, w[1].qs), y = load_pair(x[0].qs, x[1].qs);
+    const __m512i sy = _mm512_mask_sub_epi8(y, _mm512_movepi8_mask(a), _mm512_setzero_si512(), y);
+    return _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_abs_epi8(a), sy);
+}
+
 static float vec_dot_q5_0_avx512(const void *vw, const void *vx, int64_t n) {
     const block_q5_0 *w = vw;
     const block_q8_0 *x = vx;
     const int64_t nb = n / QK5_0;
-    const __m512i sixteen = _mm512_set1_epi8(16);
-    __m512 acc = _mm512_setzero_ps();
+    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
     int64_t i = 0;
-    for (; i + 2 <= nb; i += 2) {
-        const __m512i y = load_pair(x[i].qs, x[i + 1].qs);
-        const __m512i q = q5_pair_bytes(w[i].qs, w[i].qh, w[i + 1].qs, w[i + 1].qh);
-        const __m512i s = _mm512_sub_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), q, y),
-                                           _mm512_dpbusd_epi32(_mm512_setzero_si512(), sixteen, y));
-        acc = _mm512_fmadd_ps(pair_scales(w[i].d, w[i + 1].d, x[i].d, x[i + 1].d), _mm512_cvtepi32_ps(s), acc);
+    for (; i + 4 <= nb; i += 4) {
+        const __m256 p = _mm256_mul_ps(head_halves4(&w[i], sizeof(*w)), head_halves4(&x[i], sizeof(*x)));
+        __m512 d01, d23;
+        spread_scales4(p, &d01, &d23);
+        acc0 = _mm512_fmadd_ps(d01, _mm512_cvtepi32_ps(q5_0_pair_isum(&w[i], &x[i])), acc0);
+        acc1 = _mm512_fmadd_ps(d23, _mm512_cvtepi32_ps(q5_0_pair_isum(&w[i + 2], &x[i + 2])), acc1);
     }
-    float sum = _mm512_reduce_add_ps(acc);
-    if (i < nb) sum += vec_dot_q5_0_x86(&w[i], &x[i], QK5_0);
+    float sum = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
+    if (i < nb) sum += vec_dot_q5_0_x86(&w[i], &x[i], (nb - i) * QK5_0);
     return sum;
 }
 
@@ -164,40 +202,37 @@ static float vec_dot_q5_1_avx512(const void *vw, const void *vx, int64_t n) {
     const block_q5_1 *w = vw;
     const block_q8_1 *x = vx;
     const int64_t nb = n / QK5_1;
-    __m512 acc = _mm512_setzero_ps();
-    __m128 accm = _mm_setzero_ps();
+    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+    __m256 accm = _mm256_setzero_ps();
     int64_t i = 0;
-    for (; i + 2 <= nb; i += 2) {
-        const __m512i y = load_pair(x[i].qs, x[i + 1].qs);
-        const __m512i q = q5_pair_bytes(w[i].qs, w[i].qh, w[i + 1].qs, w[i + 1].qh);
-        const __m512i s = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q, y);
-        acc = _mm512_fmadd_ps(pair_scales(w[i].d, w[i + 1].d, x[i].d, x[i + 1].d), _mm512_cvtepi32_ps(s), acc);
-        const __m128 m = _mm_cvtph_ps(_mm_cvtsi32_si128((int)((uint32_t)w[i].m | (uint32_t)w[i + 1].m << 16)));
-        const __m128 ms = _mm_cvtph_ps(_mm_cvtsi32_si128((int)((uint32_t)x[i].s | (uint32_t)x[i + 1].s << 16)));
-        accm = _mm_fmadd_ps(m, ms, accm);
+    for (; i + 4 <= nb; i += 4) {
+        const __m256 p = _mm256_mul_ps(head_halves4(&w[i], sizeof(*w)), head_halves4(&x[i], sizeof(*x)));
+        accm = _mm256_add_ps(accm, p);
+        __m512 d01, d23;
+        spread_scales4(p, &d01, &d23);
+        acc0 = _mm512_fmadd_ps(d01, _mm512_cvtepi32_ps(q5_1_pair_isum(&w[i], &x[i])), acc0);
+        acc1 = _mm512_fmadd_ps(d23, _mm512_cvtepi32_ps(q5_1_pair_isum(&w[i + 2], &x[i + 2])), acc1);
     }
-    float sum = _mm512_reduce_add_ps(acc);
-    accm = _mm_add_ps(accm, _mm_movehdup_ps(accm));
-    sum += _mm_cvtss_f32(accm);
-    if (i < nb) sum += vec_dot_q5_1_x86(&w[i], &x[i], QK5_1);
+    float sum = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1)) + sum_odd(accm);
+    if (i < nb) sum += vec_dot_q5_1_x86(&w[i], &x[i], (nb - i) * QK5_1);
     return sum;
 }
 
-/* q8_0: signed x signed without vpsignb: |w| unsigned, and x negated where w < 0 */
 static float vec_dot_q8_0_avx512(const void *vw, const void *vx, int64_t n) {
-    const block_q8_0 *w = vw, *x = vx;
+    const block_q8_0 *w = vw;
+    const block_q8_0 *x = vx;
     const int64_t nb = n / QK8_0;
-    __m512 acc = _mm512_setzero_ps();
+    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
     int64_t i = 0;
-    for (; i + 2 <= nb; i += 2) {
-        const __m512i a = load_pair(w[i].qs, w[i + 1].qs), y = load_pair(x[i].qs, x[i + 1].qs);
-        const __mmask64 neg = _mm512_movepi8_mask(a);
-        const __m512i sy = _mm512_mask_sub_epi8(y, neg, _mm512_setzero_si512(), y);
-        const __m512i s = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_abs_epi8(a), sy);
-        acc = _mm512_fmadd_ps(pair_scales(w[i].d, w[i + 1].d, x[i].d, x[i + 1].d), _mm512_cvtepi32_ps(s), acc);
+    for (; i + 4 <= nb; i += 4) {
+        const __m256 p = _mm256_mul_ps(head_halves4(&w[i], sizeof(*w)), head_halves4(&x[i], sizeof(*x)));
+        __m512 d01, d23;
+        spread_scales4(p, &d01, &d23);
+        acc0 = _mm512_fmadd_ps(d01, _mm512_cvtepi32_ps(q8_0_pair_isum(&w[i], &x[i])), acc0);
+        acc1 = _mm512_fmadd_ps(d23, _mm512_cvtepi32_ps(q8_0_pair_isum(&w[i + 2], &x[i + 2])), acc1);
     }
-    float sum = _mm512_reduce_add_ps(acc);
-    if (i < nb) sum += vec_dot_q8_0_x86(&w[i], &x[i], QK8_0);
+    float sum = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
+    if (i < nb) sum += vec_dot_q8_0_x86(&w[i], &x[i], (nb - i) * QK8_0);
     return sum;
 }
 
