@@ -1,0 +1,61 @@
+/* cuda_common.cuh — helpers every CUDA kernel file shares: CUDA_CHECK, half/bfloat16 bits to
+ * float, warp reductions, 2-byte-aligned 32-bit loads for GGUF blocks (whose fields sit at even,
+ * not 4-aligned, offsets) and the cp.async 16-byte global->shared copy of sm_80+. */
+#ifndef SI_BACKEND_CUDA_COMMON_CUH
+#define SI_BACKEND_CUDA_COMMON_CUH
+
+#include <cuda_runtime.h>
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+/* Broken CUDA calls are internal invariants here (bad input is rejected before any launch):
+ * print file:line and the CUDA message, then abort. */
+#define CUDA_CHECK(call)                                                                    \
+    do {                                                                                    \
+        cudaError_t err_ = (call);                                                          \
+        if (err_ != cudaSuccess) {                                                          \
+            fprintf(stderr, "CUDA error %s at %s:%d: %s\n", cudaGetErrorName(err_), __FILE__, \
+                    __LINE__, cudaGetErrorString(err_));                                    \
+            abort();                                                                        \
+        }                                                                                   \
+    } while (0)
+
+/* The launch itself (bad configuration) is reported at once; faults inside a kernel surface at
+ * the next synchronising call, also through CUDA_CHECK. */
+#define CUDA_CHECK_LAUNCH() CUDA_CHECK(cudaGetLastError())
+
+__device__ __forceinline__ float si_h2f(uint16_t h) { return __half2float(__ushort_as_half(h)); }
+__device__ __forceinline__ float si_bf2f(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
+
+__device__ __forceinline__ uint16_t si_ld16(const uint8_t *p) { return *(const uint16_t *)p; }
+/* 4 bytes from a 2-aligned address (GGUF blocks are 2-aligned: fp16 fields first). */
+__device__ __forceinline__ uint32_t si_ld32(const uint8_t *p) {
+    return (uint32_t)si_ld16(p) | ((uint32_t)si_ld16(p + 2) << 16);
+}
+
+__device__ __forceinline__ float si_warp_sum(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+__device__ __forceinline__ float si_warp_max(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+__device__ __forceinline__ void si_cp_async16(void *smem, const void *gmem) {
+    const uint32_t s = (uint32_t)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem));
+}
+__device__ __forceinline__ void si_cp_async_commit(void) { asm volatile("cp.async.commit_group;\n"); }
+template <int N> __device__ __forceinline__ void si_cp_async_wait(void) {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+static inline int si_div_up(long long a, long long b) { return (int)((a + b - 1) / b); }
+
+#endif

@@ -1,0 +1,118 @@
+/* cuda_ops.h — the CUDA backend's kernel layer: C-callable launchers over device pointers.
+ *
+ * Every launcher enqueues work on `stream` and returns at once; nothing here allocates or
+ * synchronises (scratch is the caller's, sized by the *_bytes functions). Launchers that take a
+ * tensor type return 0, or -1 when the type or shape is not supported (nothing is launched).
+ * Launch failures abort through CUDA_CHECK (an internal invariant, as SI_ASSERT).
+ *
+ * Weight matrices are GGUF row-major: W[M][K], each row K / block_size blocks of
+ * quant/quant_blocks.h. The GEMV reads them with 16-byte loads, so a weight buffer must start
+ * 16-byte aligned (cudaMalloc gives 256) and be allocated to a multiple of 16 bytes
+ * (cuda_weight_alloc_bytes). */
+#ifndef SI_BACKEND_CUDA_OPS_H
+#define SI_BACKEND_CUDA_OPS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cuda_runtime_api.h>
+
+#include "swiftinfer.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Bytes to allocate for an M x K weight of type t (the row bytes rounded up to 16), or 0 when t
+ * is not supported by cuda_gemv. */
+size_t cuda_weight_alloc_bytes(si_type t, int64_t M, int64_t K);
+
+/* ---- matmul (gemv.cu, gemm.cu) ---- */
+
+/* Decode matmul: y[b][m] = sum_k W[m][k] * x[b][k] for b < n_batch (1..8).
+ * W: M x K of type t in {F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q6_K}, K a multiple of the block
+ * size; x: f32 [n_batch][K], 16-byte aligned; y: f32 [n_batch][M]. */
+int cuda_gemv(si_type t, const void *W, int M, int K, const float *x, int n_batch, float *y,
+              cudaStream_t stream);
+
+/* Prefill matmul through cuBLASLt on tensor cores: the same y = x W^T for n_rows activation
+ * rows. F16/BF16 weights are used in place (x is converted to the weight's type); quantised
+ * weights are first dequantised to f16 in scratch. Accumulation and y are f32. */
+typedef struct cuda_gemm_ctx cuda_gemm_ctx;
+int cuda_gemm_create(cuda_gemm_ctx **out);
+void cuda_gemm_free(cuda_gemm_ctx *g);
+size_t cuda_gemm_scratch_bytes(si_type t, int M, int K, int n_rows);
+int cuda_gemm(cuda_gemm_ctx *g, si_type t, const void *W, int M, int K, const float *x,
+              int n_rows, float *y, void *scratch, cudaStream_t stream);
+
+/* n elements (a multiple of the block size) of type t to f16 (dst) — the GEMM's dequantiser. */
+int cuda_dequantize_f16(si_type t, const void *src, int64_t n, void *dst, cudaStream_t stream);
+
+/* ---- norms and element-wise (norm.cu, elementwise.cu) ---- */
+
+/* out[r][i] = x[r][i] / rms(x[r]) * w[i]. out may be NULL; out_h (may be NULL) receives the
+ * same values as f16 (out_h_type SI_TYPE_F16) or bf16 (SI_TYPE_BF16), the next matmul's input. */
+int cuda_rmsnorm(float *out, void *out_h, si_type out_h_type, const float *x, const float *w,
+                 int n, int n_rows, float eps, cudaStream_t stream);
+
+/* out[i] = silu(gate[i]) * up[i] (out may alias gate). */
+void cuda_swiglu(float *out, const float *gate, const float *up, int64_t n, cudaStream_t stream);
+
+/* x[i] += y[i] */
+void cuda_add(float *x, const float *y, int64_t n, cudaStream_t stream);
+
+/* out[i][:] = row ids[i] of E (n_vocab x n_cols, type F32/F16/BF16/Q8_0/Q4_0/Q4_1/Q4_K/Q6_K),
+ * dequantised to f32. ids: device [n_ids]. */
+int cuda_get_rows(si_type t, const void *E, int n_cols, const int32_t *ids, int n_ids,
+                  float *out, cudaStream_t stream);
+
+/* out[r] = the index of the largest of logits[r][0..n) (ties: the lowest index), r < n_rows. */
+void cuda_argmax(const float *logits, int n, int n_rows, int32_t *out, cudaStream_t stream);
+
+/* ---- RoPE + paged KV write (rope.cu) ---- */
+
+typedef struct cuda_rope_params {
+    int n_head, n_head_kv, head_dim, rope_dim;
+    float freq_base, freq_scale;
+    const float *freq_factors; /* device [rope_dim/2] or NULL */
+    int neox;                  /* 0: pairs (2i, 2i+1) (ROPE_NORM); 1: (i, i + rope_dim/2) */
+} cuda_rope_params;
+
+/* For each of n_tokens tokens: rotates q in place (f32 [n_tokens][n_head*head_dim], row stride
+ * q_stride floats) and k (f32, stride k_stride) at position pos[t], then writes the rotated k
+ * and v (f32, stride v_stride) as f16 into slot slot[t] of the paged caches of one layer,
+ * k_cache/v_cache: f16 [n_blocks][KV_BLOCK_SIZE][n_head_kv*head_dim]; a slot is
+ * block * KV_BLOCK_SIZE + offset (from the sequence's block table); slot < 0: not cached.
+ * k is rotated in place too. pos, slot: device [n_tokens]. */
+void cuda_rope_kv_write(float *q, int q_stride, float *k, int k_stride, const float *v,
+                        int v_stride, const int32_t *pos, const int32_t *slot, int n_tokens,
+                        uint16_t *k_cache, uint16_t *v_cache, const cuda_rope_params *p,
+                        cudaStream_t stream);
+
+/* ---- paged attention (attention.cu) ---- */
+
+typedef struct cuda_attn_params {
+    int n_head, n_head_kv, head_dim; /* head_dim 64, 128 or 256; n_head / n_head_kv <= 8 */
+    int max_blocks;                  /* row length of block_table */
+    float scale;                     /* usually 1/sqrt(head_dim) */
+} cuda_attn_params;
+
+/* Scratch bytes for cuda_attention_decode with n_seqs sequences of at most max_kv_len keys. */
+size_t cuda_attention_scratch_bytes(const cuda_attn_params *p, int n_seqs, int max_kv_len);
+
+/* Decode attention (flash-decoding: the KV length is split over blocks, online softmax, then a
+ * combine pass). One query token per sequence: q f32 [n_seqs][n_head*head_dim] (rounded to f16
+ * as the CPU reference does), out f32, same shape. Sequence s attends to its first seq_len[s]
+ * cached positions, read through block_table[s][pos / KV_BLOCK_SIZE]. k_cache/v_cache: one
+ * layer's f16 pools as for cuda_rope_kv_write. max_kv_len: host bound on seq_len (sizes the
+ * grid). */
+int cuda_attention_decode(float *out, const float *q, const uint16_t *k_cache,
+                          const uint16_t *v_cache, const int32_t *block_table,
+                          const int32_t *seq_len, int n_seqs, int max_kv_len,
+                          const cuda_attn_params *p, void *scratch, cudaStream_t stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

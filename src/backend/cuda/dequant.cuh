@@ -1,0 +1,150 @@
+/* dequant.cuh — register-level decoders of GGUF weight blocks (layouts: quant/quant_blocks.h).
+ *
+ * Every type is cut into "units": a unit is what one thread turns into floats at a time, NG
+ * groups of 4 elements that are contiguous in the row (xo[g] = the group's first element, an
+ * offset inside the block). Units are small so that a warp spreads a block over many lanes and
+ * the activation loads stay float4. F16/BF16 are treated as 8-element "blocks" of 16 bytes.
+ * The decoders read through si_ld16/si_ld32, which need only 2-byte alignment, so the same code
+ * works on global memory and on shared-memory copies that start at any even offset. */
+#ifndef SI_BACKEND_CUDA_DEQUANT_CUH
+#define SI_BACKEND_CUDA_DEQUANT_CUH
+
+#include "backend/cuda/cuda_common.cuh"
+
+/* quant_blocks.h is C11: its _Static_assert is C++'s static_assert */
+#ifndef _Static_assert
+#define _Static_assert static_assert
+#endif
+#include "quant/quant_blocks.h"
+
+struct tq_f16 {
+    static constexpr int BE = 8, BB = 16, UPB = 1, NG = 2;
+    __device__ static void unit(const uint8_t *b, int u, float *w, int *xo) {
+#pragma unroll
+        for (int j = 0; j < 8; j++) w[j] = si_h2f(si_ld16(b + 2 * j));
+        xo[0] = 0; xo[1] = 4;
+    }
+};
+
+struct tq_bf16 {
+    static constexpr int BE = 8, BB = 16, UPB = 1, NG = 2;
+    __device__ static void unit(const uint8_t *b, int u, float *w, int *xo) {
+#pragma unroll
+        for (int j = 0; j < 8; j++) w[j] = si_bf2f(si_ld16(b + 2 * j));
+        xo[0] = 0; xo[1] = 4;
+    }
+};
+
+struct tq_f32 { /* embeddings only */
+    static constexpr int BE = 4, BB = 16, UPB = 1, NG = 1;
+    __device__ static void unit(const uint8_t *b, int u, float *w, int *xo) {
+#pragma unroll
+        for (int j = 0; j < 4; j++) w[j] = __uint_as_float(si_ld32(b + 4 * j));
+        xo[0] = 0;
+    }
+};
+
+/* x = d * q */
+struct tq_q8_0 {
+    static constexpr int BE = QK8_0, BB = sizeof(block_q8_0), UPB = 4, NG = 2;
+    __device__ static void unit(const uint8_t *b, int u, float *w, int *xo) {
+        const float d = si_h2f(si_ld16(b));
+        const uint32_t q0 = si_ld32(b + 2 + 8 * u), q1 = si_ld32(b + 6 + 8 * u);
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            w[j] = d * (float)(int8_t)(q0 >> (8 * j));
+            w[4 + j] = d * (float)(int8_t)(q1 >> (8 * j));
+        }
+        xo[0] = 8 * u; xo[1] = 8 * u + 4;
+    }
+};
+
+/* x = d * (q - 8); qs[j]: element j (low nibble), j + 16 (high) */
+struct tq_q4_0 {
+    static constexpr int BE = QK4_0, BB = sizeof(block_q4_0), UPB = 4, NG = 2;
+    __device__ static void unit(const uint8_t *b, int u, float *w, int *xo) {
+        const float d = si_h2f(si_ld16(b));
+        const uint32_t q = si_ld32(b + 2 + 4 * u);
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            w[j] = d * (float)((int)((q >> (8 * j)) & 15) - 8);
+            w[4 + j] = d * (float)((int)((q >> (8 * j + 4)) & 15) - 8);
+        }
+        xo[0] = 4 * u; xo[1] = 16 + 4 * u;
+    }
+};
+
+/* x = d * q + m */
+struct tq_q4_1 {
+    static constexpr int BE = QK4_1, BB = sizeof(block_q4_1), UPB = 4, NG = 2;
+    __device__ static void unit(const uint8_t *b, int u, float *w, int *xo) {
+        const float d = si_h2f(si_ld16(b)), m = si_h2f(si_ld16(b + 2));
+        const uint32_t q = si_ld32(b + 4 + 4 * u);
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            w[j] = d * (float)((q >> (8 * j)) & 15) + m;
+            w[4 + j] = d * (float)((q >> (8 * j + 4)) & 15) + m;
+        }
+        xo[0] = 4 * u; xo[1] = 16 + 4 * u;
+    }
+};
+
+/* 6-bit scale and min j of a q4_K block (ggml's get_scale_min_k4) */
+__device__ __forceinline__ void si_scale_min_k4(int j, const uint8_t *q, int *d, int *m) {
+    if (j < 4) {
+        *d = q[j] & 63;
+        *m = q[j + 4] & 63;
+    } else {
+        *d = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+        *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+    }
+}
+
+/* 4 groups of 64: qs[32g + l] holds element 64g + l (low, sub-block 2g) and 64g + 32 + l (high,
+ * sub-block 2g + 1); x = d * sc * q - dmin * m. 32 units of 4 bytes. */
+struct tq_q4_k {
+    static constexpr int BE = QK_K, BB = sizeof(block_q4_K), UPB = 32, NG = 2;
+    __device__ static void unit(const uint8_t *b, int u, float *w, int *xo) {
+        const float d = si_h2f(si_ld16(b)), dmin = si_h2f(si_ld16(b + 2));
+        const int g = u >> 3, k = u & 7;
+        int sc0, m0, sc1, m1;
+        si_scale_min_k4(2 * g, b + 4, &sc0, &m0);
+        si_scale_min_k4(2 * g + 1, b + 4, &sc1, &m1);
+        const float d0 = d * sc0, mm0 = dmin * m0, d1 = d * sc1, mm1 = dmin * m1;
+        const uint32_t q = si_ld32(b + 16 + 32 * g + 4 * k);
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            w[j] = d0 * (float)((q >> (8 * j)) & 15) - mm0;
+            w[4 + j] = d1 * (float)((q >> (8 * j + 4)) & 15) - mm1;
+        }
+        xo[0] = 64 * g + 4 * k; xo[1] = 64 * g + 32 + 4 * k;
+    }
+};
+
+/* Two halves of 128; in half n, l < 32: ql[64n + l], ql[64n + l + 32], qh[32n + l] give elements
+ * 128n + l, +32, +64, +96 (ggml's dequantize_row_q6_K); x = d * scales[e / 16] * (q - 32).
+ * 16 units of 16 elements (4 consecutive l). */
+struct tq_q6_k {
+    static constexpr int BE = QK_K, BB = sizeof(block_q6_K), UPB = 16, NG = 4;
+    __device__ static void unit(const uint8_t *b, int u, float *w, int *xo) {
+        const int n = u >> 3, l0 = 4 * (u & 7);
+        const float d = si_h2f(si_ld16(b + 208));
+        const int8_t *sc = (const int8_t *)(b + 192) + 8 * n + (l0 >> 4);
+        const uint32_t qa = si_ld32(b + 64 * n + l0), qb = si_ld32(b + 64 * n + l0 + 32);
+        const uint32_t qh = si_ld32(b + 128 + 32 * n + l0);
+        const float s0 = d * sc[0], s1 = d * sc[2], s2 = d * sc[4], s3 = d * sc[6];
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            const uint32_t a = (qa >> (8 * j)) & 0xFF, c = (qb >> (8 * j)) & 0xFF;
+            const uint32_t h = (qh >> (8 * j)) & 0xFF;
+            w[j] = s0 * (float)((int)((a & 15) | ((h & 3) << 4)) - 32);
+            w[4 + j] = s1 * (float)((int)((c & 15) | (((h >> 2) & 3) << 4)) - 32);
+            w[8 + j] = s2 * (float)((int)((a >> 4) | (((h >> 4) & 3) << 4)) - 32);
+            w[12 + j] = s3 * (float)((int)((c >> 4) | (((h >> 6) & 3) << 4)) - 32);
+        }
+        const int e = 128 * n + l0;
+        xo[0] = e; xo[1] = e + 32; xo[2] = e + 64; xo[3] = e + 96;
+    }
+};
+
+#endif

@@ -1,0 +1,95 @@
+/* gemm.cu — prefill / large-batch matmul on tensor cores through cuBLASLt: y = x W^T with f32
+ * accumulation and output. F16/BF16 weights are read in place and x is converted to their type;
+ * quantised weights are dequantised to f16 into scratch first (the simple end of the
+ * "dequantise in tiles or to scratch" choice; its cost is measured by the kernel test).
+ * Row-major W[M][K] is column-major K x M, so cuBLAS computes Y^T (M x N) = op_T(W) * X^T. */
+#include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/gemm.cuh"
+
+struct cuda_gemm_ctx {
+    cublasLtHandle_t lt;
+    void *workspace;
+};
+
+extern "C" int cuda_gemm_create(cuda_gemm_ctx **out) {
+    cuda_gemm_ctx *g = (cuda_gemm_ctx *)calloc(1, sizeof *g);
+    if (!g) return -1;
+    CUBLAS_CHECK(cublasLtCreate(&g->lt));
+    CUDA_CHECK(cudaMalloc(&g->workspace, GEMM_WORKSPACE));
+    *out = g;
+    return 0;
+}
+
+extern "C" void cuda_gemm_free(cuda_gemm_ctx *g) {
+    if (!g) return;
+    cublasLtDestroy(g->lt);
+    CUDA_CHECK(cudaFree(g->workspace));
+    free(g);
+}
+
+static bool gemm_native(si_type t) { return t == SI_TYPE_F16 || t == SI_TYPE_BF16; }
+
+extern "C" size_t cuda_gemm_scratch_bytes(si_type t, int M, int K, int n_rows) {
+    size_t b = (((size_t)n_rows * K * 2) + 255) & ~(size_t)255; /* x as f16/bf16 */
+    if (!gemm_native(t)) b += (size_t)M * K * 2;               /* W as f16 */
+    return b;
+}
+
+template <bool BF>
+__global__ void to_half_kernel(const float *x, void *out, int64_t n) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        if (BF) ((__nv_bfloat16 *)out)[i] = __float2bfloat16_rn(x[i]);
+        else ((__half *)out)[i] = __float2half_rn(x[i]);
+    }
+}
+
+extern "C" int cuda_gemm(cuda_gemm_ctx *g, si_type t, const void *W, int M, int K, const float *x,
+                         int n_rows, float *y, void *scratch, cudaStream_t stream) {
+    if (M < 1 || K < 1 || n_rows < 1) return -1;
+    const bool bf = t == SI_TYPE_BF16;
+    uint8_t *xs = (uint8_t *)scratch;
+    const void *Wh = W;
+    if (!gemm_native(t)) {
+        void *wd = xs + ((((size_t)n_rows * K * 2) + 255) & ~(size_t)255);
+        if (cuda_dequantize_f16(t, W, (int64_t)M * K, wd, stream) != 0) return -1;
+        Wh = wd;
+    }
+    const int64_t nx = (int64_t)n_rows * K;
+    const int grid = (int)((nx + 255) / 256 < 4096 ? (nx + 255) / 256 : 4096);
+    if (bf) to_half_kernel<true><<<grid, 256, 0, stream>>>(x, xs, nx);
+    else to_half_kernel<false><<<grid, 256, 0, stream>>>(x, xs, nx);
+    CUDA_CHECK_LAUNCH();
+
+    const cudaDataType_t ab = bf ? CUDA_R_16BF : CUDA_R_16F;
+    cublasLtMatmulDesc_t op;
+    cublasLtMatrixLayout_t la, lb, lc;
+    CUBLAS_CHECK(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    const cublasOperation_t tr = CUBLAS_OP_T, nt = CUBLAS_OP_N;
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &tr, sizeof tr));
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &nt, sizeof nt));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&la, ab, K, M, K));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lb, ab, K, n_rows, K));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lc, CUDA_R_32F, M, n_rows, M));
+    cublasLtMatmulPreference_t pref;
+    CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+    const size_t ws = GEMM_WORKSPACE;
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+        pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
+    cublasLtMatmulHeuristicResult_t heur;
+    int found = 0;
+    CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(g->lt, op, la, lb, lc, lc, pref, 1, &heur, &found));
+    int rc = -1;
+    if (found > 0) {
+        const float alpha = 1.0f, beta = 0.0f;
+        CUBLAS_CHECK(cublasLtMatmul(g->lt, op, &alpha, Wh, la, xs, lb, &beta, y, lc, y, lc,
+                                    &heur.algo, g->workspace, ws, stream));
+        rc = 0;
+    }
+    cublasLtMatmulPreferenceDestroy(pref);
+    cublasLtMatrixLayoutDestroy(la);
+    cublasLtMatrixLayoutDestroy(lb);
+    cublasLtMatrixLayoutDestroy(lc);
+    cublasLtMatmulDescDestroy(op);
+    return rc;
+}

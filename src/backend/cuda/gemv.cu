@@ -1,0 +1,146 @@
+/* gemv.cu — decode matmul, memory-bound: every weight byte is read once, with 16-byte cp.async
+ * copies into shared memory (GGUF blocks are 18, 20, 34, 210 bytes: a thread cannot load its own
+ * block with aligned 16-byte loads, so a warp copies the aligned byte span that covers a row
+ * segment, then each lane decodes units of it in registers). Two stages per warp: the next
+ * segment is in flight while this one is decoded. Each warp owns GEMV_ROWS rows so that one
+ * float4 activation load feeds GEMV_ROWS weight groups. f32 accumulation, warp-shuffle sum. */
+#include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/gemv.cuh"
+
+template <class T> __host__ __device__ constexpr int gemv_buf_bytes() {
+    return ((gemv_seg<T>::SEGB * T::BB + 15) / 16) * 16 + 16;
+}
+
+template <class T, int NB>
+__global__ void __launch_bounds__(GEMV_WARPS * 32)
+    gemv_kernel(const uint8_t *__restrict__ W, int M, int K, size_t row_bytes,
+                const float *__restrict__ x, int nb, float *__restrict__ y) {
+    constexpr int SEGB = gemv_seg<T>::SEGB, BUF = gemv_buf_bytes<T>(), R = GEMV_ROWS;
+    constexpr int NW = T::NG * 4;
+    extern __shared__ __align__(16) uint8_t smem[];
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int row0 = (blockIdx.x * GEMV_WARPS + warp) * R;
+    if (row0 >= M) return; /* whole warp; no CTA-wide barrier below */
+    uint8_t *sw = smem + (size_t)warp * 2 * R * BUF;
+    const int nblk = K / T::BE, nseg = (nblk + SEGB - 1) / SEGB;
+    const uint8_t *rowp[R];
+#pragma unroll
+    for (int r = 0; r < R; r++) rowp[r] = W + (size_t)min(row0 + r, M - 1) * row_bytes;
+
+    auto issue = [&](int seg, int stage) {
+        const int b0 = seg * SEGB, n = min(SEGB, nblk - b0);
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            const uintptr_t s = (uintptr_t)(rowp[r] + (size_t)b0 * T::BB);
+            const uintptr_t a0 = s & ~(uintptr_t)15, a1 = (s + (size_t)n * T::BB + 15) & ~(uintptr_t)15;
+            uint8_t *dst = sw + (stage * R + r) * BUF;
+            const int nc = (int)((a1 - a0) / 16);
+            for (int i = lane; i < nc; i += 32) si_cp_async16(dst + 16 * i, (const void *)(a0 + 16 * i));
+        }
+        si_cp_async_commit();
+    };
+
+    float acc[R][NB];
+#pragma unroll
+    for (int r = 0; r < R; r++)
+#pragma unroll
+        for (int b = 0; b < NB; b++) acc[r][b] = 0.0f;
+
+    issue(0, 0);
+    for (int seg = 0; seg < nseg; seg++) {
+        const int stage = seg & 1;
+        if (seg + 1 < nseg) {
+            issue(seg + 1, stage ^ 1);
+            si_cp_async_wait<1>();
+        } else {
+            si_cp_async_wait<0>();
+        }
+        __syncwarp();
+        const int b0 = seg * SEGB, units = min(SEGB, nblk - b0) * T::UPB;
+        const uint8_t *src[R];
+#pragma unroll
+        for (int r = 0; r < R; r++)
+            src[r] = sw + (stage * R + r) * BUF + ((uintptr_t)(rowp[r] + (size_t)b0 * T::BB) & 15);
+        for (int u = lane; u < units; u += 32) {
+            const int blk = u / T::UPB, uu = u % T::UPB;
+            float w[R][NW];
+            int xo[T::NG];
+#pragma unroll
+            for (int r = 0; r < R; r++) T::unit(src[r] + blk * T::BB, uu, w[r], xo);
+            const float *xb = x + (size_t)(b0 + blk) * T::BE;
+#pragma unroll
+            for (int b = 0; b < NB; b++) {
+                if (b < nb) {
+#pragma unroll
+                    for (int g = 0; g < T::NG; g++) {
+                        const float4 xv = __ldg((const float4 *)(xb + (size_t)b * K + xo[g]));
+#pragma unroll
+                        for (int r = 0; r < R; r++)
+                            acc[r][b] += w[r][4 * g] * xv.x + w[r][4 * g + 1] * xv.y +
+                                         w[r][4 * g + 2] * xv.z + w[r][4 * g + 3] * xv.w;
+                    }
+                }
+            }
+        }
+        __syncwarp();
+    }
+#pragma unroll
+    for (int r = 0; r < R; r++)
+#pragma unroll
+        for (int b = 0; b < NB; b++) {
+            const float v = si_warp_sum(acc[r][b]);
+            if (lane == 0 && b < nb && row0 + r < M) y[(size_t)b * M + row0 + r] = v;
+        }
+}
+
+template <class T, int NB>
+static void gemv_launch_nb(const void *W, int M, int K, const float *x, int nb, float *y,
+                           cudaStream_t st) {
+    const size_t row_bytes = (size_t)(K / T::BE) * T::BB;
+    const int grid = si_div_up(M, GEMV_WARPS * GEMV_ROWS);
+    const size_t smem = (size_t)GEMV_WARPS * 2 * GEMV_ROWS * gemv_buf_bytes<T>();
+    gemv_kernel<T, NB><<<grid, GEMV_WARPS * 32, smem, st>>>((const uint8_t *)W, M, K, row_bytes,
+                                                            x, nb, y);
+    CUDA_CHECK_LAUNCH();
+}
+
+template <class T>
+static int gemv_launch(const void *W, int M, int K, const float *x, int nb, float *y,
+                       cudaStream_t st) {
+    if (K % T::BE != 0 || K % 4 != 0) return -1;
+    if (nb <= 1) gemv_launch_nb<T, 1>(W, M, K, x, nb, y, st);
+    else if (nb <= 2) gemv_launch_nb<T, 2>(W, M, K, x, nb, y, st);
+    else if (nb <= 4) gemv_launch_nb<T, 4>(W, M, K, x, nb, y, st);
+    else gemv_launch_nb<T, 8>(W, M, K, x, nb, y, st);
+    return 0;
+}
+
+extern "C" size_t cuda_weight_alloc_bytes(si_type t, int64_t M, int64_t K) {
+    int be, bb;
+    switch (t) {
+    case SI_TYPE_F16: case SI_TYPE_BF16: be = 8; bb = 16; break;
+    case SI_TYPE_Q8_0: be = QK8_0; bb = sizeof(block_q8_0); break;
+    case SI_TYPE_Q4_0: be = QK4_0; bb = sizeof(block_q4_0); break;
+    case SI_TYPE_Q4_1: be = QK4_1; bb = sizeof(block_q4_1); break;
+    case SI_TYPE_Q4_K: be = QK_K; bb = sizeof(block_q4_K); break;
+    case SI_TYPE_Q6_K: be = QK_K; bb = sizeof(block_q6_K); break;
+    default: return 0;
+    }
+    return (((size_t)M * (size_t)(K / be) * bb) + 15) & ~(size_t)15;
+}
+
+extern "C" int cuda_gemv(si_type t, const void *W, int M, int K, const float *x, int n_batch,
+                         float *y, cudaStream_t stream) {
+    if (n_batch < 1 || n_batch > 8 || M < 1 || K < 1 || ((uintptr_t)W & 15) || ((uintptr_t)x & 15))
+        return -1;
+    switch (t) {
+    case SI_TYPE_F16: return gemv_launch<tq_f16>(W, M, K, x, n_batch, y, stream);
+    case SI_TYPE_BF16: return gemv_launch<tq_bf16>(W, M, K, x, n_batch, y, stream);
+    case SI_TYPE_Q8_0: return gemv_launch<tq_q8_0>(W, M, K, x, n_batch, y, stream);
+    case SI_TYPE_Q4_0: return gemv_launch<tq_q4_0>(W, M, K, x, n_batch, y, stream);
+    case SI_TYPE_Q4_1: return gemv_launch<tq_q4_1>(W, M, K, x, n_batch, y, stream);
+    case SI_TYPE_Q4_K: return gemv_launch<tq_q4_k>(W, M, K, x, n_batch, y, stream);
+    case SI_TYPE_Q6_K: return gemv_launch<tq_q6_k>(W, M, K, x, n_batch, y, stream);
+    default: return -1;
+    }
+}

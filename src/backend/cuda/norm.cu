@@ -1,0 +1,41 @@
+/* norm.cu — RMSNorm, one CTA per row; optionally also writes the row as f16/bf16 so that the
+ * next tensor-core matmul needs no separate conversion pass (fused norm + convert). */
+#include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/norm.cuh"
+
+template <int OUTH> /* 0: none, 1: f16, 2: bf16 */
+__global__ void __launch_bounds__(NORM_THREADS)
+    rmsnorm_kernel(float *out, void *out_h, const float *__restrict__ x,
+                   const float *__restrict__ w, int n, float eps) {
+    __shared__ float red[NORM_THREADS / 32];
+    const size_t r = blockIdx.x;
+    const float *xr = x + r * n;
+    float ss = 0.0f;
+    for (int i = threadIdx.x; i < n; i += NORM_THREADS) ss += xr[i] * xr[i];
+    ss = si_warp_sum(ss);
+    if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = ss;
+    __syncthreads();
+    float tot = 0.0f;
+#pragma unroll
+    for (int i = 0; i < NORM_THREADS / 32; i++) tot += red[i];
+    const float scale = 1.0f / sqrtf(tot / (float)n + eps);
+    for (int i = threadIdx.x; i < n; i += NORM_THREADS) {
+        const float v = xr[i] * scale * w[i];
+        if (out) out[r * n + i] = v;
+        if (OUTH == 1) ((__half *)out_h)[r * n + i] = __float2half_rn(v);
+        if (OUTH == 2) ((__nv_bfloat16 *)out_h)[r * n + i] = __float2bfloat16_rn(v);
+    }
+}
+
+extern "C" int cuda_rmsnorm(float *out, void *out_h, si_type out_h_type, const float *x,
+                            const float *w, int n, int n_rows, float eps, cudaStream_t stream) {
+    if (n < 1 || n_rows < 1) return -1;
+    if (!out_h) rmsnorm_kernel<0><<<n_rows, NORM_THREADS, 0, stream>>>(out, NULL, x, w, n, eps);
+    else if (out_h_type == SI_TYPE_F16)
+        rmsnorm_kernel<1><<<n_rows, NORM_THREADS, 0, stream>>>(out, out_h, x, w, n, eps);
+    else if (out_h_type == SI_TYPE_BF16)
+        rmsnorm_kernel<2><<<n_rows, NORM_THREADS, 0, stream>>>(out, out_h, x, w, n, eps);
+    else return -1;
+    CUDA_CHECK_LAUNCH();
+    return 0;
+}

@@ -1,0 +1,633 @@
+/* test_cuda_kernels.cu — every CUDA kernel of src/backend/cuda against a CPU reference, then
+ * timings (llm.c's dev/cuda habit: check at several sizes, then time with an L2 flush).
+ *
+ * References: the repo's scalar dequantisers (quant_get(t)->to_float) and fp16.h; RMSNorm, RoPE
+ * (the same incremental-theta formula as cpu_rope) and attention in double precision here.
+ * Inputs are random (quantised blocks: random bytes with random fp16 scales, so every bit
+ * pattern occurs); every output buffer is poisoned with NaN (0xFF bytes) before each run, so an
+ * unwritten element fails. Tolerances, per check, are printed with the measured error.
+ *
+ * Usage: test_cuda_kernels [--small] [--no-bench]
+ *   --small: small shapes only, no timing (for compute-sanitizer). Exit status 1 on any failure. */
+#include <algorithm>
+#include <cmath>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/cuda_ops.h"
+extern "C" {
+#include "core/fp16.h"
+#include "quant/quant.h"
+}
+
+static int g_fail = 0, g_checks = 0;
+static FILE *g_summary; /* collected result lines, printed again at the end */
+static char g_sum_buf[1 << 16];
+
+static void report(const char *name, double err, double tol) {
+    const bool ok = err <= tol && !std::isnan(err);
+    g_checks++;
+    if (!ok) g_fail++;
+    char line[256];
+    snprintf(line, sizeof line, "%-4s %-48s err %.3e  tol %.1e\n", ok ? "PASS" : "FAIL", name, err, tol);
+    fputs(line, stdout);
+    fputs(line, g_summary);
+}
+
+/* ---- random numbers (xoshiro128+-ish, deterministic) ---- */
+static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
+static uint32_t rnd_u32() {
+    g_rng ^= g_rng << 13; g_rng ^= g_rng >> 7; g_rng ^= g_rng << 17;
+    return (uint32_t)(g_rng >> 16);
+}
+static float rnd_f() { return (float)((rnd_u32() & 0xFFFFFF) / 8388608.0 - 1.0); } /* [-1, 1) */
+static int rnd_int(int n) { return (int)(rnd_u32() % (uint32_t)n); }
+
+template <class T> static T *dmalloc(size_t n) {
+    T *p;
+    CUDA_CHECK(cudaMalloc(&p, n * sizeof(T) > 0 ? n * sizeof(T) : 1));
+    return p;
+}
+template <class T> static void poison(T *p, size_t n) { CUDA_CHECK(cudaMemset(p, 0xFF, n * sizeof(T))); }
+template <class T> static void h2d(T *d, const T *h, size_t n) {
+    CUDA_CHECK(cudaMemcpy(d, h, n * sizeof(T), cudaMemcpyHostToDevice));
+}
+template <class T> static void d2h(T *h, const T *d, size_t n) {
+    CUDA_CHECK(cudaDeviceSynchronize());
+    CUDA_CHECK(cudaMemcpy(h, d, n * sizeof(T), cudaMemcpyDeviceToHost));
+}
+
+/* max |a - b| / max(max |b|, tiny); NaN anywhere gives NaN */
+static double rel_max_err(const float *a, const double *b, size_t n) {
+    double mx = 0, mb = 1e-30;
+    for (size_t i = 0; i < n; i++) {
+        if (std::isnan(a[i])) return NAN;
+        mx = std::max(mx, std::fabs(a[i] - b[i]));
+        mb = std::max(mb, std::fabs(b[i]));
+    }
+    return mx / mb;
+}
+
+/* ---- random GGUF weights ---- */
+struct wtype { si_type t; const char *name; };
+static const wtype k_types[] = {{SI_TYPE_F16, "f16"},   {SI_TYPE_BF16, "bf16"}, {SI_TYPE_Q8_0, "q8_0"},
+                                {SI_TYPE_Q4_0, "q4_0"}, {SI_TYPE_Q4_1, "q4_1"}, {SI_TYPE_Q4_K, "q4_k"},
+                                {SI_TYPE_Q6_K, "q6_k"}};
+
+static uint16_t rnd_scale_f16(float mag) { return fp32_to_fp16(mag * (0.25f + 0.75f * std::fabs(rnd_f()))); }
+
+/* n_blocks blocks of type t: random bytes, then valid random fp16 scales */
+static void fill_random_blocks(si_type t, uint8_t *p, size_t bytes) {
+    for (size_t i = 0; i < bytes; i++) p[i] = (uint8_t)rnd_u32();
+    const quant_traits *qt = quant_get(t);
+    const size_t ts = qt->type_size, nb = bytes / ts;
+    for (size_t b = 0; b < nb; b++) {
+        uint8_t *blk = p + b * ts;
+        uint16_t h[2];
+        switch (t) {
+        case SI_TYPE_F16:
+        case SI_TYPE_BF16:
+            for (size_t j = 0; j < ts / 2; j++) {
+                uint16_t v = t == SI_TYPE_F16 ? fp32_to_fp16(rnd_f()) : fp32_to_bf16(rnd_f());
+                memcpy(blk + 2 * j, &v, 2);
+            }
+            break;
+        case SI_TYPE_F32:
+            for (size_t j = 0; j < ts / 4; j++) { float v = rnd_f(); memcpy(blk + 4 * j, &v, 4); }
+            break;
+        case SI_TYPE_Q8_0: h[0] = rnd_scale_f16(0.01f); memcpy(blk, h, 2); break;
+        case SI_TYPE_Q4_0: h[0] = rnd_scale_f16(0.1f); memcpy(blk, h, 2); break;
+        case SI_TYPE_Q4_1:
+        case SI_TYPE_Q4_K:
+            h[0] = rnd_scale_f16(t == SI_TYPE_Q4_K ? 0.003f : 0.1f);
+            h[1] = rnd_scale_f16(t == SI_TYPE_Q4_K ? 0.003f : 0.5f);
+            memcpy(blk, h, 4);
+            break;
+        case SI_TYPE_Q6_K: h[0] = rnd_scale_f16(0.0005f); memcpy(blk + 208, h, 2); break;
+        default: break;
+        }
+    }
+}
+
+/* ---- timing ---- */
+static cudaStream_t g_st;
+static void *g_flush;
+static const size_t k_flush_bytes = 256u << 20; /* > 4x the 60 MB L2 */
+
+template <class F> static double time_median_us(F fn, int iters) {
+    cudaEvent_t a, b;
+    CUDA_CHECK(cudaEventCreate(&a));
+    CUDA_CHECK(cudaEventCreate(&b));
+    std::vector<float> t;
+    fn(); /* warm-up */
+    for (int i = 0; i < iters; i++) {
+        CUDA_CHECK(cudaMemsetAsync(g_flush, i & 0xFF, k_flush_bytes, g_st)); /* L2 flush */
+        CUDA_CHECK(cudaEventRecord(a, g_st));
+        fn();
+        CUDA_CHECK(cudaEventRecord(b, g_st));
+        CUDA_CHECK(cudaEventSynchronize(b));
+        float ms;
+        CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
+        t.push_back(ms * 1000.0f);
+    }
+    CUDA_CHECK(cudaEventDestroy(a));
+    CUDA_CHECK(cudaEventDestroy(b));
+    std::sort(t.begin(), t.end());
+    return t[t.size() / 2];
+}
+
+static const double k_peak_gbs = 4210.0;
+static char g_bench_buf[1 << 16];
+static FILE *g_bench;
+static void bench_line(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void bench_line(const char *fmt, ...) {
+    char line[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    fputs(line, stdout);
+    fputs(line, g_bench);
+}
+
+/* ---- GEMV ---- */
+static void test_gemv(si_type t, const char *tn, int M, int K, bool bench) {
+    const quant_traits *qt = quant_get(t);
+    const size_t row_bytes = quant_row_size(t, K), alloc = cuda_weight_alloc_bytes(t, M, K);
+    std::vector<uint8_t> hw(alloc, 0);
+    fill_random_blocks(t, hw.data(), row_bytes * M);
+    const int NBMAX = 8;
+    std::vector<float> hx((size_t)NBMAX * K);
+    for (auto &v : hx) v = rnd_f();
+    /* reference: dequantise each row with the repo's to_float, dot in double */
+    std::vector<double> ref((size_t)NBMAX * M);
+    std::vector<float> row(K);
+    for (int m = 0; m < M; m++) {
+        qt->to_float(hw.data() + (size_t)m * row_bytes, row.data(), K);
+        for (int b = 0; b < NBMAX; b++) {
+            double s = 0;
+            const float *xb = hx.data() + (size_t)b * K;
+            for (int k = 0; k < K; k++) s += (double)row[k] * xb[k];
+            ref[(size_t)b * M + m] = s;
+        }
+    }
+    uint8_t *dw = dmalloc<uint8_t>(alloc);
+    float *dx = dmalloc<float>(hx.size()), *dy = dmalloc<float>((size_t)NBMAX * M);
+    h2d(dw, hw.data(), alloc);
+    h2d(dx, hx.data(), hx.size());
+    std::vector<float> hy((size_t)NBMAX * M);
+    for (int nb : {1, 2, 3, 5, 8}) {
+        poison(dy, (size_t)NBMAX * M);
+        if (cuda_gemv(t, dw, M, K, dx, nb, dy, g_st) != 0) { report("gemv launch", NAN, 0); continue; }
+        d2h(hy.data(), dy, (size_t)nb * M);
+        /* f32 accumulation of up to 11008 products, different order from the double ref */
+        const double err = rel_max_err(hy.data(), ref.data(), (size_t)nb * M);
+        char name[96];
+        snprintf(name, sizeof name, "gemv %-5s M=%-5d K=%-5d nb=%d", tn, M, K, nb);
+        report(name, err, 1e-4);
+    }
+    if (bench) {
+        for (int nb : {1, 2, 4, 8}) {
+            const double us = time_median_us([&] { cuda_gemv(t, dw, M, K, dx, nb, dy, g_st); }, 50);
+            const double bytes = (double)row_bytes * M + (double)nb * K * 4 + (double)nb * M * 4;
+            const double gbs = bytes / us * 1e-3;
+            bench_line("gemv  %-5s %5dx%-5d nb=%d  %8.2f us  %7.1f GB/s  %5.1f%% of 4.21 TB/s\n", tn, M, K,
+                       nb, us, gbs, 100.0 * gbs / k_peak_gbs);
+        }
+    }
+    CUDA_CHECK(cudaFree(dw));
+    CUDA_CHECK(cudaFree(dx));
+    CUDA_CHECK(cudaFree(dy));
+}
+
+/* ---- cuBLASLt GEMM ---- */
+static void test_gemm(cuda_gemm_ctx *g, si_type t, const char *tn, int M, int K, int N, bool bench) {
+    const quant_traits *qt = quant_get(t);
+    const size_t row_bytes = quant_row_size(t, K), alloc = cuda_weight_alloc_bytes(t, M, K);
+    std::vector<uint8_t> hw(alloc, 0);
+    fill_random_blocks(t, hw.data(), row_bytes * M);
+    std::vector<float> hx((size_t)N * K);
+    for (auto &v : hx) v = rnd_f();
+    uint8_t *dw = dmalloc<uint8_t>(alloc);
+    float *dx = dmalloc<float>(hx.size()), *dy = dmalloc<float>((size_t)N * M);
+    const size_t sb = cuda_gemm_scratch_bytes(t, M, K, N);
+    uint8_t *ds = dmalloc<uint8_t>(sb);
+    h2d(dw, hw.data(), alloc);
+    h2d(dx, hx.data(), hx.size());
+    poison(dy, (size_t)N * M);
+    if (cuda_gemm(g, t, dw, M, K, dx, N, dy, ds, g_st) != 0) report("gemm launch", NAN, 0);
+    std::vector<float> hy((size_t)N * M);
+    d2h(hy.data(), dy, hy.size());
+    /* sampled reference: 512 (row, column) pairs plus a full-poison check of every output */
+    bool all_written = true;
+    for (float v : hy) all_written &= !std::isnan(v);
+    std::vector<float> wrow(K);
+    double num = 0, den = 0;
+    for (int i = 0; i < 512; i++) {
+        const int m = rnd_int(M), n = rnd_int(N);
+        qt->to_float(hw.data() + (size_t)m * row_bytes, wrow.data(), K);
+        double s = 0;
+        for (int k = 0; k < K; k++) s += (double)wrow[k] * hx[(size_t)n * K + k];
+        const double d = hy[(size_t)n * M + m] - s;
+        num += d * d;
+        den += s * s;
+    }
+    char name[96];
+    snprintf(name, sizeof name, "gemm %-5s M=%-5d K=%-5d N=%-4d (rel L2)", tn, M, K, N);
+    /* x is rounded to f16 (bf16 for BF16 weights) for the tensor cores */
+    report(name, all_written ? std::sqrt(num / den) : NAN, t == SI_TYPE_BF16 ? 1e-2 : 2e-3);
+    if (bench) {
+        const double us = time_median_us([&] { cuda_gemm(g, t, dw, M, K, dx, N, dy, ds, g_st); }, 20);
+        double us_dq = 0;
+        if (t != SI_TYPE_F16 && t != SI_TYPE_BF16)
+            us_dq = time_median_us([&] { cuda_dequantize_f16(t, dw, (int64_t)M * K, ds, g_st); }, 20);
+        const double tflops = 2.0 * M * K * N / us * 1e-6;
+        bench_line("gemm  %-5s %5dx%-5d N=%-4d %9.1f us  %6.1f TFLOP/s  (dequant to f16: %.1f us)\n", tn, M,
+                   K, N, us, tflops, us_dq);
+    }
+    CUDA_CHECK(cudaFree(dw));
+    CUDA_CHECK(cudaFree(dx));
+    CUDA_CHECK(cudaFree(dy));
+    CUDA_CHECK(cudaFree(ds));
+}
+
+/* ---- RMSNorm ---- */
+static void test_rmsnorm(int n, int rows, bool bench) {
+    std::vector<float> x((size_t)n * rows), w(n);
+    for (auto &v : x) v = rnd_f() * 3.0f;
+    for (auto &v : w) v = rnd_f();
+    std::vector<double> ref(x.size());
+    const float eps = 1e-5f;
+    for (int r = 0; r < rows; r++) {
+        double ss = 0;
+        for (int i = 0; i < n; i++) ss += (double)x[(size_t)r * n + i] * x[(size_t)r * n + i];
+        const double sc = 1.0 / std::sqrt(ss / n + eps);
+        for (int i = 0; i < n; i++) ref[(size_t)r * n + i] = x[(size_t)r * n + i] * sc * w[i];
+    }
+    float *dx = dmalloc<float>(x.size()), *dw = dmalloc<float>(n), *dout = dmalloc<float>(x.size());
+    uint16_t *dh = dmalloc<uint16_t>(x.size());
+    h2d(dx, x.data(), x.size());
+    h2d(dw, w.data(), n);
+    for (si_type ht : {SI_TYPE_F16, SI_TYPE_BF16}) {
+        poison(dout, x.size());
+        poison(dh, x.size());
+        cuda_rmsnorm(dout, dh, ht, dx, dw, n, rows, eps, g_st);
+        std::vector<float> o(x.size()), oh(x.size());
+        std::vector<uint16_t> h(x.size());
+        d2h(o.data(), dout, o.size());
+        d2h(h.data(), dh, h.size());
+        for (size_t i = 0; i < h.size(); i++) oh[i] = ht == SI_TYPE_F16 ? fp16_to_fp32(h[i]) : bf16_to_fp32(h[i]);
+        char name[96];
+        snprintf(name, sizeof name, "rmsnorm n=%d rows=%d f32", n, rows);
+        if (ht == SI_TYPE_F16) report(name, rel_max_err(o.data(), ref.data(), o.size()), 1e-5);
+        snprintf(name, sizeof name, "rmsnorm n=%d rows=%d + %s out", n, rows, ht == SI_TYPE_F16 ? "f16" : "bf16");
+        report(name, rel_max_err(oh.data(), ref.data(), oh.size()), ht == SI_TYPE_F16 ? 1e-3 : 8e-3);
+    }
+    if (bench) {
+        const double us = time_median_us([&] { cuda_rmsnorm(dout, dh, SI_TYPE_F16, dx, dw, n, rows, eps, g_st); }, 50);
+        const double gbs = (double)x.size() * (4 + 4 + 2) / us * 1e-3;
+        bench_line("rmsnorm n=%d rows=%-4d (+f16)   %8.2f us  %7.1f GB/s\n", n, rows, us, gbs);
+    }
+    CUDA_CHECK(cudaFree(dx)); CUDA_CHECK(cudaFree(dw)); CUDA_CHECK(cudaFree(dout)); CUDA_CHECK(cudaFree(dh));
+}
+
+/* ---- element-wise ---- */
+static void test_elementwise(int64_t n, bool bench) {
+    std::vector<float> a(n), b(n);
+    for (auto &v : a) v = rnd_f() * 6.0f;
+    for (auto &v : b) v = rnd_f() * 2.0f;
+    std::vector<double> rs(n), ra(n);
+    for (int64_t i = 0; i < n; i++) {
+        rs[i] = a[i] / (1.0 + std::exp(-(double)a[i])) * b[i];
+        ra[i] = (double)a[i] + b[i];
+    }
+    float *da = dmalloc<float>(n), *db = dmalloc<float>(n), *dout = dmalloc<float>(n);
+    h2d(da, a.data(), n);
+    h2d(db, b.data(), n);
+    std::vector<float> o(n);
+    poison(dout, n);
+    cuda_swiglu(dout, da, db, n, g_st);
+    d2h(o.data(), dout, n);
+    char name[96];
+    snprintf(name, sizeof name, "swiglu n=%lld", (long long)n);
+    report(name, rel_max_err(o.data(), rs.data(), n), 1e-6);
+    CUDA_CHECK(cudaMemcpy(dout, da, n * 4, cudaMemcpyDeviceToDevice));
+    cuda_add(dout, db, n, g_st);
+    d2h(o.data(), dout, n);
+    snprintf(name, sizeof name, "add n=%lld", (long long)n);
+    report(name, rel_max_err(o.data(), ra.data(), n), 1e-7);
+    if (bench) {
+        double us = time_median_us([&] { cuda_swiglu(dout, da, db, n, g_st); }, 50);
+        bench_line("swiglu n=%-9lld              %8.2f us  %7.1f GB/s\n", (long long)n, us, 12.0 * n / us * 1e-3);
+        us = time_median_us([&] { cuda_add(dout, db, n, g_st); }, 50);
+        bench_line("add    n=%-9lld              %8.2f us  %7.1f GB/s\n", (long long)n, us, 12.0 * n / us * 1e-3);
+    }
+    CUDA_CHECK(cudaFree(da)); CUDA_CHECK(cudaFree(db)); CUDA_CHECK(cudaFree(dout));
+}
+
+static void test_get_rows(si_type t, const char *tn, int n_vocab, int n_cols, int n_ids) {
+    const quant_traits *qt = quant_get(t);
+    const size_t rb = quant_row_size(t, n_cols), bytes = rb * n_vocab;
+    std::vector<uint8_t> he(bytes);
+    fill_random_blocks(t, he.data(), bytes);
+    std::vector<int32_t> ids(n_ids);
+    for (auto &v : ids) v = rnd_int(n_vocab);
+    ids[0] = n_vocab - 1;
+    std::vector<double> ref((size_t)n_ids * n_cols);
+    std::vector<float> row(n_cols);
+    for (int i = 0; i < n_ids; i++) {
+        qt->to_float(he.data() + (size_t)ids[i] * rb, row.data(), n_cols);
+        for (int j = 0; j < n_cols; j++) ref[(size_t)i * n_cols + j] = row[j];
+    }
+    uint8_t *de = dmalloc<uint8_t>(bytes);
+    int32_t *di = dmalloc<int32_t>(n_ids);
+    float *dout = dmalloc<float>(ref.size());
+    h2d(de, he.data(), bytes);
+    h2d(di, ids.data(), n_ids);
+    poison(dout, ref.size());
+    const int rc = cuda_get_rows(t, de, n_cols, di, n_ids, dout, g_st);
+    std::vector<float> o(ref.size());
+    d2h(o.data(), dout, o.size());
+    char name[96];
+    snprintf(name, sizeof name, "get_rows %-5s vocab=%d n=%d ids=%d", tn, n_vocab, n_cols, n_ids);
+    /* same products as to_float; only an FMA contraction (q4_1/q4_k mins) may round differently */
+    report(name, rc ? NAN : rel_max_err(o.data(), ref.data(), o.size()), 1e-6);
+    CUDA_CHECK(cudaFree(de)); CUDA_CHECK(cudaFree(di)); CUDA_CHECK(cudaFree(dout));
+}
+
+static void test_argmax(int n, int rows, bool bench) {
+    std::vector<float> l((size_t)n * rows);
+    for (auto &v : l) v = rnd_f() * 10.0f;
+    std::vector<int32_t> ref(rows);
+    for (int r = 0; r < rows; r++) {
+        const int a = rnd_int(n), b = rnd_int(n); /* a planted tie: the lower index wins */
+        l[(size_t)r * n + a] = 20.0f;
+        l[(size_t)r * n + b] = 20.0f;
+        ref[r] = std::min(a, b);
+    }
+    float *dl = dmalloc<float>(l.size());
+    int32_t *dout = dmalloc<int32_t>(rows);
+    h2d(dl, l.data(), l.size());
+    poison(dout, rows);
+    cuda_argmax(dl, n, rows, dout, g_st);
+    std::vector<int32_t> o(rows);
+    d2h(o.data(), dout, rows);
+    int bad = 0;
+    for (int r = 0; r < rows; r++) bad += o[r] != ref[r];
+    char name[96];
+    snprintf(name, sizeof name, "argmax n=%d rows=%d (mismatches)", n, rows);
+    report(name, bad, 0);
+    if (bench) {
+        const double us = time_median_us([&] { cuda_argmax(dl, n, rows, dout, g_st); }, 50);
+        bench_line("argmax n=%-7d rows=%-3d          %8.2f us  %7.1f GB/s\n", n, rows, us, 4.0 * n * rows / us * 1e-3);
+    }
+    CUDA_CHECK(cudaFree(dl)); CUDA_CHECK(cudaFree(dout));
+}
+
+/* ---- RoPE + paged KV write ---- */
+static void ref_rope(float *x, int n_heads, int pos, int head_dim, int rope_dim, float base, float fscale,
+                     bool neox) {
+    /* cpu_rope's formula (backend/cpu/cpu_ops.c): incremental theta, float arithmetic */
+    const float theta_scale = powf(base, -2.0f / (float)rope_dim);
+    const int half = rope_dim / 2;
+    for (int h = 0; h < n_heads; h++) {
+        float *v = x + (size_t)h * head_dim;
+        float tb = (float)pos;
+        for (int i = 0; i < half; i++) {
+            const float theta = fscale * tb;
+            const double c = cos((double)theta), s = sin((double)theta);
+            const int a = neox ? i : 2 * i, b = neox ? i + half : 2 * i + 1;
+            const double x0 = v[a], x1 = v[b];
+            v[a] = (float)(x0 * c - x1 * s);
+            v[b] = (float)(x0 * s + x1 * c);
+            tb *= theta_scale;
+        }
+    }
+}
+
+static void test_rope_kv(int n_tokens, int n_head, int n_head_kv, int hd, int rope_dim, bool neox) {
+    const int qd = n_head * hd, kvd = n_head_kv * hd, n_blocks = n_tokens + 8;
+    std::vector<float> q((size_t)n_tokens * qd), k((size_t)n_tokens * kvd), v((size_t)n_tokens * kvd);
+    for (auto &x : q) x = rnd_f();
+    for (auto &x : k) x = rnd_f();
+    for (auto &x : v) x = rnd_f();
+    std::vector<int32_t> pos(n_tokens), slot(n_tokens);
+    std::vector<int> perm(n_blocks * 16);
+    for (int i = 0; i < n_blocks * 16; i++) perm[i] = i;
+    for (int i = n_blocks * 16 - 1; i > 0; i--) std::swap(perm[i], perm[rnd_int(i + 1)]);
+    for (int t = 0; t < n_tokens; t++) {
+        pos[t] = rnd_int(8192);
+        slot[t] = t == 1 ? -1 : perm[t]; /* token 1: not cached */
+    }
+    float *dq = dmalloc<float>(q.size()), *dk = dmalloc<float>(k.size()), *dv = dmalloc<float>(v.size());
+    int32_t *dpos = dmalloc<int32_t>(n_tokens), *dslot = dmalloc<int32_t>(n_tokens);
+    const size_t cache_n = (size_t)n_blocks * 16 * kvd;
+    uint16_t *dkc = dmalloc<uint16_t>(cache_n), *dvc = dmalloc<uint16_t>(cache_n);
+    h2d(dq, q.data(), q.size()); h2d(dk, k.data(), k.size()); h2d(dv, v.data(), v.size());
+    h2d(dpos, pos.data(), n_tokens); h2d(dslot, slot.data(), n_tokens);
+    poison(dkc, cache_n); poison(dvc, cache_n);
+    cuda_rope_params p = {n_head, n_head_kv, hd, rope_dim, 10000.0f, 1.0f, NULL, neox ? 1 : 0};
+    cuda_rope_kv_write(dq, qd, dk, kvd, dv, kvd, dpos, dslot, n_tokens, dkc, dvc, &p, g_st);
+    std::vector<float> oq(q.size()), ok(k.size());
+    std::vector<uint16_t> kc(cache_n), vc(cache_n);
+    d2h(oq.data(), dq, oq.size()); d2h(ok.data(), dk, ok.size());
+    d2h(kc.data(), dkc, cache_n); d2h(vc.data(), dvc, cache_n);
+    std::vector<double> rq(q.size()), rk(k.size());
+    for (int t = 0; t < n_tokens; t++) {
+        ref_rope(&q[(size_t)t * qd], n_head, pos[t], hd, rope_dim, 10000.0f, 1.0f, neox);
+        ref_rope(&k[(size_t)t * kvd], n_head_kv, pos[t], hd, rope_dim, 10000.0f, 1.0f, neox);
+    }
+    for (size_t i = 0; i < q.size(); i++) rq[i] = q[i];
+    for (size_t i = 0; i < k.size(); i++) rk[i] = k[i];
+    /* cache rows: f16 of the reference, exactly; poisoned slots elsewhere must stay poisoned */
+    double cache_err = 0;
+    for (int t = 0; t < n_tokens; t++) {
+        if (slot[t] < 0) continue;
+        for (int i = 0; i < kvd; i++) {
+            const float kg = fp16_to_fp32(kc[(size_t)slot[t] * kvd + i]);
+            const float vg = fp16_to_fp32(vc[(size_t)slot[t] * kvd + i]);
+            const double ek = std::fabs(kg - k[(size_t)t * kvd + i]), ev = vg - fp16_to_fp32(fp32_to_fp16(v[(size_t)t * kvd + i]));
+            cache_err = std::max(cache_err, std::isnan(kg) || std::isnan(vg) ? NAN : std::max(ek, std::fabs(ev)));
+        }
+    }
+    int untouched_bad = 0;
+    for (size_t s = 0; s < (size_t)n_blocks * 16; s++) {
+        bool used = false;
+        for (int t = 0; t < n_tokens; t++) used |= slot[t] == (int)s;
+        if (!used && (kc[s * kvd] != 0xFFFF || vc[s * kvd] != 0xFFFF)) untouched_bad++;
+    }
+    char name[96];
+    snprintf(name, sizeof name, "rope %s q  T=%d H=%d/%d hd=%d rd=%d", neox ? "neox" : "norm", n_tokens, n_head,
+             n_head_kv, hd, rope_dim);
+    /* sincosf vs double sin/cos at |theta| up to 8192 rad: a few ulp of the argument */
+    report(name, rel_max_err(oq.data(), rq.data(), oq.size()), 2e-5);
+    snprintf(name, sizeof name, "rope %s k  T=%d H=%d/%d hd=%d rd=%d", neox ? "neox" : "norm", n_tokens, n_head,
+             n_head_kv, hd, rope_dim);
+    report(name, rel_max_err(ok.data(), rk.data(), ok.size()), 2e-5);
+    snprintf(name, sizeof name, "kv write (abs err, f16) T=%d + untouched slots", n_tokens);
+    report(name, untouched_bad ? NAN : cache_err, 2e-3);
+    CUDA_CHECK(cudaFree(dq)); CUDA_CHECK(cudaFree(dk)); CUDA_CHECK(cudaFree(dv));
+    CUDA_CHECK(cudaFree(dpos)); CUDA_CHECK(cudaFree(dslot)); CUDA_CHECK(cudaFree(dkc)); CUDA_CHECK(cudaFree(dvc));
+}
+
+/* ---- paged decode attention ---- */
+static void test_attention(const std::vector<int> &lens, int n_head, int n_head_kv, int hd, bool bench) {
+    const int n_seqs = (int)lens.size(), kvd = n_head_kv * hd, qd = n_head * hd, G = n_head / n_head_kv;
+    int max_len = 0, total_blocks = 0;
+    for (int L : lens) { max_len = std::max(max_len, L); total_blocks += (L + 15) / 16; }
+    const int max_blocks = (max_len + 15) / 16, n_blocks = total_blocks + 3;
+    std::vector<int> perm(n_blocks);
+    for (int i = 0; i < n_blocks; i++) perm[i] = i;
+    for (int i = n_blocks - 1; i > 0; i--) std::swap(perm[i], perm[rnd_int(i + 1)]);
+    std::vector<int32_t> bt((size_t)n_seqs * max_blocks, -1);
+    int next = 0;
+    for (int s = 0; s < n_seqs; s++)
+        for (int b = 0; b < (lens[s] + 15) / 16; b++) bt[(size_t)s * max_blocks + b] = perm[next++];
+    const size_t cache_n = (size_t)n_blocks * 16 * kvd;
+    std::vector<uint16_t> kc(cache_n), vc(cache_n);
+    for (auto &x : kc) x = fp32_to_fp16(rnd_f() * 2.0f);
+    for (auto &x : vc) x = fp32_to_fp16(rnd_f());
+    std::vector<float> q((size_t)n_seqs * qd);
+    for (auto &x : q) x = rnd_f();
+    const float scale = 1.0f / sqrtf((float)hd);
+    /* reference: double softmax, q rounded to f16 as the kernel (and the CPU backend) does */
+    std::vector<double> ref(q.size());
+    for (int s = 0; s < n_seqs; s++)
+        for (int h = 0; h < n_head; h++) {
+            const int kh = h / G, L = lens[s];
+            std::vector<double> sc(L);
+            double mx = -1e300;
+            for (int p = 0; p < L; p++) {
+                const size_t row = ((size_t)bt[(size_t)s * max_blocks + p / 16] * 16 + p % 16) * kvd + (size_t)kh * hd;
+                double d = 0;
+                for (int i = 0; i < hd; i++)
+                    d += (double)fp16_to_fp32(fp32_to_fp16(q[((size_t)s * n_head + h) * hd + i])) * fp16_to_fp32(kc[row + i]);
+                sc[p] = d * scale;
+                mx = std::max(mx, sc[p]);
+            }
+            double sum = 0;
+            for (int p = 0; p < L; p++) { sc[p] = std::exp(sc[p] - mx); sum += sc[p]; }
+            for (int i = 0; i < hd; i++) {
+                double o = 0;
+                for (int p = 0; p < L; p++) {
+                    const size_t row = ((size_t)bt[(size_t)s * max_blocks + p / 16] * 16 + p % 16) * kvd + (size_t)kh * hd;
+                    o += sc[p] * fp16_to_fp32(vc[row + i]);
+                }
+                ref[((size_t)s * n_head + h) * hd + i] = o / sum;
+            }
+        }
+    uint16_t *dkc = dmalloc<uint16_t>(cache_n), *dvc = dmalloc<uint16_t>(cache_n);
+    float *dq = dmalloc<float>(q.size()), *dout = dmalloc<float>(q.size());
+    int32_t *dbt = dmalloc<int32_t>(bt.size()), *dlen = dmalloc<int32_t>(n_seqs);
+    h2d(dkc, kc.data(), cache_n); h2d(dvc, vc.data(), cache_n); h2d(dq, q.data(), q.size());
+    h2d(dbt, bt.data(), bt.size()); h2d(dlen, lens.data(), n_seqs);
+    cuda_attn_params p = {n_head, n_head_kv, hd, max_blocks, scale};
+    const size_t sb = cuda_attention_scratch_bytes(&p, n_seqs, max_len);
+    uint8_t *ds = dmalloc<uint8_t>(sb);
+    poison(dout, q.size());
+    poison(ds, sb);
+    const int rc = cuda_attention_decode(dout, dq, dkc, dvc, dbt, dlen, n_seqs, max_len, &p, ds, g_st);
+    std::vector<float> o(q.size());
+    d2h(o.data(), dout, o.size());
+    char name[96];
+    snprintf(name, sizeof name, "attn decode seqs=%d max_len=%d H=%d/%d hd=%d", n_seqs, max_len, n_head, n_head_kv, hd);
+    report(name, rc ? NAN : rel_max_err(o.data(), ref.data(), o.size()), 2e-5);
+    if (bench) {
+        const double us = time_median_us([&] { cuda_attention_decode(dout, dq, dkc, dvc, dbt, dlen, n_seqs, max_len, &p, ds, g_st); }, 50);
+        double bytes = 0;
+        for (int L : lens) bytes += (double)L * kvd * 2 * 2;
+        bench_line("attn  seqs=%-2d len=%-5d H=%d/%d hd=%d  %8.2f us  %7.1f GB/s  %5.1f%% of 4.21 TB/s\n", n_seqs,
+                   max_len, n_head, n_head_kv, hd, us, bytes / us * 1e-3, 100.0 * bytes / us * 1e-3 / k_peak_gbs);
+    }
+    CUDA_CHECK(cudaFree(dkc)); CUDA_CHECK(cudaFree(dvc)); CUDA_CHECK(cudaFree(dq)); CUDA_CHECK(cudaFree(dout));
+    CUDA_CHECK(cudaFree(dbt)); CUDA_CHECK(cudaFree(dlen)); CUDA_CHECK(cudaFree(ds));
+}
+
+int main(int argc, char **argv) {
+    bool small = false, bench = true;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--small")) small = true;
+        else if (!strcmp(argv[i], "--no-bench")) bench = false;
+        else { fprintf(stderr, "usage: %s [--small] [--no-bench]\n", argv[0]); return 2; }
+    }
+    if (small) bench = false;
+    g_summary = fmemopen(g_sum_buf, sizeof g_sum_buf, "w");
+    g_bench = fmemopen(g_bench_buf, sizeof g_bench_buf, "w");
+    setvbuf(g_summary, NULL, _IONBF, 0);
+    setvbuf(g_bench, NULL, _IONBF, 0);
+    cudaDeviceProp prop;
+    CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+    printf("device: %s, %d SMs, L2 %d MB, cc %d.%d\n", prop.name, prop.multiProcessorCount,
+           prop.l2CacheSize >> 20, prop.major, prop.minor);
+    CUDA_CHECK(cudaStreamCreate(&g_st));
+    if (bench) CUDA_CHECK(cudaMalloc(&g_flush, k_flush_bytes));
+
+    /* GEMV: Llama-2-7B shapes (timed) and odd ones */
+    struct shape { int M, K; bool timed; };
+    std::vector<shape> shapes;
+    if (small) shapes = {{64, 512, false}, {37, 768, false}, {5, 256, false}};
+    else shapes = {{4096, 4096, true}, {11008, 4096, true}, {4096, 11008, true},
+                   {32000, 4096, true}, {1000, 2816, false}, {3, 256, false}, {129, 768, false}};
+    for (const wtype &w : k_types)
+        for (const shape &s : shapes) {
+            if (s.K % quant_get(w.t)->block_size) continue;
+            test_gemv(w.t, w.name, s.M, s.K, bench && s.timed);
+        }
+
+    cuda_gemm_ctx *gemm;
+    if (cuda_gemm_create(&gemm) != 0) { fprintf(stderr, "cuda_gemm_create failed\n"); return 1; }
+    for (const wtype &w : k_types) {
+        if (small) test_gemm(gemm, w.t, w.name, 256, 512, 33, false);
+        else {
+            test_gemm(gemm, w.t, w.name, 4096, 4096, 512, bench);
+            test_gemm(gemm, w.t, w.name, 11008, 4096, 2048, bench);
+            test_gemm(gemm, w.t, w.name, 4096, 11008, 2048, bench);
+        }
+    }
+    cuda_gemm_free(gemm);
+
+    test_rmsnorm(4096, small ? 3 : 1, bench);
+    test_rmsnorm(100, 5, false);
+    if (!small) test_rmsnorm(4096, 512, bench);
+    test_elementwise(small ? 1000 : 11008 * 512, bench);
+    test_elementwise(7, false);
+    test_get_rows(SI_TYPE_F32, "f32", 100, 256, 5);
+    for (const wtype &w : k_types) test_get_rows(w.t, w.name, small ? 50 : 32000, small ? 256 : 4096, 9);
+    test_argmax(small ? 1000 : 32000, 3, bench);
+    test_argmax(small ? 50 : 128256, 2, bench);
+    test_argmax(1, 1, false);
+
+    for (bool neox : {false, true}) {
+        test_rope_kv(small ? 5 : 64, 32, 8, 128, 128, neox);
+        test_rope_kv(3, 8, 8, 64, 32, neox); /* partial rotation */
+    }
+
+    if (small) {
+        test_attention({1, 17, 300}, 8, 2, 128, false);
+        test_attention({40}, 4, 4, 64, false);
+    } else {
+        test_attention({1, 17, 300, 1000}, 32, 8, 128, false);
+        test_attention({4096}, 32, 32, 128, bench);       /* Llama-2-7B, one long sequence */
+        test_attention({513, 2000}, 16, 2, 64, false);
+        test_attention({100, 70}, 8, 1, 256, false);
+        if (bench) {
+            std::vector<int> l8(8, 2048);
+            test_attention(l8, 32, 8, 128, true);         /* Llama-3-8B GQA, batch 8 */
+            std::vector<int> l64(64, 640);
+            test_attention(l64, 32, 32, 128, true);       /* 64 seqs of 512 + 128 */
+        }
+    }
+
+    fflush(g_summary);
+    fflush(g_bench);
+    printf("\n==== summary: %d checks, %d failed ====\n%s", g_checks, g_fail, g_sum_buf);
+    if (bench) printf("\n==== timings (median, L2 flushed) ====\n%s", g_bench_buf);
+    printf("\n%s\n", g_fail ? "FAILED" : "ALL PASSED");
+    if (g_flush) CUDA_CHECK(cudaFree(g_flush));
+    CUDA_CHECK(cudaStreamDestroy(g_st));
+    return g_fail ? 1 : 0;
+}
