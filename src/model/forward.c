@@ -189,7 +189,10 @@ void forward_batch(si_model *m, kv_cache *kv, const si_batch *b, forward_scratch
 
     /* logits only for the rows asked for: gather them (normed) into xb [n_out][n_embd], one
      * matmul into logits [n_out][n_vocab], then move row i to its sequence's row seq_of[i].
-     * seq_of[i] >= i, so moving from the last row down never overwrites a row not yet moved. */
+     * seq_of[i] >= i, so moving from the last row down never overwrites a row not yet moved.
+     * NOTE: so the rows of sequences that want no logits may be overwritten (their contents are
+     * unspecified); nothing is written past row n_seqs - 1, and nothing at all when no sequence
+     * wants logits. A separate [max_seqs][n_vocab] buffer would avoid it at a large cost. */
     int n_out = 0;
     for (int s = 0; s < b->n_seqs; s++) {
         const int32_t r = b->logits_row[s];
