@@ -84,26 +84,12 @@ static inline __m512i load_pair(const int8_t *a, const int8_t *b) {
     return _mm512_inserti64x4(_mm512_castsi256_si512(load256(a)), load256(b), 1);
 }
 
-/* Four blocks' leading fp16 pairs (d and m, or d and s; for types with only d the second half is
- * the first quants, converted and ignored) -> 8 floats [d0, m0, d1, m1, d2, m2, d3, m3]. */
-static inline __m256 head_halves4(const void *base, size_t stride) {
-    const uint8_t *p = base;
-    __m128i v = _mm_cvtsi32_si128((int)load_u32(p));
-    v = _mm_insert_epi32(v, (int)load_u32(p + stride), 1);
-    v = _mm_insert_epi32(v, (int)load_u32(p + 2 * stride), 2);
-    v = _mm_insert_epi32(v, (int)load_u32(p + 3 * stride), 3);
-    return _mm256_cvtph_ps(v);
-}
-
 /* even lanes of p (block scales d_w * d_x) spread to [p0 x 8, p2 x 8] and [p4 x 8, p6 x 8] */
 static inline void spread_scales4(__m256 p, __m512 *d01, __m512 *d23) {
     const __m512 z = _mm512_castps256_ps512(p);
     *d01 = _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2), z);
     *d23 = _mm512_permutexvar_ps(_mm512_setr_epi32(4, 4, 4, 4, 4, 4, 4, 4, 6, 6, 6, 6, 6, 6, 6, 6), z);
 }
-
-/* sum of the odd lanes (the m * s terms of q4_1 / q5_1) */
-static inline float sum_odd(__m256 v) { return hsum_ps(_mm256_blend_ps(_mm256_setzero_ps(), v, 0xAA)); }
 
 /* integer sums of blocks a and a + 1, int32 lanes 0-7 and 8-15 */
 static inline __m512i q4_0_pair_isum(const block_q4_0 *w, const block_q8_0 *x) {

@@ -214,60 +214,30 @@ static void quantize_row_f32_x86(const float *x, void *y, int64_t n) {
     memcpy(y, x, (size_t)n * sizeof(float));
 }
 
-/* ---- legacy block dots ---- */
+/* ---- legacy block dots ----
+ * Four blocks per step: their leading fp16 pairs (d and m of the weights, d and s of q8_1) are
+ * converted by one vcvtph2ps and multiplied at once; the even lanes are the block scales
+ * d_w * d_x, the odd lanes of q4_1 / q5_1 the m * s terms. */
 
-static float vec_dot_q8_0_x86(const void *vw, const void *vx, int64_t n) {
-    const block_q8_0 *w = vw, *x = vx;
-    const int64_t nb = n / QK8_0;
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-    int64_t i = 0;
-    for (; i + 2 <= nb; i += 2) {
-        const __m256i s0 = dot_s8(_mm256_setzero_si256(), load256(w[i].qs), load256(x[i].qs));
-        const __m256i s1 = dot_s8(_mm256_setzero_si256(), load256(w[i + 1].qs), load256(x[i + 1].qs));
-        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[i].d) * h2f(x[i].d)), _mm256_cvtepi32_ps(s0), acc0);
-        acc1 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[i + 1].d) * h2f(x[i + 1].d)), _mm256_cvtepi32_ps(s1), acc1);
-    }
-    for (; i < nb; i++) {
-        const __m256i s0 = dot_s8(_mm256_setzero_si256(), load256(w[i].qs), load256(x[i].qs));
-        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[i].d) * h2f(x[i].d)), _mm256_cvtepi32_ps(s0), acc0);
-    }
-    return hsum_ps(_mm256_add_ps(acc0, acc1));
+/* Four blocks' leading fp16 pairs (d and m, or d and s; for types with only d the second half is
+ * the first quants, converted and ignored) -> 8 floats [d0, m0, d1, m1, d2, m2, d3, m3]. */
+static inline __m256 head_halves4(const void *base, size_t stride) {
+    const uint8_t *p = base;
+    __m128i v = _mm_cvtsi32_si128((int)load_u32(p));
+    v = _mm_insert_epi32(v, (int)load_u32(p + stride), 1);
+    v = _mm_insert_epi32(v, (int)load_u32(p + 2 * stride), 2);
+    v = _mm_insert_epi32(v, (int)load_u32(p + 3 * stride), 3);
+    return _mm256_cvtph_ps(v);
 }
+
+/* lane 2k of p (block k's scale) broadcast to all 8 lanes */
+static inline __m256 spread_scale(__m256 p, int k) { return _mm256_permutevar8x32_ps(p, _mm256_set1_epi32(2 * k)); }
+
+/* sum of the odd lanes (the m * s terms of q4_1 / q5_1) */
+static inline float sum_odd(__m256 v) { return hsum_ps(_mm256_blend_ps(_mm256_setzero_ps(), v, 0xAA)); }
 
 static inline __m256i q4_0_bytes(const block_q4_0 *b) {
     return _mm256_sub_epi8(unpack_nibbles(b->qs), _mm256_set1_epi8(8));
-}
-
-static float vec_dot_q4_0_x86(const void *vw, const void *vx, int64_t n) {
-    const block_q4_0 *w = vw;
-    const block_q8_0 *x = vx;
-    const int64_t nb = n / QK4_0;
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-    int64_t i = 0;
-    for (; i + 2 <= nb; i += 2) {
-        const __m256i s0 = dot_s8(_mm256_setzero_si256(), q4_0_bytes(&w[i]), load256(x[i].qs));
-        const __m256i s1 = dot_s8(_mm256_setzero_si256(), q4_0_bytes(&w[i + 1]), load256(x[i + 1].qs));
-        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[i].d) * h2f(x[i].d)), _mm256_cvtepi32_ps(s0), acc0);
-        acc1 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[i + 1].d) * h2f(x[i + 1].d)), _mm256_cvtepi32_ps(s1), acc1);
-    }
-    for (; i < nb; i++) {
-        const __m256i s0 = dot_s8(_mm256_setzero_si256(), q4_0_bytes(&w[i]), load256(x[i].qs));
-        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[i].d) * h2f(x[i].d)), _mm256_cvtepi32_ps(s0), acc0);
-    }
-    return hsum_ps(_mm256_add_ps(acc0, acc1));
-}
-
-static float vec_dot_q4_1_x86(const void *vw, const void *vx, int64_t n) {
-    const block_q4_1 *w = vw;
-    const block_q8_1 *x = vx;
-    __m256 acc = _mm256_setzero_ps();
-    float summ = 0;
-    for (int64_t i = 0; i < n / QK4_1; i++) {
-        const __m256i s = mul_sum_us8(_mm256_setzero_si256(), unpack_nibbles(w[i].qs), load256(x[i].qs));
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[i].d) * h2f(x[i].d)), _mm256_cvtepi32_ps(s), acc);
-        summ += h2f(w[i].m) * h2f(x[i].s);
-    }
-    return hsum_ps(acc) + summ;
 }
 
 /* 5-bit quants: nibble | bit 4 from qh */
@@ -276,29 +246,107 @@ static inline __m256i q5_bytes(const uint8_t *qs, const uint8_t *qh) {
     return _mm256_or_si256(unpack_nibbles(qs), hb);
 }
 
+static float vec_dot_q8_0_x86(const void *vw, const void *vx, int64_t n) {
+    const block_q8_0 *w = vw;
+    const block_q8_0 *x = vx;
+    const int64_t nb = n / QK8_0;
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 4 <= nb; i += 4) {
+        const __m256 p = _mm256_mul_ps(head_halves4(&w[i], sizeof(*w)), head_halves4(&x[i], sizeof(*x)));
+        acc0 = _mm256_fmadd_ps(spread_scale(p, 0), _mm256_cvtepi32_ps(dot_s8(_mm256_setzero_si256(), load256(w[i].qs), load256(x[i].qs))), acc0);
+        acc1 = _mm256_fmadd_ps(spread_scale(p, 1), _mm256_cvtepi32_ps(dot_s8(_mm256_setzero_si256(), load256(w[i + 1].qs), load256(x[i + 1].qs))), acc1);
+        acc0 = _mm256_fmadd_ps(spread_scale(p, 2), _mm256_cvtepi32_ps(dot_s8(_mm256_setzero_si256(), load256(w[i + 2].qs), load256(x[i + 2].qs))), acc0);
+        acc1 = _mm256_fmadd_ps(spread_scale(p, 3), _mm256_cvtepi32_ps(dot_s8(_mm256_setzero_si256(), load256(w[i + 3].qs), load256(x[i + 3].qs))), acc1);
+    }
+    for (; i < nb; i++) {
+        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[i].d) * h2f(x[i].d)), _mm256_cvtepi32_ps(dot_s8(_mm256_setzero_si256(), load256(w[i].qs), load256(x[i].qs))), acc0);
+    }
+    return hsum_ps(_mm256_add_ps(acc0, acc1));
+}
+
+static float vec_dot_q4_0_x86(const void *vw, const void *vx, int64_t n) {
+    const block_q4_0 *w = vw;
+    const block_q8_0 *x = vx;
+    const int64_t nb = n / QK4_0;
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 4 <= nb; i += 4) {
+        const __m256 p = _mm256_mul_ps(head_halves4(&w[i], sizeof(*w)), head_halves4(&x[i], sizeof(*x)));
+        acc0 = _mm256_fmadd_ps(spread_scale(p, 0), _mm256_cvtepi32_ps(dot_s8(_mm256_setzero_si256(), q4_0_bytes(&w[i]), load256(x[i].qs))), acc0);
+        acc1 = _mm256_fmadd_ps(spread_scale(p, 1), _mm256_cvtepi32_ps(dot_s8(_mm256_setzero_si256(), q4_0_bytes(&w[i + 1]), load256(x[i + 1].qs))), acc1);
+        acc0 = _mm256_fmadd_ps(spread_scale(p, 2), _mm256_cvtepi32_ps(dot_s8(_mm256_setzero_si256(), q4_0_bytes(&w[i + 2]), load256(x[i + 2].qs))), acc0);
+        acc1 = _mm256_fmadd_ps(spread_scale(p, 3), _mm256_cvtepi32_ps(dot_s8(_mm256_setzero_si256(), q4_0_bytes(&w[i + 3]), load256(x[i + 3].qs))), acc1);
+    }
+    for (; i < nb; i++) {
+        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[i].d) * h2f(x[i].d)), _mm256_cvtepi32_ps(dot_s8(_mm256_setzero_si256(), q4_0_bytes(&w[i]), load256(x[i].qs))), acc0);
+    }
+    return hsum_ps(_mm256_add_ps(acc0, acc1));
+}
+
+static float vec_dot_q4_1_x86(const void *vw, const void *vx, int64_t n) {
+    const block_q4_1 *w = vw;
+    const block_q8_1 *x = vx;
+    const int64_t nb = n / QK4_1;
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    __m256 accm = _mm256_setzero_ps();
+    float summ = 0;
+    int64_t i = 0;
+    for (; i + 4 <= nb; i += 4) {
+        const __m256 p = _mm256_mul_ps(head_halves4(&w[i], sizeof(*w)), head_halves4(&x[i], sizeof(*x)));
+        accm = _mm256_add_ps(accm, p);
+        acc0 = _mm256_fmadd_ps(spread_scale(p, 0), _mm256_cvtepi32_ps(mul_sum_us8(_mm256_setzero_si256(), unpack_nibbles(w[i].qs), load256(x[i].qs))), acc0);
+        acc1 = _mm256_fmadd_ps(spread_scale(p, 1), _mm256_cvtepi32_ps(mul_sum_us8(_mm256_setzero_si256(), unpack_nibbles(w[i + 1].qs), load256(x[i + 1].qs))), acc1);
+        acc0 = _mm256_fmadd_ps(spread_scale(p, 2), _mm256_cvtepi32_ps(mul_sum_us8(_mm256_setzero_si256(), unpack_nibbles(w[i + 2].qs), load256(x[i + 2].qs))), acc0);
+        acc1 = _mm256_fmadd_ps(spread_scale(p, 3), _mm256_cvtepi32_ps(mul_sum_us8(_mm256_setzero_si256(), unpack_nibbles(w[i + 3].qs), load256(x[i + 3].qs))), acc1);
+    }
+    for (; i < nb; i++) {
+        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[i].d) * h2f(x[i].d)), _mm256_cvtepi32_ps(mul_sum_us8(_mm256_setzero_si256(), unpack_nibbles(w[i].qs), load256(x[i].qs))), acc0);
+        summ += h2f(w[i].m) * h2f(x[i].s);
+    }
+    return hsum_ps(_mm256_add_ps(acc0, acc1)) + sum_odd(accm) + summ;
+}
+
 static float vec_dot_q5_0_x86(const void *vw, const void *vx, int64_t n) {
     const block_q5_0 *w = vw;
     const block_q8_0 *x = vx;
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t i = 0; i < n / QK5_0; i++) {
-        const __m256i a = _mm256_sub_epi8(q5_bytes(w[i].qs, w[i].qh), _mm256_set1_epi8(16));
-        const __m256i s = dot_s8(_mm256_setzero_si256(), a, load256(x[i].qs));
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[i].d) * h2f(x[i].d)), _mm256_cvtepi32_ps(s), acc);
+    const int64_t nb = n / QK5_0;
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 4 <= nb; i += 4) {
+        const __m256 p = _mm256_mul_ps(head_halves4(&w[i], sizeof(*w)), head_halves4(&x[i], sizeof(*x)));
+        acc0 = _mm256_fmadd_ps(spread_scale(p, 0), _mm256_cvtepi32_ps(dot_s8(_mm256_setzero_si256(), _mm256_sub_epi8(q5_bytes(w[i].qs, w[i].qh), _mm256_set1_epi8(16)), load256(x[i].qs))), acc0);
+        acc1 = _mm256_fmadd_ps(spread_scale(p, 1), _mm256_cvtepi32_ps(dot_s8(_mm256_setzero_si256(), _mm256_sub_epi8(q5_bytes(w[i + 1].qs, w[i + 1].qh), _mm256_set1_epi8(16)), load256(x[i + 1].qs))), acc1);
+        acc0 = _mm256_fmadd_ps(spread_scale(p, 2), _mm256_cvtepi32_ps(dot_s8(_mm256_setzero_si256(), _mm256_sub_epi8(q5_bytes(w[i + 2].qs, w[i + 2].qh), _mm256_set1_epi8(16)), load256(x[i + 2].qs))), acc0);
+        acc1 = _mm256_fmadd_ps(spread_scale(p, 3), _mm256_cvtepi32_ps(dot_s8(_mm256_setzero_si256(), _mm256_sub_epi8(q5_bytes(w[i + 3].qs, w[i + 3].qh), _mm256_set1_epi8(16)), load256(x[i + 3].qs))), acc1);
     }
-    return hsum_ps(acc);
+    for (; i < nb; i++) {
+        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[i].d) * h2f(x[i].d)), _mm256_cvtepi32_ps(dot_s8(_mm256_setzero_si256(), _mm256_sub_epi8(q5_bytes(w[i].qs, w[i].qh), _mm256_set1_epi8(16)), load256(x[i].qs))), acc0);
+    }
+    return hsum_ps(_mm256_add_ps(acc0, acc1));
 }
 
 static float vec_dot_q5_1_x86(const void *vw, const void *vx, int64_t n) {
     const block_q5_1 *w = vw;
     const block_q8_1 *x = vx;
-    __m256 acc = _mm256_setzero_ps();
+    const int64_t nb = n / QK5_1;
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    __m256 accm = _mm256_setzero_ps();
     float summ = 0;
-    for (int64_t i = 0; i < n / QK5_1; i++) {
-        const __m256i s = mul_sum_us8(_mm256_setzero_si256(), q5_bytes(w[i].qs, w[i].qh), load256(x[i].qs));
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[i].d) * h2f(x[i].d)), _mm256_cvtepi32_ps(s), acc);
+    int64_t i = 0;
+    for (; i + 4 <= nb; i += 4) {
+        const __m256 p = _mm256_mul_ps(head_halves4(&w[i], sizeof(*w)), head_halves4(&x[i], sizeof(*x)));
+        accm = _mm256_add_ps(accm, p);
+        acc0 = _mm256_fmadd_ps(spread_scale(p, 0), _mm256_cvtepi32_ps(mul_sum_us8(_mm256_setzero_si256(), q5_bytes(w[i].qs, w[i].qh), load256(x[i].qs))), acc0);
+        acc1 = _mm256_fmadd_ps(spread_scale(p, 1), _mm256_cvtepi32_ps(mul_sum_us8(_mm256_setzero_si256(), q5_bytes(w[i + 1].qs, w[i + 1].qh), load256(x[i + 1].qs))), acc1);
+        acc0 = _mm256_fmadd_ps(spread_scale(p, 2), _mm256_cvtepi32_ps(mul_sum_us8(_mm256_setzero_si256(), q5_bytes(w[i + 2].qs, w[i + 2].qh), load256(x[i + 2].qs))), acc0);
+        acc1 = _mm256_fmadd_ps(spread_scale(p, 3), _mm256_cvtepi32_ps(mul_sum_us8(_mm256_setzero_si256(), q5_bytes(w[i + 3].qs, w[i + 3].qh), load256(x[i + 3].qs))), acc1);
+    }
+    for (; i < nb; i++) {
+        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[i].d) * h2f(x[i].d)), _mm256_cvtepi32_ps(mul_sum_us8(_mm256_setzero_si256(), q5_bytes(w[i].qs, w[i].qh), load256(x[i].qs))), acc0);
         summ += h2f(w[i].m) * h2f(x[i].s);
     }
-    return hsum_ps(acc) + summ;
+    return hsum_ps(_mm256_add_ps(acc0, acc1)) + sum_odd(accm) + summ;
 }
 
 /* ---- k-quant dots: per super-block an exact int32 sum, then one float multiply ---- */
