@@ -373,14 +373,26 @@ static inline __m256i scales8(const int16_t *s) {
     return _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)s));
 }
 
-/* q4_K / q5_K: the 6-bit scales and mins of the 8 sub-blocks (quant_k.c's get_scale_min_k4) */
-static inline void k4_scales(const uint8_t *q, int sc[8], int mn[8]) {
-    for (int j = 0; j < 4; j++) {
-        sc[j] = q[j] & 63;
-        mn[j] = q[j + 4] & 63;
-        sc[j + 4] = (q[j + 8] & 0xF) | ((q[j] >> 6) << 4);
-        mn[j + 4] = (q[j + 8] >> 4) | ((q[j + 4] >> 6) << 4);
-    }
+/* s8: both 128-bit lanes hold 8 int16 scales; returns s[j] in every int16 lane */
+static inline __m256i scale_bcast(__m256i s8, int j) {
+    const __m256i ctrl = _mm256_set1_epi16((short)(0x0100 * (2 * j + 1) + 2 * j));
+    return _mm256_shuffle_epi8(s8, ctrl);
+}
+
+/* q4_K / q5_K: the 8 six-bit scales (as int16, in both 128-bit lanes) and the mins term
+ * sum_j min[j] * (bsums[2j] + bsums[2j + 1]). The 12 packed bytes (quant_k.c's get_scale_min_k4)
+ * as three words a, b, c: scales / mins 0-3 are the low 6 bits of a / b, scales / mins 4-7 take
+ * their low nibble from c (low / high half of each byte) and bits 4-5 from the top bits of a / b. */
+static inline __m256i k4_scales_mins(const uint8_t *q, const int16_t *bsums, int *summ) {
+    const uint32_t a = load_u32(q), b = load_u32(q + 4), c = load_u32(q + 8);
+    const uint32_t sc_lo = a & 0x3f3f3f3fu, mn_lo = b & 0x3f3f3f3fu;
+    const uint32_t sc_hi = (c & 0x0f0f0f0fu) | ((a >> 2) & 0x30303030u);
+    const uint32_t mn_hi = ((c >> 4) & 0x0f0f0f0fu) | ((b >> 2) & 0x30303030u);
+    const __m256i v = _mm256_cvtepu8_epi16(_mm_setr_epi32((int)sc_lo, (int)sc_hi, (int)mn_lo, (int)mn_hi));
+    const __m128i mins = _mm256_extracti128_si256(v, 1);
+    const __m256i mdup = _mm256_set_m128i(_mm_unpackhi_epi16(mins, mins), _mm_unpacklo_epi16(mins, mins));
+    *summ = hsum_epi32(_mm256_madd_epi16(load256(bsums), mdup));
+    return _mm256_broadcastsi128_si256(_mm256_castsi256_si128(v));
 }
 
 static float vec_dot_q4_k_x86(const void *vw, const void *vx, int64_t n) {
@@ -389,17 +401,15 @@ static float vec_dot_q4_k_x86(const void *vw, const void *vx, int64_t n) {
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     float sumf = 0;
     for (int64_t i = 0; i < n / QK_K; i++) {
-        int sc[8], mn[8];
-        k4_scales(w[i].scales, sc, mn);
-        int summ = 0;
-        for (int j = 0; j < 8; j++) summ += mn[j] * (x[i].bsums[2 * j] + x[i].bsums[2 * j + 1]);
+        int summ;
+        const __m256i sc = k4_scales_mins(w[i].scales, x[i].bsums, &summ);
         __m256i isum = _mm256_setzero_si256();
         for (int j = 0; j < 4; j++) {
             const __m256i q = load256(w[i].qs + 32 * j);
             const __m256i lo = _mm256_and_si256(q, m4);
             const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-            isum = _mm256_add_epi32(isum, kq_dot32v(lo, x[i].qs + 64 * j, _mm256_set1_epi16((short)sc[2 * j])));
-            isum = _mm256_add_epi32(isum, kq_dot32v(hi, x[i].qs + 64 * j + 32, _mm256_set1_epi16((short)sc[2 * j + 1])));
+            isum = _mm256_add_epi32(isum, kq_dot32v(lo, x[i].qs + 64 * j, scale_bcast(sc, 2 * j)));
+            isum = _mm256_add_epi32(isum, kq_dot32v(hi, x[i].qs + 64 * j + 32, scale_bcast(sc, 2 * j + 1)));
         }
         const float d = h2f(w[i].d) * x[i].d, dmin = h2f(w[i].dmin) * x[i].d;
         sumf += d * (float)hsum_epi32(isum) - dmin * (float)summ;
@@ -413,10 +423,8 @@ static float vec_dot_q5_k_x86(const void *vw, const void *vx, int64_t n) {
     const __m256i m4 = _mm256_set1_epi8(0x0F), b4 = _mm256_set1_epi8(0x10);
     float sumf = 0;
     for (int64_t i = 0; i < n / QK_K; i++) {
-        int sc[8], mn[8];
-        k4_scales(w[i].scales, sc, mn);
-        int summ = 0;
-        for (int j = 0; j < 8; j++) summ += mn[j] * (x[i].bsums[2 * j] + x[i].bsums[2 * j + 1]);
+        int summ;
+        const __m256i sc = k4_scales_mins(w[i].scales, x[i].bsums, &summ);
         const __m256i h = load256(w[i].qh);
         __m256i isum = _mm256_setzero_si256();
         for (int j = 0; j < 4; j++) {
@@ -427,8 +435,8 @@ static float vec_dot_q5_k_x86(const void *vw, const void *vx, int64_t n) {
             const __m256i hhi = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(h, mhi), mhi), b4);
             const __m256i lo = _mm256_or_si256(_mm256_and_si256(q, m4), hlo);
             const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), hhi);
-            isum = _mm256_add_epi32(isum, kq_dot32v(lo, x[i].qs + 64 * j, _mm256_set1_epi16((short)sc[2 * j])));
-            isum = _mm256_add_epi32(isum, kq_dot32v(hi, x[i].qs + 64 * j + 32, _mm256_set1_epi16((short)sc[2 * j + 1])));
+            isum = _mm256_add_epi32(isum, kq_dot32v(lo, x[i].qs + 64 * j, scale_bcast(sc, 2 * j)));
+            isum = _mm256_add_epi32(isum, kq_dot32v(hi, x[i].qs + 64 * j + 32, scale_bcast(sc, 2 * j + 1)));
         }
         const float d = h2f(w[i].d) * x[i].d, dmin = h2f(w[i].dmin) * x[i].d;
         sumf += d * (float)hsum_epi32(isum) - dmin * (float)summ;
