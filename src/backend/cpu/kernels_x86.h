@@ -511,26 +511,29 @@ static float vec_dot_q3_k_x86(const void *vw, const void *vx, int64_t n) {
     const __m256i m3 = _mm256_set1_epi8(3), b2 = _mm256_set1_epi8(4);
     float sumf = 0;
     for (int64_t i = 0; i < n / QK_K; i++) {
-        int sc[16], bias = 0;
-        int16_t sc16[16];
-        const uint8_t *s = w[i].scales;
-        for (int j = 0; j < 16; j++) {
-            const int lo = j < 8 ? s[j] & 0xF : s[j - 8] >> 4;
-            sc[j] = (lo | (((s[8 + j % 4] >> (2 * (j / 4))) & 3) << 4)) - 32;
-            bias += sc[j] * x[i].bsums[j];
-            sc16[j] = (int16_t)sc[j];
-        }
+        /* 16 six-bit scales from words a, b, c: low nibbles in a / b (low then high half of
+         * each byte), bit pairs 4-5 from c at shifts 0, 2, 4, 6 (quant_k.c's q3_k_scale) */
+        const uint32_t a = load_u32(w[i].scales), b = load_u32(w[i].scales + 4), c = load_u32(w[i].scales + 8);
+        const __m128i s8 = _mm_sub_epi8(
+            _mm_setr_epi32((int)((a & 0x0f0f0f0fu) | ((c << 4) & 0x30303030u)),
+                           (int)((b & 0x0f0f0f0fu) | ((c << 2) & 0x30303030u)),
+                           (int)(((a >> 4) & 0x0f0f0f0fu) | (c & 0x30303030u)),
+                           (int)(((b >> 4) & 0x0f0f0f0fu) | ((c >> 2) & 0x30303030u))),
+            _mm_set1_epi8(32));
+        const __m256i sc16 = _mm256_cvtepi8_epi16(s8);
+        const int bias = hsum_epi32(_mm256_madd_epi16(sc16, load256(x[i].bsums)));
         const __m256i hm = load256(w[i].hmask);
         __m256i isum = _mm256_setzero_si256();
         const int8_t *y = x[i].qs;
         int bit = 0;
         for (int k = 0; k < 2; k++) {
-            const __m256i q = load256(w[i].qs + 32 * k), s8 = scales8(sc16 + 8 * k);
+            const __m256i q = load256(w[i].qs + 32 * k);
+            const __m256i s8k = k ? _mm256_permute2x128_si256(sc16, sc16, 0x11) : _mm256_permute2x128_si256(sc16, sc16, 0x00);
             for (int shift = 0; shift < 8; shift += 2, y += 32, bit++) {
                 const __m256i mb = _mm256_set1_epi8((char)(1 << bit));
                 const __m256i hb = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hm, mb), mb), b2);
-                const __m256i a = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, shift), m3), hb);
-                isum = _mm256_add_epi32(isum, kq_dot32v(a, y, scale_pair(s8, shift / 2)));
+                const __m256i u = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, shift), m3), hb);
+                isum = _mm256_add_epi32(isum, kq_dot32v(u, y, scale_pair(s8k, shift / 2)));
             }
         }
         sumf += h2f(w[i].d) * x[i].d * (float)(hsum_epi32(isum) - 4 * bias);
