@@ -4,11 +4,12 @@
  * Q8_K or F16) so that the inner product runs on integers; then weight rows are dotted with each
  * quantised activation row. One pool job does both phases:
  *
- *  1. quantise: the activation rows (or, for a single row, slices of its blocks) are shared out
- *     over all threads; a spin barrier separates this from
- *  2. multiply: weight rows are cut into chunks that threads take from an atomic counter (each
- *     thread starts with chunk ith, then takes the next free one), so a thread slowed by its
- *     hyper-thread sibling or the OS does not hold the others up.
+ *  1. quantise: the activation rows (or, for a single row, slices of its blocks) are pieces that
+ *     threads claim from an atomic counter; each counts its finished pieces into `q_done`, and
+ *     every thread waits until all pieces are done before
+ *  2. multiply: weight rows are cut into chunks that threads claim from a second counter.
+ * Nothing is assigned to a thread by its index: when the OS deschedules a worker (a busy or
+ * over-subscribed machine), the threads that run take its share instead of waiting for it.
  *
  * Decode (one activation row) is memory-bound: each chunk of weights is streamed once. Prefill
  * (many rows) is tiled so that a chunk of weight rows (MM_CHUNK_PREFILL bytes, meant to stay in
@@ -18,8 +19,15 @@
  *
  * cpu_matmul_ref is the plain reference loop over quant/'s scalar kernels; tests compare the two
  * (tests/unit/test_matmul.c). */
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define MM_PAUSE() _mm_pause()
+#else
+#define MM_PAUSE() ((void)0)
+#endif
 
 #include "backend/cpu/cpu_ops.h"
 #include "core/error.h"
@@ -58,7 +66,6 @@ size_t cpu_matmul_scratch(const si_tensor *W, int n_rows) {
 }
 
 typedef struct {
-    thread_pool *pool;
     mm_kernels k;
     float *out;      /* [n_rows][W->n_rows] */
     const float *x;  /* [n_rows][n_cols] */
@@ -69,22 +76,29 @@ typedef struct {
     size_t xq_row, w_row;  /* bytes per quantised activation row and per weight row */
     int q_parts;           /* pieces each activation row is quantised in */
     int64_t chunk_rows, n_chunks;
-    atomic_int_fast64_t next_chunk; /* the next chunk nobody has taken */
+    atomic_int_fast64_t next_piece; /* the next quantisation piece nobody has claimed */
+    atomic_int_fast64_t q_done;     /* quantisation pieces finished */
+    atomic_int_fast64_t next_chunk; /* the next weight chunk nobody has claimed */
 } mm_job;
 
-/* Phase 1: this thread's share of n_rows * q_parts quantisation pieces. */
-static void mm_quantise(mm_job *j, int ith, int nth) {
+/* Phase 1: claims quantisation pieces until none is left, then waits for the others' pieces. */
+static void mm_quantise(mm_job *j) {
     const int64_t blocks = j->n_cols / j->k.x_block;
-    int64_t begin, end;
-    pool_split((int64_t)j->n_rows * j->q_parts, ith, nth, &begin, &end);
-    for (int64_t u = begin; u < end; u++) {
+    const int64_t n_pieces = (int64_t)j->n_rows * j->q_parts;
+    for (int64_t u; (u = atomic_fetch_add_explicit(&j->next_piece, 1, memory_order_relaxed)) <
+                    n_pieces;) {
         const int64_t r = u / j->q_parts;
         int64_t b0, b1;
         pool_split(blocks, (int)(u % j->q_parts), j->q_parts, &b0, &b1);
-        if (b1 <= b0) continue;
-        j->k.quantize_row(j->x + r * j->n_cols + b0 * j->k.x_block,
-                          j->xq + (size_t)r * j->xq_row + (size_t)b0 * j->k.x_block_bytes,
-                          (b1 - b0) * j->k.x_block);
+        if (b1 > b0)
+            j->k.quantize_row(j->x + r * j->n_cols + b0 * j->k.x_block,
+                              j->xq + (size_t)r * j->xq_row + (size_t)b0 * j->k.x_block_bytes,
+                              (b1 - b0) * j->k.x_block);
+        atomic_fetch_add_explicit(&j->q_done, 1, memory_order_release);
+    }
+    for (uint32_t i = 0; atomic_load_explicit(&j->q_done, memory_order_acquire) < n_pieces; i++) {
+        MM_PAUSE();
+        if (i % 1024 == 1023) sched_yield();
     }
 }
 
@@ -107,12 +121,11 @@ static void mm_chunk(const mm_job *j, int64_t o0, int64_t o1) {
 }
 
 static void mm_worker(void *ctx, int ith, int nth) {
+    (void)ith, (void)nth;
     mm_job *j = ctx;
-    mm_quantise(j, ith, nth);
-    pool_barrier(j->pool);
-    /* the first chunk of each thread is fixed (ith), the rest come from the shared counter */
-    for (int64_t c = ith; c < j->n_chunks;
-         c = atomic_fetch_add_explicit(&j->next_chunk, 1, memory_order_relaxed)) {
+    mm_quantise(j);
+    for (int64_t c; (c = atomic_fetch_add_explicit(&j->next_chunk, 1, memory_order_relaxed)) <
+                    j->n_chunks;) {
         const int64_t o0 = c * j->chunk_rows;
         const int64_t o1 = o0 + j->chunk_rows < j->n_out ? o0 + j->chunk_rows : j->n_out;
         mm_chunk(j, o0, o1);
@@ -123,7 +136,6 @@ void cpu_matmul(thread_pool *pool, float *out, const si_tensor *W, const float *
                 void *scratch) {
     const int nth = pool_size(pool);
     mm_job job = {
-        .pool = pool,
         .k = mm_kernels_for(W->type),
         .out = out,
         .x = x,
@@ -145,7 +157,9 @@ void cpu_matmul(thread_pool *pool, float *out, const si_tensor *W, const float *
     if (rows < 1) rows = 1;
     job.chunk_rows = rows;
     job.n_chunks = (job.n_out + rows - 1) / rows;
-    atomic_init(&job.next_chunk, nth); /* chunks 0..nth-1 are taken by thread index */
+    atomic_init(&job.next_piece, 0);
+    atomic_init(&job.q_done, 0);
+    atomic_init(&job.next_chunk, 0);
     pool_run(pool, mm_worker, &job);
 }
 
