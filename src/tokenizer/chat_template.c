@@ -16,9 +16,9 @@ struct chat_template {
 /* Generous for real conversations (a 1M-token context is ~4 MB of text), small enough that a
  * hostile template stops within about a second. */
 static const jinja_limits LIMITS = {
-    .max_steps = 20u * 1000 * 1000,
+    .max_steps = 10u * 1000 * 1000,
     .max_output = (size_t)64 << 20,
-    .max_memory = (size_t)512 << 20,
+    .max_memory = (size_t)256 << 20,
     .max_depth = 1000,
 };
 

@@ -387,6 +387,8 @@ bool jinja_test_exists(const char *name) { return in_list(TESTS, name); }
 
 bool jinja_test(jinja_ctx *c, const char *name, jv x, const jv *args, int n) {
     const jv *a0 = n > 0 ? &args[0] : NULL;
+    if (!jinja_test_exists(name))
+        jinja_fail(c, SI_ERR_FORMAT, "no test named '%s'", name);
     if (!strcmp(name, "defined"))
         return x.t != JV_UNDEF;
     if (!strcmp(name, "undefined"))

@@ -312,6 +312,8 @@ static jnode *parse_postfix(parser *p, jnode *n) {
             jnode *c = node_at(p, JN_CALL, cur(p));
             p->i++;
             c->a = n;
+            c->line = n->line; /* errors point at the callee, not at its '(' */
+            c->col = n->col;
             parse_call_args(p, c);
             n = c;
         } else {
