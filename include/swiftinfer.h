@@ -143,6 +143,163 @@ void si_sampler_free(si_sampler *s);
 int32_t si_sampler_sample(si_sampler *s, const float *logits, const int32_t *history,
                           int32_t n_history);
 
+
+/* ---- Engine: continuous batching over a paged KV cache ------------------------------------ */
+
+/* An engine runs many requests on one model at once: one engine thread loops schedule ->
+ * forward -> sample -> emit over a ragged batch (vLLM v1's design), with a paged KV pool, prefix
+ * caching, preemption and StreamingLLM attention sinks (DESIGN.md, "Schedule" and "KV cache").
+ * Every si_engine_* function may be called from any thread. */
+typedef struct si_engine si_engine;
+typedef uint64_t si_request_id;
+
+typedef struct si_engine_params {
+    int32_t max_num_seqs;       /* sequences running at once (default 64) */
+    int32_t max_batched_tokens; /* tokens per step, prefill chunks included (default 512) */
+    int32_t max_wait_ms;        /* dynamic batching: when idle, wait at most this long ... */
+    int32_t min_batch;          /* ... for at least this many requests before starting (1) */
+    size_t kv_memory;           /* bytes for the KV pool; 0: see n_blocks */
+    int32_t n_blocks;           /* KV blocks of 16 tokens when kv_memory is 0; both 0: room
+                                 * for max_num_seqs full contexts, capped at 1 GiB, at least one
+                                 * context */
+} si_engine_params;
+
+si_engine_params si_engine_default_params(void);
+
+/* Creates an engine on m (not owned; it must outlive the engine) and starts its thread.
+ * Allocates the KV pool and the per-step scratch once. SI_ERR_INVALID_ARG for bad params (a
+ * KV budget smaller than one block names both sizes), SI_ERR_NOMEM. */
+si_status si_engine_create(si_model *m, const si_engine_params *p, si_engine **out);
+
+/* Stops the engine thread, drops every request and frees everything. */
+void si_engine_free(si_engine *e);
+
+#define SI_MAX_TOP_LOGPROBS 20
+#define SI_MAX_STOP_LEN 128   /* bytes per stop string */
+#define SI_EVENT_TEXT_CAP 1024 /* an event's text delta always fits (NUL included) */
+
+typedef enum si_event_type {
+    SI_EVENT_NONE = 0, /* si_engine_next_event timed out */
+    SI_EVENT_TOKEN,    /* one sampled token, with its text delta */
+    SI_EVENT_FINISH,   /* the last event of a request: reason, usage, last text delta */
+    SI_EVENT_ERROR,    /* the last event of a request that failed: status and message */
+} si_event_type;
+
+typedef enum si_finish_reason {
+    SI_FINISH_NONE = 0,
+    SI_FINISH_STOP,      /* end-of-generation token, stop token id or stop string */
+    SI_FINISH_LENGTH,    /* max_tokens (or the context) reached */
+    SI_FINISH_CANCELLED, /* si_engine_cancel */
+    SI_FINISH_ERROR,
+} si_finish_reason;
+
+/* "stop", "length", "cancelled", "error" (OpenAI's names where they exist). */
+const char *si_finish_reason_name(si_finish_reason r);
+
+typedef struct si_usage {
+    int32_t prompt_tokens;
+    int32_t completion_tokens; /* sampled tokens, a final stop token included */
+    int32_t cached_tokens;     /* prompt tokens whose K/V came from the prefix cache */
+} si_usage;
+
+typedef struct si_token_logprob {
+    int32_t token;
+    float logprob; /* natural log of the model's probability (before sampling transforms) */
+} si_token_logprob;
+
+typedef struct si_event {
+    si_event_type type;
+    si_request_id id;
+    int32_t token;        /* TOKEN: the sampled id */
+    /* TOKEN / FINISH: new text, whole UTF-8 characters only; text held back while it may
+     * still become a stop string comes in a later event, and a matched stop string never
+     * comes. Concatenating every event's text gives the output. */
+    size_t text_len;
+    char text[SI_EVENT_TEXT_CAP];
+    float logprob;        /* TOKEN with logprobs: the sampled token's */
+    int32_t n_top;        /* TOKEN: entries in top (the request's top_logprobs) */
+    si_token_logprob top[SI_MAX_TOP_LOGPROBS];
+    si_finish_reason finish_reason; /* FINISH, ERROR */
+    si_usage usage;                 /* FINISH, ERROR */
+    si_status status;               /* ERROR */
+    char error[256];                /* ERROR */
+} si_event;
+
+typedef void (*si_event_fn)(const si_event *ev, void *user);
+
+typedef struct si_request {
+    const char *prompt;           /* UTF-8 text (BOS added when the model asks, special tokens
+                                   * parsed); NULL: use prompt_tokens */
+    const int32_t *prompt_tokens;
+    int32_t n_prompt_tokens;
+    si_sampling_params sampling;  /* seed: per request; same seed, same output */
+    int32_t max_tokens;           /* 0: up to the context (streaming: no limit) */
+    const char *const *stop;      /* stop strings, each 1..SI_MAX_STOP_LEN bytes */
+    int32_t n_stop;
+    const int32_t *stop_token_ids;
+    int32_t n_stop_token_ids;
+    bool ignore_eos;              /* keep going past end-of-generation tokens */
+    bool logprobs;                /* report each sampled token's logprob */
+    int32_t top_logprobs;         /* and this many most likely alternatives (0..20) */
+    /* Streaming generation (StreamingLLM): stream_window > 0 keeps the first stream_sink
+     * tokens (rounded up to whole blocks of 16) and the last stream_window tokens (rounded up
+     * likewise) in the cache: constant memory, unbounded length. */
+    int32_t stream_sink;
+    int32_t stream_window;
+    /* When set, events are delivered by calling on_event on the engine thread (it must return
+     * quickly and must not call back into the engine, except si_engine_cancel and
+     * si_engine_get_stats) instead of being read with si_engine_next_event. */
+    si_event_fn on_event;
+    void *user;
+} si_request;
+
+/* Greedy sampling, no limit but the context, no stops, no logprobs, no streaming. */
+si_request si_request_default(void);
+
+/* Queues a request; the engine copies everything it needs. *id identifies it. Errors (the
+ * request is not queued): SI_ERR_INVALID_ARG (empty prompt, token out of range, bad stop
+ * string, top_logprobs out of range), SI_ERR_CONTEXT_FULL (prompt + max_tokens exceed the
+ * context or the whole KV pool; the message gives the numbers), SI_ERR_NOMEM. */
+si_status si_engine_submit(si_engine *e, const si_request *r, si_request_id *id);
+
+/* Takes the request's next event into *ev, waiting up to timeout_ms (< 0: forever, 0: do not
+ * wait); on time-out ev->type is SI_EVENT_NONE. After the FINISH or ERROR event the id is
+ * forgotten. SI_ERR_NOT_FOUND for an unknown or finished id, SI_ERR_INVALID_ARG for a request
+ * with a callback. */
+si_status si_engine_next_event(si_engine *e, si_request_id id, si_event *ev, int timeout_ms);
+
+/* Asks the engine to stop the request at its next step; its FINISH event (reason cancelled)
+ * follows every event already produced, with the usage so far. SI_ERR_NOT_FOUND when the id is
+ * unknown or already finished. */
+si_status si_engine_cancel(si_engine *e, si_request_id id);
+
+/* The whole output of one request. */
+typedef struct si_result {
+    char *text;         /* NUL-terminated */
+    size_t text_len;
+    int32_t *tokens;    /* sampled tokens */
+    int32_t n_tokens;
+    si_finish_reason finish_reason;
+    si_usage usage;
+} si_result;
+
+/* Submits r (its on_event is ignored), waits for it to finish and fills *out (free it with
+ * si_result_free). Errors as si_engine_submit, or the request's error status. */
+si_status si_generate(si_engine *e, const si_request *r, si_result *out);
+void si_result_free(si_result *r);
+
+typedef struct si_engine_stats {
+    int32_t running, waiting;
+    int32_t kv_blocks_total, kv_blocks_used, kv_blocks_free, kv_blocks_cached;
+    int64_t prefix_hits, prefix_misses; /* full prompt blocks found / not found */
+    int64_t tokens_computed;            /* tokens run through the model */
+    int64_t preemptions;
+    int64_t steps;
+} si_engine_stats;
+
+/* A snapshot taken after the engine's last step. */
+void si_engine_get_stats(si_engine *e, si_engine_stats *out);
+
 #ifdef __cplusplus
 }
 #endif
