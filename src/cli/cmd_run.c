@@ -1,4 +1,5 @@
-/* cmd_run.c — `swiftinfer run`: complete a prompt, streaming the text as it is generated. */
+/* cmd_run.c — `swiftinfer run`: complete a prompt, streaming the text as it is generated; with
+ * --parallel or --prompts, many requests at once through the engine (run_engine.c). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -6,6 +7,7 @@
 #include "cli/cli_common.h"
 #include "cli/commands.h"
 #include "cli/model_setup.h"
+#include "cli/run_engine.h"
 
 static void usage(FILE *f) {
     fprintf(f, "usage: swiftinfer run -m FILE -p PROMPT [options]\n\n"
@@ -19,6 +21,15 @@ static void usage(FILE *f) {
                "output:\n"
                "      --print-ids           print generated token ids instead of text\n"
                "      --logits-out FILE     write the prompt's last-token logits (float32, raw)\n"
+               "engine (continuous batching):\n"
+               "      --parallel N          run N copies of the prompt at once, seeds S..S+N-1,\n"
+               "                            and print each result under a label\n"
+               "      --prompts FILE        run every line of FILE as a prompt, all at once, and\n"
+               "                            print one JSON object per prompt (JSONL)\n"
+               "      --max-num-seqs N      sequences per step (default 64)\n"
+               "      --max-batched-tokens N  tokens per step (default 512)\n"
+               "      --kv-memory MIB       KV cache budget in MiB (default: enough for\n"
+               "                            max-num-seqs full contexts, at most 1024)\n"
                "%s", CLI_GEN_FLAGS_HELP);
 }
 
@@ -46,6 +57,9 @@ int cmd_run(int argc, char **argv) {
     cli_gen_opts_init(&o);
     const char *prompt = NULL, *prompt_file = NULL, *logits_out = NULL;
     bool parse_special = true, print_ids = false;
+    run_engine_opts ro = {0};
+    ro.ep = si_engine_default_params();
+    long iv;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int r = cli_parse_gen_flag(&o, argc, argv, &i);
@@ -60,6 +74,20 @@ int cmd_run(int argc, char **argv) {
             prompt_file = argv[++i];
         } else if (!strcmp(a, "--logits-out") && i + 1 < argc) {
             logits_out = argv[++i];
+        } else if (!strcmp(a, "--parallel") && i + 1 < argc) {
+            if (!cli_parse_int(a, argv[++i], 1, 4096, &iv)) return 2;
+            ro.parallel = (int)iv;
+        } else if (!strcmp(a, "--prompts") && i + 1 < argc) {
+            ro.prompts_file = argv[++i];
+        } else if (!strcmp(a, "--max-num-seqs") && i + 1 < argc) {
+            if (!cli_parse_int(a, argv[++i], 1, 4096, &iv)) return 2;
+            ro.ep.max_num_seqs = (int32_t)iv;
+        } else if (!strcmp(a, "--max-batched-tokens") && i + 1 < argc) {
+            if (!cli_parse_int(a, argv[++i], 1, 1 << 20, &iv)) return 2;
+            ro.ep.max_batched_tokens = (int32_t)iv;
+        } else if (!strcmp(a, "--kv-memory") && i + 1 < argc) {
+            if (!cli_parse_int(a, argv[++i], 1, 1 << 20, &iv)) return 2;
+            ro.ep.kv_memory = (size_t)iv << 20;
         } else if (!strcmp(a, "--no-special")) {
             parse_special = false;
         } else if (!strcmp(a, "--print-ids")) {
@@ -69,10 +97,24 @@ int cmd_run(int argc, char **argv) {
         }
     }
     if (!o.model) return cli_fail("run: no model given (use -m FILE)") + 1;
-    if (!prompt && !prompt_file) return cli_fail("run: no prompt given (use -p TEXT or -f FILE)") + 1;
+    if (ro.parallel && ro.prompts_file)
+        return cli_fail("run: --parallel and --prompts cannot be combined") + 1;
+    if (ro.prompts_file && (prompt || prompt_file))
+        return cli_fail("run: --prompts reads the prompts from its file; drop -p/-f") + 1;
+    if ((ro.parallel || ro.prompts_file) && (print_ids || logits_out))
+        return cli_fail("run: --print-ids and --logits-out work without --parallel/--prompts") + 1;
+    if (!prompt && !prompt_file && !ro.prompts_file)
+        return cli_fail("run: no prompt given (use -p TEXT or -f FILE)") + 1;
     char *owned = NULL;
     if (prompt_file && !(prompt = owned = read_file(prompt_file)))
         return cli_fail("run: cannot read prompt file '%s'", prompt_file);
+    if (ro.parallel || ro.prompts_file) {
+        ro.prompt = prompt;
+        ro.parse_special = parse_special;
+        int rc = run_engine(&o, &ro);
+        free(owned);
+        return rc;
+    }
 
     cli_setup_t c;
     int rc = cli_setup(&o, &c);

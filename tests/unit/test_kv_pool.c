@@ -110,7 +110,7 @@ static void test_random_ops(void **state) {
     for (int op = 0; op < OPS; op++) {
         r = r * 1103515245u + 12345u;
         uint32_t k = (r >> 16) % 4;
-        if (k == 0 || n_held == 0) {
+        if ((k == 0 || n_held == 0) && n_held < 4 * N) {
             int32_t b = kv_pool_alloc(p);
             if (b >= 0) held[n_held++] = b;
             else assert_int_equal(kv_pool_n_free(p), 0);
@@ -118,7 +118,7 @@ static void test_random_ops(void **state) {
             int32_t b = held[(r >> 3) % (uint32_t)n_held];
             kv_pool_ref(p, b);
             held[n_held++] = b;
-        } else if (k == 2) {
+        } else if (k == 2 || n_held == 4 * N) {
             int32_t i = (int32_t)((r >> 5) % (uint32_t)n_held);
             kv_pool_unref(p, held[i]);
             held[i] = held[--n_held];
