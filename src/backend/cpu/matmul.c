@@ -17,8 +17,9 @@
  * comes from DRAM once per matmul instead of once per activation row. Within a chunk a weight
  * row meets MM_ROW_TILE activation rows back to back while it is still in L1.
  *
- * cpu_matmul_ref is the plain reference loop over quant/'s scalar kernels; tests compare the two
- * (tests/unit/test_matmul.c). */
+ * The dot products and activation quantisers are the best this CPU has (cpu_kernels_get: AVX-512
+ * VNNI, AVX2 or scalar, by CPUID). cpu_matmul_ref is the plain reference loop over quant/'s
+ * scalar kernels; tests/unit/test_matmul.c compares the two. */
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -29,6 +30,7 @@
 #define MM_PAUSE() ((void)0)
 #endif
 
+#include "backend/cpu/cpu_kernels.h"
 #include "backend/cpu/cpu_ops.h"
 #include "core/error.h"
 #include "quant/quant.h"
@@ -50,19 +52,21 @@ typedef struct {
     size_t x_block_bytes;
 } mm_kernels;
 
+/* The fastest kernels this CPU has for weights of type t (cpu_kernels.h, chosen from CPUID). */
 static mm_kernels mm_kernels_for(si_type t) {
-    const quant_traits *wt = quant_get(t);
-    SI_ASSERT(wt != NULL && wt->vec_dot != NULL);
-    const quant_traits *xt = quant_get(wt->vec_dot_type);
-    SI_ASSERT(xt != NULL && xt->from_float != NULL);
-    return (mm_kernels){wt->vec_dot_type, xt->from_float, wt->vec_dot, xt->block_size,
+    const cpu_kernels *ck = cpu_kernels_get(t);
+    SI_ASSERT(ck != NULL && ck->vec_dot != NULL && ck->quantize_row != NULL);
+    const quant_traits *xt = quant_get(ck->vec_dot_type);
+    SI_ASSERT(xt != NULL);
+    return (mm_kernels){ck->vec_dot_type, ck->quantize_row, ck->vec_dot, xt->block_size,
                         (size_t)xt->type_size};
 }
 
 size_t cpu_matmul_scratch(const si_tensor *W, int n_rows) {
-    const quant_traits *qt = quant_get(W->type);
-    SI_ASSERT(qt != NULL);
-    return quant_row_size(qt->vec_dot_type, W->n_cols) * (size_t)n_rows;
+    /* the larger of what the dispatched kernels and the reference quantise to */
+    const size_t fast = quant_row_size(mm_kernels_for(W->type).vec_dot_type, W->n_cols);
+    const size_t ref = quant_row_size(quant_get(W->type)->vec_dot_type, W->n_cols);
+    return (fast > ref ? fast : ref) * (size_t)n_rows;
 }
 
 typedef struct {
