@@ -16,6 +16,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdatomic.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -458,6 +460,75 @@ static void test_stress_engine(void **state) {
     si_engine_free(e);
 }
 
+/* ---- callbacks and dynamic batching ---------------------------------------------------------- */
+
+typedef struct cb_state {
+    int32_t tokens[64];
+    atomic_int n;
+    atomic_int finished;
+    si_finish_reason why;
+} cb_state;
+
+static void on_event(const si_event *ev, void *user) {
+    cb_state *c = user;
+    if (ev->type == SI_EVENT_TOKEN) c->tokens[atomic_fetch_add(&c->n, 1)] = ev->token;
+    else {
+        c->why = ev->finish_reason;
+        atomic_store(&c->finished, 1);
+    }
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void test_callback_and_min_batch(void **state) {
+    (void)state;
+    int32_t p[16];
+    make_prompt(p, 16, 8, si_model_n_vocab(g_m));
+    si_request r = greedy(p, 16);
+    r.max_tokens = 10;
+    si_result ref;
+    si_engine *e = engine(g_m, 64, 4, 64);
+    assert_int_equal(si_generate(e, &r, &ref), SI_OK);
+    si_engine_free(e);
+
+    /* min_batch 2, max_wait 300 ms: a lone request waits for a partner, then starts anyway */
+    si_engine_params ep = si_engine_default_params();
+    ep.n_blocks = 64;
+    ep.min_batch = 2;
+    ep.max_wait_ms = 300;
+    assert_int_equal(si_engine_create(g_m, &ep, &e), SI_OK);
+    cb_state *c = calloc(1, sizeof *c);
+    r.on_event = on_event;
+    r.user = c;
+    si_request_id id;
+    const double t0 = now_s();
+    assert_int_equal(si_engine_submit(e, &r, &id), SI_OK);
+    si_event ev;
+    assert_int_equal(si_engine_next_event(e, id, &ev, 0), SI_ERR_INVALID_ARG);
+    while (!atomic_load(&c->n)) usleep(1000);
+    assert_true(now_s() - t0 >= 0.25);
+    while (!atomic_load(&c->finished)) usleep(1000);
+    assert_int_equal(c->why, SI_FINISH_LENGTH);
+    assert_int_equal(atomic_load(&c->n), 10);
+    assert_memory_equal(c->tokens, ref.tokens, 10 * sizeof(int32_t));
+    /* two at once: both run to the end */
+    r.on_event = NULL;
+    si_request_id a, b;
+    assert_int_equal(si_engine_submit(e, &r, &a), SI_OK);
+    assert_int_equal(si_engine_submit(e, &r, &b), SI_OK);
+    do assert_int_equal(si_engine_next_event(e, a, &ev, -1), SI_OK);
+    while (ev.type == SI_EVENT_TOKEN);
+    do assert_int_equal(si_engine_next_event(e, b, &ev, -1), SI_OK);
+    while (ev.type == SI_EVENT_TOKEN);
+    free(c);
+    si_result_free(&ref);
+    si_engine_free(e);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_stop_scan),
@@ -468,6 +539,7 @@ int main(void) {
         cmocka_unit_test(test_stops_and_logprobs),
         cmocka_unit_test(test_rejections),
         cmocka_unit_test(test_stress_engine),
+        cmocka_unit_test(test_callback_and_min_batch),
         cmocka_unit_test(test_exact_default_model),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
