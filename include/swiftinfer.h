@@ -171,7 +171,8 @@ si_engine_params si_engine_default_params(void);
  * KV budget smaller than one block names both sizes), SI_ERR_NOMEM. */
 si_status si_engine_create(si_model *m, const si_engine_params *p, si_engine **out);
 
-/* Stops the engine thread, drops every request and frees everything. */
+/* Stops the engine thread, drops every request (unread events included) and frees everything.
+ * No other call on e may be in progress or follow. */
 void si_engine_free(si_engine *e);
 
 #define SI_MAX_TOP_LOGPROBS 20
