@@ -27,7 +27,7 @@ demo: build
 build-test: setup-test
 	@cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DSWIFTINFER_WERROR=ON -DSWIFTINFER_TESTS=ON >/dev/null
 	@cmake --build build -j$(JOBS)
-	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DSWIFTINFER_WERROR=ON -DSWIFTINFER_SANITIZE=ON >/dev/null
+	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSWIFTINFER_WERROR=ON -DSWIFTINFER_SANITIZE=ON -DSWIFTINFER_CUDA=OFF >/dev/null
 	@cmake --build build-asan -j$(JOBS)
 
 unit-test: build-test
