@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "backend/cpu/cpu_kernels.h"
 #include "cli/bench_memory.h"
 #include "cli/cli_common.h"
 #include "cli/commands.h"
@@ -153,6 +154,35 @@ static double now_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* The CPU's name from /proc/cpuinfo ("?" elsewhere), for the record. */
+static void cpu_model_name(char *out, size_t cap) {
+    snprintf(out, cap, "?");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f) return;
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+        char *colon = strchr(line, ':');
+        if (strncmp(line, "model name", 10) == 0 && colon) {
+            snprintf(out, cap, "%s", colon + 2);
+            out[strcspn(out, "\n")] = 0;
+            break;
+        }
+    }
+    fclose(f);
+}
+
+/* The 1-minute load average (-1 when unknown): other processes on a small machine take cores
+ * from the benchmark, so results are recorded with it. */
+static double load_avg(void) {
+    double l = -1.0;
+    FILE *f = fopen("/proc/loadavg", "r");
+    if (f) {
+        if (fscanf(f, "%lf", &l) != 1) l = -1.0;
+        fclose(f);
+    }
+    return l;
+}
+
 static long long tensor_bytes(const si_tensor *t) {
     if (!t->data) return 0;
     return (long long)quant_row_size(t->type, t->n_cols) * t->n_rows;
@@ -251,8 +281,14 @@ static void json_string(const char *s) {
 }
 
 static void print_json(const bench_row *rows, int n_rows, const bench_memory_result *mem,
-                       double bw, bool measured) {
-    printf("{\n  \"bw_gbps\": %.3f,\n  \"bw_source\": \"%s\",\n", bw,
+                       double bw, bool measured, double load0, double load1) {
+    char cpu[256];
+    cpu_model_name(cpu, sizeof cpu);
+    printf("{\n  \"cpu\": ");
+    json_string(cpu);
+    printf(",\n  \"isa\": \"%s\",\n  \"loadavg_start\": %.2f,\n  \"loadavg_end\": %.2f,\n",
+           cpu_isa_name(), load0, load1);
+    printf("  \"bw_gbps\": %.3f,\n  \"bw_source\": \"%s\",\n", bw,
            measured ? "measured" : "--bw");
     if (measured)
         printf("  \"memory\": {\"best_gbps\": %.3f, \"mean_gbps\": %.3f, \"bytes\": %zu, "
@@ -310,6 +346,7 @@ int cmd_bench(int argc, char **argv) {
     const int pr = parse_args(argc, argv, &o);
     if (pr) return pr < 0 ? 0 : pr;
 
+    const double load0 = load_avg();
     bench_memory_result mem = {0};
     const bool measure = o.memory || o.bw <= 0.0;
     if (measure) {
@@ -322,8 +359,8 @@ int cmd_bench(int argc, char **argv) {
     if (o.memory) {
         if (o.json)
             printf("{\"best_gbps\": %.3f, \"mean_gbps\": %.3f, \"bytes\": %zu, \"threads\": %d, "
-                   "\"runs\": %d}\n",
-                   mem.best_gbps, mem.mean_gbps, mem.bytes, mem.n_threads, mem.runs);
+                   "\"runs\": %d, \"loadavg_start\": %.2f}\n",
+                   mem.best_gbps, mem.mean_gbps, mem.bytes, mem.n_threads, mem.runs, load0);
         else
             printf("| test | threads | buffer MiB | best GB/s | mean GB/s |\n"
                    "| --- | ---: | ---: | ---: | ---: |\n"
@@ -344,6 +381,9 @@ int cmd_bench(int argc, char **argv) {
         return cli_fail("bench: out of memory");
     }
     if (!o.json) {
+        char cpu[256];
+        cpu_model_name(cpu, sizeof cpu);
+        printf("CPU: %s, kernels: %s, load average %.2f\n", cpu, cpu_isa_name(), load0);
         if (measure)
             printf("DRAM read bandwidth: %.2f GB/s (measured: %zu MiB buffer, %d threads, best "
                    "of %d)\n\n",
@@ -390,7 +430,8 @@ int cmd_bench(int argc, char **argv) {
         si_session_free(s);
         si_model_free(m);
     }
-    if (o.json && !rc) print_json(rows, n_rows, &mem, o.bw, measure);
+    if (o.json && !rc) print_json(rows, n_rows, &mem, o.bw, measure, load0, load_avg());
+    else if (!rc) printf("\nload average at the end: %.2f\n", load_avg());
     free(rows), free(samples), free(toks);
     return rc;
 }
