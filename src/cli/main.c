@@ -14,6 +14,7 @@ static const struct {
     {"info", cmd_info, "print a GGUF file's metadata and tensor table"},
     {"tokenize", cmd_tokenize, "print the token ids of a text"},
     {"synth", cmd_synth, "write a GGUF model with random weights of a real shape"},
+    {"serve", cmd_serve, "serve the model through an OpenAI-compatible HTTP API"},
     {"bench", cmd_bench, "measure prompt and generation speed and the memory roofline"},
 };
 #define N_COMMANDS (sizeof COMMANDS / sizeof COMMANDS[0])
