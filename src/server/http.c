@@ -105,6 +105,7 @@ struct gen {
     char id[48];
     int64_t created;
     double t_start, t_first;
+    double t_peek; /* last look at the socket */
     bool failed;  /* an ERROR event: non-streaming answers 500 */
     oai_error err;
     /* streaming */
@@ -152,11 +153,17 @@ out:
 
 /* Cancels every live engine request of g (idempotent). */
 static void gen_cancel(gen *g) {
+    /* NOTE: ids are collected under g->mu but cancelled outside it: the engine may hold its own
+     * lock while it calls gen_on_event, which takes g->mu. A request that finishes meanwhile
+     * answers SI_ERR_NOT_FOUND, which is fine. */
     pthread_mutex_lock(&g->mu);
     g->cancelled = true;
-    for (int i = 0; i < g->n_choices; i++)
-        if (g->gc[i].live) si_engine_cancel(S.e, g->gc[i].id);
+    int n = 0;
+    si_request_id ids[OAI_MAX_CHOICES];
+    for (int i = 0; i < g->n_choices && n < OAI_MAX_CHOICES; i++)
+        if (g->gc[i].live) ids[n++] = g->gc[i].id;
     pthread_mutex_unlock(&g->mu);
+    for (int i = 0; i < n; i++) si_engine_cancel(S.e, ids[i]);
 }
 
 /* True when the client has closed its side of the connection. */
@@ -174,6 +181,14 @@ static bool peer_closed(struct MHD_Connection *conn) {
 static bool gen_next(gen *g, queued *out) {
     pthread_mutex_lock(&g->mu);
     for (;;) {
+        /* NOTE: checked on every pass, not only on time-outs: a busy stream never times out */
+        double t = now_s();
+        if (!g->cancelled && (atomic_load(&S.force_cancel) ||
+                              (t - g->t_peek > 0.1 && g->conn && (g->t_peek = t, peer_closed(g->conn))))) {
+            pthread_mutex_unlock(&g->mu);
+            gen_cancel(g);
+            pthread_mutex_lock(&g->mu);
+        }
         if (g->q_count > 0) {
             *out = g->q[g->q_head];
             g->q_head = (g->q_head + 1) % g->q_cap;
@@ -192,13 +207,7 @@ static bool gen_next(gen *g, queued *out) {
             ts.tv_sec++;
             ts.tv_nsec -= 1000000000L;
         }
-        int rc = pthread_cond_timedwait(&g->cv, &g->mu, &ts);
-        if (rc == ETIMEDOUT && !g->cancelled &&
-            (atomic_load(&S.force_cancel) || (g->conn && peer_closed(g->conn)))) {
-            pthread_mutex_unlock(&g->mu);
-            gen_cancel(g);
-            pthread_mutex_lock(&g->mu);
-        }
+        pthread_cond_timedwait(&g->cv, &g->mu, &ts);
     }
 }
 
