@@ -8,7 +8,7 @@ set -euo pipefail
 secs="${1:-60}"
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="$root/build-fuzz"
-targets=(gguf jinja)
+targets=(gguf jinja openai_request)
 
 cmake -S "$root" -B "$build" -DCMAKE_C_COMPILER=clang -DSWIFTINFER_FUZZ=ON \
     -DSWIFTINFER_TESTS=OFF -DSWIFTINFER_CUDA=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null

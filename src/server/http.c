@@ -405,8 +405,13 @@ static bool gen_submit(gen *g, oai_error *err) {
         pthread_mutex_lock(&g->mu);
         g->gc[i].live = true;
         g->n_live++;
+        pthread_mutex_unlock(&g->mu);
         atomic_fetch_add(&S.pending, 1);
-        si_status st = si_engine_submit(S.e, &rq, &g->gc[i].id);
+        /* not under g->mu: the engine may call gen_on_event (which takes it) during submit */
+        si_request_id id = 0;
+        si_status st = si_engine_submit(S.e, &rq, &id);
+        pthread_mutex_lock(&g->mu);
+        g->gc[i].id = id;
         if (st != SI_OK) {
             g->gc[i].live = false;
             g->n_live--;
