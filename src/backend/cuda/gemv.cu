@@ -115,6 +115,8 @@ static int gemv_launch(const void *W, int M, int K, const float *x, int nb, floa
     return 0;
 }
 
+#include "backend/cuda/gemv_fast.cuh"
+
 extern "C" size_t cuda_weight_alloc_bytes(si_type t, int64_t M, int64_t K) {
     int be, bb;
     switch (t) {
@@ -134,10 +136,18 @@ extern "C" int cuda_gemv(si_type t, const void *W, int M, int K, const float *x,
     if (n_batch < 1 || n_batch > 8 || M < 1 || K < 1 || ((uintptr_t)W & 15) || ((uintptr_t)x & 15))
         return -1;
     switch (t) {
-    case SI_TYPE_F16: return gemv_launch<tq_f16>(W, M, K, x, n_batch, y, stream);
-    case SI_TYPE_BF16: return gemv_launch<tq_bf16>(W, M, K, x, n_batch, y, stream);
-    case SI_TYPE_Q8_0: return gemv_launch<tq_q8_0>(W, M, K, x, n_batch, y, stream);
-    case SI_TYPE_Q4_0: return gemv_launch<tq_q4_0>(W, M, K, x, n_batch, y, stream);
+    case SI_TYPE_F16:
+        if (K % 8 == 0) return gemv_h16_launch<false>(W, M, K, x, n_batch, y, stream);
+        return gemv_launch<tq_f16>(W, M, K, x, n_batch, y, stream);
+    case SI_TYPE_BF16:
+        if (K % 8 == 0) return gemv_h16_launch<true>(W, M, K, x, n_batch, y, stream);
+        return gemv_launch<tq_bf16>(W, M, K, x, n_batch, y, stream);
+    case SI_TYPE_Q8_0:
+        if (gemv_q8x_ok(K)) return gemv_q8x_launch<tqx_q8_0>(W, M, K, x, n_batch, y, stream);
+        return gemv_launch<tq_q8_0>(W, M, K, x, n_batch, y, stream);
+    case SI_TYPE_Q4_0:
+        if (gemv_q8x_ok(K)) return gemv_q8x_launch<tqx_q4_0>(W, M, K, x, n_batch, y, stream);
+        return gemv_launch<tq_q4_0>(W, M, K, x, n_batch, y, stream);
     case SI_TYPE_Q4_1: return gemv_launch<tq_q4_1>(W, M, K, x, n_batch, y, stream);
     case SI_TYPE_Q4_K: return gemv_launch<tq_q4_k>(W, M, K, x, n_batch, y, stream);
     case SI_TYPE_Q6_K: return gemv_launch<tq_q6_k>(W, M, K, x, n_batch, y, stream);
