@@ -759,7 +759,7 @@ char *oai_response_json(const oai_request *r, const char *id, int64_t created, c
             json_object_set_new(ch, "text", text);
         json_t *lp = json_null();
         if (r->logprobs && chat)
-            lp = json_pack("{s:O}", "content", c->logprobs ? c->logprobs : json_array());
+            lp = json_pack("{s:o}", "content", c->logprobs ? json_incref(c->logprobs) : json_array());
         else if (r->logprobs && c->logprobs)
             lp = json_incref(c->logprobs);
         json_object_set_new(ch, "logprobs", lp ? lp : json_null());
