@@ -30,6 +30,11 @@ static void usage(FILE *f) {
                "      --max-batched-tokens N  tokens per step (default 512)\n"
                "      --kv-memory MIB       KV cache budget in MiB (default: enough for\n"
                "                            max-num-seqs full contexts, at most 1024)\n"
+               "      --stream-window W     streaming generation (attention sinks): keep the last\n"
+               "                            W tokens in the cache; constant memory, no length limit\n"
+               "      --stream-sink S       ... and the first S tokens as sinks (default 4)\n"
+               "      --stats-every N       streaming: print tokens and KV blocks used every N\n"
+               "                            generated tokens (default 10000; 0 off)\n"
                "%s", CLI_GEN_FLAGS_HELP);
 }
 
@@ -59,6 +64,8 @@ int cmd_run(int argc, char **argv) {
     bool parse_special = true, print_ids = false;
     run_engine_opts ro = {0};
     ro.ep = si_engine_default_params();
+    ro.stream_sink = 4;
+    ro.stats_every = 10000;
     long iv;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -88,6 +95,15 @@ int cmd_run(int argc, char **argv) {
         } else if (!strcmp(a, "--kv-memory") && i + 1 < argc) {
             if (!cli_parse_int(a, argv[++i], 1, 1 << 20, &iv)) return 2;
             ro.ep.kv_memory = (size_t)iv << 20;
+        } else if (!strcmp(a, "--stream-window") && i + 1 < argc) {
+            if (!cli_parse_int(a, argv[++i], 1, 1 << 24, &iv)) return 2;
+            ro.stream_window = (int)iv;
+        } else if (!strcmp(a, "--stream-sink") && i + 1 < argc) {
+            if (!cli_parse_int(a, argv[++i], 0, 1 << 24, &iv)) return 2;
+            ro.stream_sink = (int)iv;
+        } else if (!strcmp(a, "--stats-every") && i + 1 < argc) {
+            if (!cli_parse_int(a, argv[++i], 0, 1 << 30, &iv)) return 2;
+            ro.stats_every = (int)iv;
         } else if (!strcmp(a, "--no-special")) {
             parse_special = false;
         } else if (!strcmp(a, "--print-ids")) {
@@ -103,6 +119,8 @@ int cmd_run(int argc, char **argv) {
         return cli_fail("run: --prompts reads the prompts from its file; drop -p/-f") + 1;
     if ((ro.parallel || ro.prompts_file) && (print_ids || logits_out))
         return cli_fail("run: --print-ids and --logits-out work without --parallel/--prompts") + 1;
+    if (ro.stream_window && !ro.parallel && !ro.prompts_file)
+        return cli_fail("run: --stream-window runs through the engine; add --parallel N") + 1;
     if (!prompt && !prompt_file && !ro.prompts_file)
         return cli_fail("run: no prompt given (use -p TEXT or -f FILE)") + 1;
     char *owned = NULL;

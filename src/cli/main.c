@@ -15,6 +15,7 @@ static const struct {
     {"tokenize", cmd_tokenize, "print the token ids of a text"},
     {"synth", cmd_synth, "write a GGUF model with random weights of a real shape"},
     {"serve", cmd_serve, "serve the model through an OpenAI-compatible HTTP API"},
+    {"perplexity", cmd_perplexity, "perplexity of a text file, full context or streaming"},
     {"bench", cmd_bench, "measure prompt and generation speed and the memory roofline"},
 };
 #define N_COMMANDS (sizeof COMMANDS / sizeof COMMANDS[0])

@@ -5,7 +5,12 @@
  * result under a label once all are done. --prompts FILE submits one request per non-empty line
  * and prints one JSON object per prompt, in file order, to standard output:
  * {"index", "prompt", "text", "tokens", "finish_reason", "prompt_tokens", "completion_tokens",
- * "cached_tokens"}. Statistics go to standard error. */
+ * "cached_tokens"}. Statistics go to standard error.
+ *
+ * With --stream-window (StreamingLLM attention sinks) a generation may be unbounded, so nothing
+ * is kept: request 0's text goes to standard output as it comes, and a periodic line on
+ * standard error reports tokens generated, KV blocks in use and the process's RSS (the
+ * constant-memory proof in bench/streaming_memory.sh reads it). */
 #include "cli/run_engine.h"
 
 #include <jansson.h>
@@ -115,6 +120,71 @@ static si_status collect(si_engine *e, si_request_id id, si_result *out) {
     return st ? st : SI_ERR_NOMEM;
 }
 
+/* The process's resident set in KiB from /proc/self/status, or -1. */
+static long rss_kib(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f) return -1;
+    char line[256];
+    long kib = -1;
+    while (fgets(line, sizeof line, f))
+        if (!strncmp(line, "VmRSS:", 6)) kib = strtol(line + 6, NULL, 10);
+    fclose(f);
+    return kib;
+}
+
+static void stream_stats_line(si_engine *e, int64_t n_gen, double dt) {
+    si_engine_stats es;
+    si_engine_get_stats(e, &es);
+    fprintf(stderr, "stream: tokens %lld, kv blocks used %d/%d, rss %ld KiB, %.1f s\n",
+            (long long)n_gen, es.kv_blocks_used, es.kv_blocks_total, rss_kib(), dt);
+}
+
+/* Streaming mode: reads every request's events as they come without keeping them. Returns the
+ * exit status; *n_gen counts generated tokens. */
+static int stream_all(si_engine *e, const si_request_id *ids, int n, int stats_every,
+                      double t0, int64_t *n_gen) {
+    bool *done = calloc((size_t)n, sizeof *done);
+    si_event *ev = malloc(sizeof *ev);
+    int rc = done && ev ? 0 : cli_fail("run: out of memory"), n_done = 0;
+    int64_t next_stats = stats_every;
+    while (!rc && n_done < n) {
+        for (int i = 0; i < n && !rc; i++) {
+            if (done[i]) continue;
+            /* one request waits; with several, poll each briefly so none stalls the others */
+            si_status st = si_engine_next_event(e, ids[i], ev, n == 1 ? -1 : 1);
+            if (st) {
+                rc = cli_fail("run: request %d failed: %s", i, si_last_error());
+                break;
+            }
+            if (ev->type == SI_EVENT_NONE) continue;
+            if (i == 0 && ev->text_len) fwrite(ev->text, 1, ev->text_len, stdout);
+            if (ev->type == SI_EVENT_TOKEN) {
+                ++*n_gen;
+                if (stats_every > 0 && *n_gen >= next_stats) {
+                    fflush(stdout);
+                    stream_stats_line(e, *n_gen, now_s() - t0);
+                    next_stats += stats_every;
+                }
+            } else {
+                done[i] = true;
+                n_done++;
+                if (ev->type == SI_EVENT_ERROR)
+                    rc = cli_fail("run: request %d failed: %s", i, ev->error);
+                else if (n > 1)
+                    fprintf(stderr, "run: request %d finished (%s), %d tokens\n", i,
+                            si_finish_reason_name(ev->finish_reason), ev->usage.completion_tokens);
+            }
+        }
+    }
+    for (int i = 0; rc && done && i < n; i++)
+        if (!done[i]) si_engine_cancel(e, ids[i]);
+    printf("\n");
+    fflush(stdout);
+    free(ev);
+    free(done);
+    return rc;
+}
+
 int run_engine(const cli_gen_opts *o, const run_engine_opts *r) {
     si_model *m = NULL;
     si_engine *e = NULL;
@@ -150,6 +220,8 @@ int run_engine(const cli_gen_opts *o, const run_engine_opts *r) {
         q.sampling.seed = o->sp.seed + (uint64_t)(lines ? 0 : n_sub);
         q.max_tokens = o->n_predict < 0 ? 0 : o->n_predict;
         q.ignore_eos = o->ignore_eos;
+        q.stream_sink = r->stream_sink;
+        q.stream_window = r->stream_window;
         st = si_engine_submit(e, &q, &ids[n_sub]);
         free(toks);
         if (st) rc = lines ? cli_fail("run: prompt %d: %s", n_sub, si_last_error())
@@ -157,7 +229,12 @@ int run_engine(const cli_gen_opts *o, const run_engine_opts *r) {
         if (rc) break;
     }
     int64_t n_gen = 0;
-    for (int i = 0; i < n_sub; i++) {
+    int n_collect = n_sub;
+    if (!rc && r->stream_window > 0) {
+        rc = stream_all(e, ids, n_sub, r->stats_every, t0, &n_gen);
+        n_collect = 0; /* streamed, nothing kept */
+    }
+    for (int i = 0; i < n_collect; i++) {
         si_result res;
         if (rc) { /* drain what was submitted */
             si_engine_cancel(e, ids[i]);
