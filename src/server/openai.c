@@ -193,6 +193,13 @@ static bool parse_messages(json_t *root, oai_request *r, oai_error *err) {
             snprintf(param, sizeof param, "messages[%zu].role", i);
             return oai_fail(err, 400, NULL, NULL, param, "'%s' must be a non-empty string", param);
         }
+        json_t *content = json_object_get(m, "content");
+        if ((!content || json_is_null(content)) && strcmp(json_string_value(role), "assistant")) {
+            json_decref(norm);
+            snprintf(param, sizeof param, "messages[%zu].content", i);
+            return oai_fail(err, 400, NULL, NULL, param, "'%s' is required (only assistant "
+                            "messages may omit it)", param);
+        }
         r->n_messages = (int)i + 1;
         r->roles[i] = strdup(json_string_value(role));
         if (!r->roles[i] || !flatten_content(json_object_get(m, "content"), (int)i,
@@ -202,7 +209,6 @@ static bool parse_messages(json_t *root, oai_request *r, oai_error *err) {
                                : oai_fail(err, 500, "server_error", NULL, NULL, "out of memory");
         }
         json_t *copy = json_copy(m); /* shallow: other keys (tool_calls, name) kept as given */
-        json_t *content = json_object_get(m, "content");
         bool keep_null = !content || json_is_null(content);
         if (!copy ||
             json_object_set_new(copy, "content",
