@@ -49,17 +49,18 @@ def percentile(xs, p):
 
 
 class Result:
-    __slots__ = ("ok", "error", "start", "first", "end", "chunk_times", "tokens", "prompt_tokens")
+    __slots__ = ("ok", "error", "start", "first", "end", "chunk_times", "tokens", "prompt_tokens",
+                 "conn")
 
     def __init__(self):
-        self.ok, self.error = False, None
+        self.ok, self.error, self.conn = False, None, None
         self.start = self.first = self.end = None
         self.chunk_times, self.tokens, self.prompt_tokens = [], 0, 0
 
 
 def one_request(host, port, body, headers, timeout, res):
     """Streams one chat completion, filling res with client-side timestamps."""
-    conn = http.client.HTTPConnection(host, port, timeout=timeout)
+    conn = res.conn = http.client.HTTPConnection(host, port, timeout=timeout)
     try:
         res.start = time.perf_counter()
         conn.request("POST", "/v1/chat/completions", body=json.dumps(body), headers=headers)
@@ -136,8 +137,18 @@ def run_rate(args, host, port, model, rate, rng):
                                                         args.timeout, res), daemon=True)
         th.start()
         threads.append(th)
+    drain_end = time.perf_counter() + args.max_drain
     for th in threads:
-        th.join(args.timeout)
+        th.join(max(0.0, drain_end - time.perf_counter()))
+    stragglers = [r for r, th in zip(results, threads) if th.is_alive()]
+    for r in stragglers:  # hang up, so the server cancels them before the next rate
+        r.error = f"unfinished after the {args.max_drain:g} s drain"
+        try:
+            r.conn.sock.shutdown(socket.SHUT_RDWR)
+        except (AttributeError, OSError):
+            pass
+    for th in threads:
+        th.join(5)
     wall = time.perf_counter() - t0
     ok = [r for r in results if r.ok]
     ttft = [(r.first - r.start) * 1e3 for r in ok]
@@ -187,6 +198,8 @@ def plot(rows, path, title):
             ys = [m[f"{key}_p{p}_ms"] for m in rows]
             ax.plot(rates, [float("nan") if y is None else y for y in ys], style,
                     label=f"p{p}")
+        ax.set_xscale("log", base=2)  # sweeps usually double the rate
+        ax.set_xticks(rates, [f"{r:g}" for r in rates])
         ax.set_xlabel("request rate (req/s)")
         ax.set_ylabel(f"{label} (ms)")
         ax.set_title(label)
@@ -227,6 +240,10 @@ def launch(args):
     sys.exit("serve.py: the server did not become healthy in 120 s")
 
 
+def on_sigterm(_signum, _frame):
+    raise KeyboardInterrupt
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -253,6 +270,9 @@ def main():
                     help="generate exactly max_tokens (default on, so requests are comparable)")
     ap.add_argument("--no-ignore-eos", dest="ignore_eos", action="store_false")
     ap.add_argument("--timeout", type=float, default=600.0, help="per-request timeout (s)")
+    ap.add_argument("--max-drain", type=float, default=120.0,
+                    help="after the last arrival, wait at most this long for stragglers; "
+                         "the rest are hung up on and counted as failed")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--plot", help="write a PNG of latency against request rate")
     ap.add_argument("--markdown", help="write the markdown table here too")
@@ -260,6 +280,8 @@ def main():
     args = ap.parse_args()
 
     proc, cmdline = None, None
+    # SIGTERM (timeout(1), a CI runner) unwinds like Ctrl-C, so a launched server is stopped
+    signal.signal(signal.SIGTERM, on_sigterm)
     if args.launch:
         proc, args.url, cmdline = launch(args)
     try:
