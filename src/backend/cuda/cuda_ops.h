@@ -31,7 +31,10 @@ size_t cuda_weight_alloc_bytes(si_type t, int64_t M, int64_t K);
 
 /* Decode matmul: y[b][m] = sum_k W[m][k] * x[b][k] for b < n_batch (1..8).
  * W: M x K of type t in {F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q6_K}, K a multiple of the block
- * size; x: f32 [n_batch][K], 16-byte aligned; y: f32 [n_batch][M]. */
+ * size; x: f32 [n_batch][K], 16-byte aligned; y: f32 [n_batch][M].
+ * For Q8_0 and Q4_0 with K % 128 == 0 and K <= 14336, x is first quantised to Q8_0 blocks
+ * (ggml's quantize_row_q8_0_ref, as the CPU backend's vec_dot_type) and the products are
+ * integer dot products; every other case multiplies the f32 x. */
 int cuda_gemv(si_type t, const void *W, int M, int K, const float *x, int n_batch, float *y,
               cudaStream_t stream);
 

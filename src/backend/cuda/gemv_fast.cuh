@@ -33,6 +33,22 @@ template <bool BF> __device__ __forceinline__ float2 si_h2x2f(uint32_t u) {
 }
 
 #define GEMV_H16_WARPS 8
+/* Rows per warp R and 16-byte loads per row and lane in flight U, per batch size. Chosen on the
+ * H200 (tests/cuda/LAST_RUN.md): more rows per warp share the x loads, more loads in flight hide
+ * the latency, both cost registers (occupancy). A second register buffer (loading chunk i + 1
+ * while chunk i is summed) measured 2-25 % slower, so there is none. */
+#ifndef GEMV_H16_NB1
+#define GEMV_H16_NB1 2, 8
+#endif
+#ifndef GEMV_H16_NB2
+#define GEMV_H16_NB2 2, 8
+#endif
+#ifndef GEMV_H16_NB4
+#define GEMV_H16_NB4 4, 4
+#endif
+#ifndef GEMV_H16_NB8
+#define GEMV_H16_NB8 4, 2
+#endif
 
 template <bool BF, int NB, int R, int U>
 __global__ void __launch_bounds__(GEMV_H16_WARPS * 32)
@@ -51,14 +67,15 @@ __global__ void __launch_bounds__(GEMV_H16_WARPS * 32)
 #pragma unroll
         for (int b = 0; b < NB; b++) acc[r][b] = 0.0f;
 
-    for (int c0 = lane; c0 < n16; c0 += 32 * U) {
-        uint4 w[R][U];
+    auto load = [&](uint4(&w)[R][U], int c0) {
 #pragma unroll
         for (int u = 0; u < U; u++) {
             const int c = c0 + 32 * u;
 #pragma unroll
             for (int r = 0; r < R; r++) w[r][u] = c < n16 ? si_ldg_stream16(rowp[r] + c) : make_uint4(0, 0, 0, 0);
         }
+    };
+    auto compute = [&](const uint4(&w)[R][U], int c0) {
 #pragma unroll
         for (int u = 0; u < U; u++) {
             const int c = c0 + 32 * u;
@@ -81,6 +98,11 @@ __global__ void __launch_bounds__(GEMV_H16_WARPS * 32)
                 }
             }
         }
+    };
+    for (int c0 = lane; c0 < n16; c0 += 32 * U) {
+        uint4 w[R][U];
+        load(w, c0);
+        compute(w, c0);
     }
 #pragma unroll
     for (int r = 0; r < R; r++)
@@ -103,10 +125,10 @@ template <bool BF>
 static int gemv_h16_launch(const void *W, int M, int K, const float *x, int nb, float *y,
                            cudaStream_t st) {
     if (K % 8 != 0) return -1;
-    if (nb <= 1) gemv_h16_launch_nb<BF, 1, 2, 8>(W, M, K, x, nb, y, st);
-    else if (nb <= 2) gemv_h16_launch_nb<BF, 2, 2, 8>(W, M, K, x, nb, y, st);
-    else if (nb <= 4) gemv_h16_launch_nb<BF, 4, 4, 4>(W, M, K, x, nb, y, st);
-    else gemv_h16_launch_nb<BF, 8, 4, 4>(W, M, K, x, nb, y, st);
+    if (nb <= 1) gemv_h16_launch_nb<BF, 1, GEMV_H16_NB1>(W, M, K, x, nb, y, st);
+    else if (nb <= 2) gemv_h16_launch_nb<BF, 2, GEMV_H16_NB2>(W, M, K, x, nb, y, st);
+    else if (nb <= 4) gemv_h16_launch_nb<BF, 4, GEMV_H16_NB4>(W, M, K, x, nb, y, st);
+    else gemv_h16_launch_nb<BF, 8, GEMV_H16_NB8>(W, M, K, x, nb, y, st);
     return 0;
 }
 
@@ -357,6 +379,9 @@ template <class T>
 static int gemv_q8x_launch(const void *W, int M, int K, const float *x, int nb, float *y,
                            cudaStream_t st) {
     if (!gemv_q8x_ok(K)) return -1;
+    /* batch 1: long rows (K = 11008) go faster with 2 rows per warp (half the CTAs quantise x;
+     * 2 rows in flight per segment), short ones with 1 (more warps) */
+    if (nb <= 1 && K >= 8192) return gemv_q8x_launch_nb<T, 1, 2>(W, M, K, x, nb, y, st);
     if (nb <= 1) return gemv_q8x_launch_nb<T, 1, 1>(W, M, K, x, nb, y, st);
     if (nb <= 2) return gemv_q8x_launch_nb<T, 2, 1>(W, M, K, x, nb, y, st);
     if (nb <= 4) return gemv_q8x_launch_nb<T, 4, 2>(W, M, K, x, nb, y, st);
