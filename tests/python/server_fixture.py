@@ -81,8 +81,11 @@ class Server:
                 with urllib.request.urlopen(self.base_url + "/health", timeout=2) as r:
                     if r.status == 200:
                         return True
+            except urllib.error.HTTPError as e:
+                # while the model loads /health says 503; anything else is wrong
+                assert e.code == 503, f"/health answered {e.code} while starting"
             except (urllib.error.URLError, ConnectionError, OSError):
-                pass  # not listening yet, or 503 while the model loads
+                pass  # not listening yet
             time.sleep(0.1)
         self.proc.kill()
         self.proc.wait()

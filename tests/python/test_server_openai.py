@@ -442,3 +442,57 @@ def test_parse_prometheus_rejects_garbage():
         parse_prometheus('m{a="1" 3\n')
     types, samples = parse_prometheus('# TYPE m counter\nm{a="x\\"y",b="2"} 3\nn +Inf\n')
     assert types == {"m": "counter"} and samples[0] == ("m", {"a": 'x\\"y', "b": "2"}, 3.0)
+
+
+# --- lifecycle and the streaming extension (servers of their own) ----------------------------
+
+def test_streaming_extension_outlives_the_context(binary, default_model):
+    """streaming: {sink, window} (StreamingLLM) generates past a 128-token context in constant
+    memory; without it the same request is refused as too long."""
+    with running_server("-c", 128, model=default_model) as srv:
+        c = openai.OpenAI(base_url=srv.base_url + "/v1", api_key="x", max_retries=0,
+                          timeout=300)
+        model = srv_model_noauth(srv)
+        kw = dict(model=model, prompt="Once upon a time", max_tokens=300, temperature=0.8,
+                  seed=1)
+        with pytest.raises(openai.BadRequestError):
+            c.completions.create(**kw)
+        r = c.completions.create(**kw, extra_body={"ignore_eos": True,
+                                                   "streaming": {"sink": 16, "window": 48}})
+        assert r.usage.completion_tokens == 300 and r.choices[0].finish_reason == "length"
+        assert len(r.choices[0].text) > 300
+
+
+def test_sigterm_with_a_stream_in_flight(binary, default_model):
+    """SIGTERM while a long stream runs: the server stops accepting, ends the stream (finished
+    or cancelled after --shutdown-timeout) and exits 0."""
+    import signal
+    import time
+
+    from server_fixture import Server
+    srv = Server("--shutdown-timeout", 2, model=default_model).start()
+    try:
+        c = openai.OpenAI(base_url=srv.base_url + "/v1", api_key="x", max_retries=0,
+                          timeout=120)
+        stream = c.completions.create(model=srv_model_noauth(srv), prompt="Count: 1, 2,",
+                                      max_tokens=3000, stream=True,
+                                      extra_body={"ignore_eos": True})
+        it = iter(stream)
+        for _ in range(3):
+            next(it)
+        srv.proc.send_signal(signal.SIGTERM)
+        t0 = time.monotonic()
+        rest = 0
+        try:
+            for _ in it:
+                rest += 1
+        except Exception:  # noqa: BLE001 -- a cut stream is allowed; a hang is not
+            pass
+        assert time.monotonic() - t0 < 15, "the stream outlived the shutdown timeout"
+        assert rest < 2900, "the stream was not stopped"
+        rc = srv.proc.wait(timeout=15)
+        assert rc == 0, srv.log_text()[-3000:]
+    finally:
+        if srv.proc.poll() is None:
+            srv.proc.kill()
+            srv.proc.wait()
