@@ -34,11 +34,12 @@ template <bool BF> __device__ __forceinline__ float2 si_h2x2f(uint32_t u) {
 
 #define GEMV_H16_WARPS 8
 /* Rows per warp R and 16-byte loads per row and lane in flight U, per batch size. Chosen on the
- * H200 (tests/cuda/LAST_RUN.md): more rows per warp share the x loads, more loads in flight hide
- * the latency, both cost registers (occupancy). A second register buffer (loading chunk i + 1
- * while chunk i is summed) measured 2-25 % slower, so there is none. */
+ * H200 (tests/cuda/LAST_RUN.md): more rows per warp share the x loads, more loads per lane are
+ * more bytes in flight, both cost registers. At batch 1, occupancy won: R = 1, U = 4 (36
+ * registers) beat 2 x 8 (90) by 3-11 points on every shape. A second register buffer (chunk
+ * i + 1 loading while chunk i is summed) measured 2-25 % slower, so there is none. */
 #ifndef GEMV_H16_NB1
-#define GEMV_H16_NB1 2, 8
+#define GEMV_H16_NB1 1, 4
 #endif
 #ifndef GEMV_H16_NB2
 #define GEMV_H16_NB2 2, 8
