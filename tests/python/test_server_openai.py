@@ -17,8 +17,8 @@ openai = pytest.importorskip("openai")
 MODEL_NAME = "smol-test"
 CTX = 1024
 HELLO = [{"role": "user", "content": "Name three colours."}]
-# ~300 tokens: longer than several 16-token KV blocks, so a repeat is served from the prefix cache.
-LONG_PROMPT = " ".join(f"item {i} is a {['red', 'green', 'blue'][i % 3]} box;" for i in range(60))
+# ~200 tokens: longer than several 16-token KV blocks, so a repeat is served from the prefix cache.
+LONG_PROMPT = " ".join(f"item {i} is a {['red', 'green', 'blue'][i % 3]} box;" for i in range(20))
 
 
 @pytest.fixture(scope="module")
@@ -409,29 +409,45 @@ METRIC_FAMILIES = {
 }
 
 
-def test_metrics(server, client):
-    chat(client, max_tokens=3)
+def get_metrics(server):
     status, headers, body = raw_request(server.base_url, "GET", "/metrics")
     assert status == 200
     assert headers["content-type"].startswith("text/plain"), headers
-    types, samples = parse_prometheus(body.decode())
+    return parse_prometheus(body.decode())
+
+
+def test_metrics(server, client):
+    _, before = get_metrics(server)
+    msgs = [{"role": "user", "content": LONG_PROMPT}]
+    r1 = chat(client, messages=msgs, max_tokens=3, extra_body={"ignore_eos": True})
+    r2 = chat(client, messages=msgs, max_tokens=3, extra_body={"ignore_eos": True})
+    check_openai_error(post(server, "/v1/chat/completions", b"{"), 400)
+    types, samples = get_metrics(server)
     missing = {n for n in METRIC_FAMILIES if n not in types}
     assert not missing, f"missing metric families {missing}; have {sorted(types)}"
     for n, t in METRIC_FAMILIES.items():
         assert types[n] == t, (n, types[n])
     check_histograms(types, samples)
-    ok = metric(samples, "swiftinfer_requests_total", status="200")
-    assert ok is not None and ok >= 10, ok
-    assert metric(samples, "swiftinfer_generation_tokens_total") > 0
-    assert metric(samples, "swiftinfer_time_to_first_token_seconds_count") >= 10
+
+    def delta(name, **labels):
+        return metric(samples, name, **labels) - (metric(before, name, **labels) or 0)
+
+    assert delta("swiftinfer_requests_total", status="200") == 2
+    assert delta("swiftinfer_requests_total", status="400") == 1
+    assert delta("swiftinfer_generation_tokens_total") == 6
+    assert delta("swiftinfer_prompt_tokens_total") == \
+        r1.usage.prompt_tokens + r2.usage.prompt_tokens
+    assert delta("swiftinfer_time_to_first_token_seconds_count") == 2
+    assert delta("swiftinfer_e2e_request_latency_seconds_count") == 2
+    assert delta("swiftinfer_inter_token_latency_seconds_count") == 4  # 2 gaps per request
+    assert delta("swiftinfer_prefix_cache_hits_total") > 0  # the repeated prompt
     assert metric(samples, "swiftinfer_num_requests_running") == 0
     assert metric(samples, "swiftinfer_num_requests_waiting") == 0
     assert metric(samples, "swiftinfer_http_requests_in_flight") == 0
     assert metric(samples, "swiftinfer_kv_blocks", state="used") == 0
     assert metric(samples, "swiftinfer_kv_blocks", state="total") > 0
-    assert metric(samples, "swiftinfer_kv_blocks", state="cached") > 0  # the prefix cache
-    hit = metric(samples, "swiftinfer_prefix_cache_hit_rate")
-    assert 0 < hit <= 1, hit  # test_cached_tokens_on_repeated_prompt hit the cache
+    assert metric(samples, "swiftinfer_kv_blocks", state="cached") > 0
+    assert 0 < metric(samples, "swiftinfer_prefix_cache_hit_rate") <= 1
 
 
 def test_parse_prometheus_rejects_garbage():
@@ -449,18 +465,19 @@ def test_parse_prometheus_rejects_garbage():
 def test_streaming_extension_outlives_the_context(binary, default_model):
     """streaming: {sink, window} (StreamingLLM) generates past a 128-token context in constant
     memory; without it the same request is refused as too long."""
+    n = 200
     with running_server("-c", 128, model=default_model) as srv:
         c = openai.OpenAI(base_url=srv.base_url + "/v1", api_key="x", max_retries=0,
                           timeout=300)
         model = srv_model_noauth(srv)
-        kw = dict(model=model, prompt="Once upon a time", max_tokens=300, temperature=0.8,
+        kw = dict(model=model, prompt="Once upon a time", max_tokens=n, temperature=0.8,
                   seed=1)
         with pytest.raises(openai.BadRequestError):
             c.completions.create(**kw)
         r = c.completions.create(**kw, extra_body={"ignore_eos": True,
                                                    "streaming": {"sink": 16, "window": 48}})
-        assert r.usage.completion_tokens == 300 and r.choices[0].finish_reason == "length"
-        assert len(r.choices[0].text) > 300
+        assert r.usage.completion_tokens == n and r.choices[0].finish_reason == "length"
+        assert len(r.choices[0].text) > n
 
 
 def test_sigterm_with_a_stream_in_flight(binary, default_model):
