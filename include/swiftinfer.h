@@ -65,10 +65,19 @@ const char *si_type_name(si_type t);
 
 typedef struct si_model si_model;
 
+/* Where the model runs. AUTO: the CUDA backend when it is built in and a GPU is present
+ * (cudaGetDeviceCount), else the CPU. */
+typedef enum si_device {
+    SI_DEVICE_AUTO = 0,
+    SI_DEVICE_CPU,
+    SI_DEVICE_CUDA,
+} si_device;
+
 typedef struct si_model_params {
     int32_t n_ctx;      /* context window in tokens; 0: the model's trained length, capped at 4096 */
     int32_t n_threads;  /* CPU threads; 0: all online cores */
     bool verbose;       /* print load progress to stderr */
+    si_device device;   /* SI_DEVICE_CUDA without a usable GPU: si_model_load fails */
 } si_model_params;
 
 si_model_params si_model_default_params(void);
@@ -162,6 +171,9 @@ typedef struct si_engine_params {
     int32_t n_blocks;           /* KV blocks of 16 tokens when kv_memory is 0; both 0: room
                                  * for max_num_seqs full contexts, capped at 1 GiB, at least one
                                  * context */
+    float gpu_memory_fraction;  /* CUDA only, > 0: the KV pool gets this fraction of the free GPU
+                                 * memory minus the weights and scratch (vLLM's
+                                 * gpu_memory_utilization); overrides kv_memory and n_blocks */
 } si_engine_params;
 
 si_engine_params si_engine_default_params(void);

@@ -49,6 +49,17 @@ bool cli_parse_float(const char *flag, const char *s, double lo, double hi, doub
     return true;
 }
 
+bool cli_parse_device(const char *flag, const char *s, si_device *out) {
+    if (s && !strcmp(s, "cuda")) *out = SI_DEVICE_CUDA;
+    else if (s && !strcmp(s, "cpu")) *out = SI_DEVICE_CPU;
+    else if (s && !strcmp(s, "auto")) *out = SI_DEVICE_AUTO;
+    else {
+        cli_fail("%s expects cuda, cpu or auto, got '%s'", flag, s ? s : "");
+        return false;
+    }
+    return true;
+}
+
 void cli_gen_opts_init(cli_gen_opts *o) {
     memset(o, 0, sizeof *o);
     o->mp = si_model_default_params();
@@ -62,6 +73,7 @@ const char CLI_GEN_FLAGS_HELP[] =
     "  -m, --model FILE          GGUF model file (required)\n"
     "  -c, --ctx-size N          context window in tokens (default: the model's, at most 4096)\n"
     "  -t, --threads N           CPU threads (default: all cores)\n"
+    "      --device cuda|cpu     where the model runs (default: cuda when a GPU is present)\n"
     "generation:\n"
     "  -n, --n-predict N         tokens to generate (default -1: until end of generation)\n"
     "      --ignore-eos          keep generating past end-of-generation tokens\n"
@@ -106,6 +118,9 @@ int cli_parse_gen_flag(cli_gen_opts *o, int argc, char **argv, int *i) {
         VALUE();
         if (!cli_parse_int(a, v, 1, 1024, &iv)) return -1;
         o->mp.n_threads = (int32_t)iv;
+    } else if (IS("--device")) {
+        VALUE();
+        if (!cli_parse_device(a, v, &o->mp.device)) return -1;
     } else if (IS("-n") || IS("--n-predict")) {
         VALUE();
         if (!cli_parse_int(a, v, -1, 1 << 30, &iv)) return -1;

@@ -17,6 +17,9 @@ int cli_fail_status(si_status st); /* message from si_last_error() */
 bool cli_parse_int(const char *flag, const char *s, long lo, long hi, long *out);
 bool cli_parse_float(const char *flag, const char *s, double lo, double hi, double *out);
 
+/* "cuda" or "cpu" (also "auto") for --device; false after printing an error naming flag. */
+bool cli_parse_device(const char *flag, const char *s, si_device *out);
+
 /* Options common to commands that load a model and generate. */
 typedef struct cli_gen_opts {
     const char *model;

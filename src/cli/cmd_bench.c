@@ -38,6 +38,7 @@ typedef struct {
     bool json, memory;
     double bw;     /* GB/s; 0: measure */
     long mem_mib;  /* buffer for the bandwidth measurement */
+    si_device device;
 } bench_opts;
 
 /* One line of results: a test on a model. */
@@ -65,6 +66,7 @@ static void usage(FILE *f) {
             "  -t, --threads N    CPU threads (default: all online cores)\n"
             "  -r, --repetitions N  timed runs of each test after one warm-up (default 3)\n"
             "  -b, --batch N      prompt tokens per eval call (default 512)\n"
+            "      --device D     cuda or cpu (default: cuda when a GPU is present)\n"
             "      --bw GBPS      DRAM read bandwidth for the roofline (default: measured)\n"
             "      --memory       only measure the DRAM read bandwidth\n"
             "      --memory-mib N buffer for the bandwidth measurement (default 2048; choose it\n"
@@ -128,6 +130,8 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
             if (!cli_parse_int(a, argv[++i], 1, MAX_REPS, &o->reps)) return 2;
         } else if ((!strcmp(a, "-b") || !strcmp(a, "--batch")) && has_val) {
             if (!cli_parse_int(a, argv[++i], 1, 1 << 20, &o->batch)) return 2;
+        } else if (!strcmp(a, "--device") && has_val) {
+            if (!cli_parse_device(a, argv[++i], &o->device)) return 2;
         } else if (!strcmp(a, "--bw") && has_val) {
             if (!cli_parse_float(a, argv[++i], 0.001, 1e6, &o->bw)) return 2;
         } else if (!strcmp(a, "--memory-mib") && has_val) {
@@ -398,6 +402,7 @@ int cmd_bench(int argc, char **argv) {
         const char *path = o.models[mi];
         si_model_params mp = si_model_default_params();
         mp.n_threads = (int32_t)o.threads;
+        mp.device = o.device;
         mp.n_ctx = (int32_t)(max_tok < 16 ? 16 : max_tok);
         si_model *m = NULL;
         si_session *s = NULL;

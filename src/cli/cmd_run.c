@@ -30,6 +30,7 @@ static void usage(FILE *f) {
                "      --max-batched-tokens N  tokens per step (default 512)\n"
                "      --kv-memory MIB       KV cache budget in MiB (default: enough for\n"
                "                            max-num-seqs full contexts, at most 1024)\n"
+               "      --gpu-memory-fraction F  CUDA: KV pool = F x free GPU memory - weights - scratch\n"
                "      --stream-window W     streaming generation (attention sinks): keep the last\n"
                "                            W tokens in the cache; constant memory, no length limit\n"
                "      --stream-sink S       ... and the first S tokens as sinks (default 4)\n"
@@ -92,6 +93,10 @@ int cmd_run(int argc, char **argv) {
         } else if (!strcmp(a, "--max-batched-tokens") && i + 1 < argc) {
             if (!cli_parse_int(a, argv[++i], 1, 1 << 20, &iv)) return 2;
             ro.ep.max_batched_tokens = (int32_t)iv;
+        } else if (!strcmp(a, "--gpu-memory-fraction") && i + 1 < argc) {
+            double fv;
+            if (!cli_parse_float(a, argv[++i], 1e-3, 1, &fv)) return 2;
+            ro.ep.gpu_memory_fraction = (float)fv;
         } else if (!strcmp(a, "--kv-memory") && i + 1 < argc) {
             if (!cli_parse_int(a, argv[++i], 1, 1 << 20, &iv)) return 2;
             ro.ep.kv_memory = (size_t)iv << 20;

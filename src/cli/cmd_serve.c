@@ -28,7 +28,9 @@ static void usage(FILE *f) {
             "      --max-wait-ms N       when idle, wait up to N ms for --min-batch requests (0)\n"
             "      --min-batch N         (default 1)\n"
             "      --kv-memory MIB       KV cache budget in MiB (default: max-num-seqs contexts,\n"
-            "                            at most 1024)\n");
+            "                            at most 1024)\n"
+            "      --device cuda|cpu     where the model runs (default: cuda when a GPU is present)\n"
+            "      --gpu-memory-fraction F  CUDA: KV pool = F x free GPU memory - weights - scratch\n");
 }
 
 int cmd_serve(int argc, char **argv) {
@@ -80,6 +82,12 @@ int cmd_serve(int argc, char **argv) {
         } else if (IS("--min-batch") && has) {
             if (!cli_parse_int(a, argv[++i], 1, 4096, &iv)) return 2;
             c.ep.min_batch = (int32_t)iv;
+        } else if (IS("--device") && has) {
+            if (!cli_parse_device(a, argv[++i], &c.mp.device)) return 2;
+        } else if (IS("--gpu-memory-fraction") && has) {
+            double fv;
+            if (!cli_parse_float(a, argv[++i], 1e-3, 1, &fv)) return 2;
+            c.ep.gpu_memory_fraction = (float)fv;
         } else if (IS("--kv-memory") && has) {
             if (!cli_parse_int(a, argv[++i], 1, 1 << 20, &iv)) return 2;
             c.ep.kv_memory = (size_t)iv << 20;

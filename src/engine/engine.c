@@ -23,6 +23,7 @@
 #include "core/error.h"
 #include "engine/kv_pool.h"
 #include "engine/scheduler.h"
+#include "backend/backend.h"
 #include "model/forward.h"
 #include "model/model.h"
 #include "tokenizer/detok.h"
@@ -63,8 +64,8 @@ struct si_engine {
     si_model *m;
     si_engine_params p;
     int32_t n_vocab, max_blocks;
-    kv_cache *kv;
-    forward_scratch *ws;
+    const si_backend *be; /* the model's device: KV storage, scratch and the forward pass */
+    void *bs;             /* be's state */
     float *logits; /* [max_num_seqs][n_vocab] */
     kv_pool *pool;
     sched *s;
@@ -386,7 +387,7 @@ static void *engine_main(void *arg) {
         if (hold_for_batch(e)) continue;
         const si_batch *b = sched_step(e->s);
         if (b->n_tokens > 0) {
-            forward_batch(e->m, e->kv, b, e->ws, e->logits);
+            e->be->forward(e->bs, b, e->logits);
             const int32_t n = sched_n_scheduled(e->s);
             sched_update(e->s);
             e->steps++;
@@ -455,22 +456,32 @@ si_status si_engine_create(si_model *m, const si_engine_params *params, si_engin
         const int64_t cap = (int64_t)((1ull << 30) / block_bytes);
         if (n_blocks > cap) n_blocks = cap > max_blocks ? cap : max_blocks;
     }
+    const si_backend *be = backend_for_model(m);
+    backend_params bp = {0, p.max_batched_tokens, p.max_num_seqs, max_blocks * KV_BLOCK_SIZE};
+    if (p.gpu_memory_fraction > 0 && be->kv_blocks_for_fraction) {
+        if (p.gpu_memory_fraction > 1)
+            return si_error(SI_ERR_INVALID_ARG, "engine: gpu_memory_fraction %g must be in (0, 1]",
+                            (double)p.gpu_memory_fraction);
+        si_status fst = be->kv_blocks_for_fraction(m, &bp, p.gpu_memory_fraction, block_bytes,
+                                                   &n_blocks);
+        if (fst) return fst;
+    }
     if (n_blocks > INT32_MAX / KV_BLOCK_SIZE) n_blocks = INT32_MAX / KV_BLOCK_SIZE;
     p.n_blocks = (int32_t)n_blocks;
+    bp.n_blocks = p.n_blocks;
 
     si_engine *e = calloc(1, sizeof *e);
     if (!e) return si_error(SI_ERR_NOMEM, "engine: out of memory");
     e->m = m;
     e->p = p;
+    e->be = be;
     e->n_vocab = si_model_n_vocab(m);
     e->max_blocks = max_blocks;
     e->next_id = 1;
     sched_params sp = {p.max_num_seqs, p.max_batched_tokens, max_blocks};
     si_status st;
-    if ((st = kv_cache_create(hp->n_layer, kv_dim, p.n_blocks, KV_BLOCK_SIZE, &e->kv)) ||
-        (st = forward_scratch_create(m, p.max_batched_tokens, p.max_num_seqs,
-                                     max_blocks * KV_BLOCK_SIZE, &e->ws)) ||
-        (st = kv_pool_create(p.n_blocks, &e->pool)) || (st = sched_create(&sp, e->pool, &e->s)))
+    if ((st = be->create(m, &bp, &e->bs)) || (st = kv_pool_create(p.n_blocks, &e->pool)) ||
+        (st = sched_create(&sp, e->pool, &e->s)))
         goto fail;
     e->logits = malloc((size_t)p.max_num_seqs * e->n_vocab * sizeof *e->logits);
     if (!e->logits) {
@@ -494,8 +505,7 @@ si_status si_engine_create(si_model *m, const si_engine_params *params, si_engin
 fail:
     sched_free(e->s);
     kv_pool_free(e->pool);
-    forward_scratch_free(e->ws);
-    kv_cache_free(e->kv);
+    if (e->bs) e->be->free(e->bs);
     free(e->logits);
     free(e);
     return st;
@@ -517,8 +527,7 @@ void si_engine_free(si_engine *e) {
         }
     sched_free(e->s);
     kv_pool_free(e->pool);
-    forward_scratch_free(e->ws);
-    kv_cache_free(e->kv);
+    if (e->bs) e->be->free(e->bs);
     free(e->logits);
     pthread_mutex_destroy(&e->mu);
     pthread_cond_destroy(&e->wake);
@@ -564,6 +573,10 @@ static si_status make_request(si_engine *e, const si_request *q, ereq **out) {
     else if (q->top_logprobs < 0 || q->top_logprobs > SI_MAX_TOP_LOGPROBS)
         st = si_error(SI_ERR_INVALID_ARG, "request: top_logprobs %d is outside 0..%d",
                       q->top_logprobs, SI_MAX_TOP_LOGPROBS);
+    else if (streaming && !e->be->rope_on_read)
+        st = si_error(SI_ERR_UNSUPPORTED, "request: streaming generation (stream_window) is not "
+                      "supported on the %s backend yet (its attention cannot rotate keys on "
+                      "read); use --device cpu", e->be->name);
     for (int32_t i = 0; !st && i < q->n_stop; i++) {
         size_t l = q->stop[i] ? strlen(q->stop[i]) : 0;
         if (l == 0 || l > SI_MAX_STOP_LEN)

@@ -3,11 +3,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/backend.h"
 #include "core/error.h"
 #include "model/model.h"
 
 si_model_params si_model_default_params(void) {
-    return (si_model_params){.n_ctx = 0, .n_threads = 0, .verbose = false};
+    return (si_model_params){.n_ctx = 0, .n_threads = 0, .verbose = false,
+                             .device = SI_DEVICE_AUTO};
 }
 
 si_status si_model_load(const char *path, const si_model_params *p, si_model **out) {
@@ -22,6 +24,7 @@ si_status si_model_load(const char *path, const si_model_params *p, si_model **o
         return si_error(SI_ERR_NOMEM, "%s: out of memory", path);
     }
     si_status st;
+    if ((st = backend_resolve(p->device, &m->device))) goto fail;
     if (p->verbose) fprintf(stderr, "loading %s ...\n", path);
     if ((st = gguf_open(path, &m->file)) || (st = arch_load(m)) ||
         (st = tokenizer_load(m->file, &m->tok)))

@@ -70,6 +70,7 @@ struct si_model {
     const char *chat_template; /* tokenizer.chat_template or NULL, owned by file */
     int32_t n_ctx;
     thread_pool *pool;
+    si_device device; /* resolved at load: SI_DEVICE_CPU or SI_DEVICE_CUDA (backend/backend.h) */
 };
 
 /* Fills m->hp and the tensor views from m->file per the architecture table; errors name the

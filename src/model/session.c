@@ -1,6 +1,6 @@
 /* session.c — si_session: the single-sequence generation path, a one-sequence batch through
- * forward_batch. All memory is allocated at creation (KV cache for n_ctx tokens, scratch for
- * SESSION_MAX_CHUNK tokens). */
+ * the model's backend (backend/backend.h). All memory is allocated at creation (KV cache for
+ * n_ctx tokens, scratch for SESSION_MAX_CHUNK tokens). */
 #include "model/session.h"
 
 #include <stdlib.h>
@@ -15,10 +15,13 @@ si_status si_session_create(si_model *m, si_session **out) {
     si_session *s = calloc(1, sizeof *s);
     if (!s) return si_error(SI_ERR_NOMEM, "session: out of memory");
     s->m = m;
-    si_status st = kv_cache_create(hp->n_layer, kv_dim, n_blocks, KV_BLOCK_SIZE, &s->kv);
-    if (st == SI_OK) st = forward_scratch_create(m, SESSION_MAX_CHUNK, 1, m->n_ctx, &s->ws);
+    s->be = backend_for_model(m);
+    s->n_blocks = n_blocks;
+    const backend_params bp = {n_blocks, SESSION_MAX_CHUNK, 1, m->n_ctx};
+    si_status st = s->be->create(m, &bp, &s->bs);
     if (st != SI_OK) {
         si_session_free(s);
+        if (st != SI_ERR_NOMEM) return st; /* the backend's message says what went wrong */
         return si_error(st, "session: out of memory for a %d-token context (%zu MiB of KV "
                         "cache)", m->n_ctx,
                         (kv_cache_block_bytes(hp->n_layer, kv_dim, KV_BLOCK_SIZE) * n_blocks) >> 20);
@@ -38,8 +41,7 @@ si_status si_session_create(si_model *m, si_session **out) {
 
 void si_session_free(si_session *s) {
     if (!s) return;
-    kv_cache_free(s->kv);
-    forward_scratch_free(s->ws);
+    if (s->bs) s->be->free(s->bs);
     free(s->block_table);
     free(s->pos);
     free(s->seq);
@@ -61,12 +63,12 @@ static void session_forward(si_session *s, const int32_t *tokens, int32_t n, boo
         .seq = s->seq,
         .n_seqs = 1,
         .seq_len = &seq_len,
-        .max_blocks = s->kv->n_blocks,
+        .max_blocks = s->n_blocks,
         .block_table = s->block_table,
         .rope_on_read = &rope_on_read,
         .logits_row = &logits_row,
     };
-    forward_batch(s->m, s->kv, &b, s->ws, s->logits);
+    s->be->forward(s->bs, &b, s->logits);
     s->n_past = seq_len;
 }
 

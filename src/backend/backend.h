@@ -1,0 +1,71 @@
+/* backend.h — what the engine and si_session call to run the model: a small table of function
+ * pointers per device (ggml-backend's design, DESIGN.md "Backends"). A backend owns everything
+ * device-side for one model: the weights as its kernels read them, the paged KV storage and the
+ * per-step scratch. Which KV blocks belong to which sequence stays the engine's business
+ * (kv_pool): the backend only sees block ids in the batch's block tables.
+ *
+ * cpu  (src/backend/cpu/cpu_backend.c): forward_batch over a host kv_cache, weights in place.
+ * cuda (src/backend/cuda/cuda_backend.c): weights uploaded once, KV pool and scratch in device
+ *      memory, the same forward pass as a flat list of kernel launches. */
+#ifndef SI_BACKEND_BACKEND_H
+#define SI_BACKEND_BACKEND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "model/batch.h"
+#include "model/model.h"
+
+/* Sizes fixed for the backend state's lifetime. */
+typedef struct backend_params {
+    int32_t n_blocks;   /* KV blocks of KV_BLOCK_SIZE tokens (all layers, K and V) */
+    int32_t max_tokens; /* tokens per forward call */
+    int32_t max_seqs;   /* sequences per forward call */
+    int32_t max_kv;     /* KV length of any sequence; block tables have max_kv / 16 columns */
+} backend_params;
+
+typedef struct backend_stats {
+    const char *device;   /* "cpu" or the GPU's name */
+    size_t weight_bytes;  /* device copies of the weights (0: used in place) */
+    size_t kv_bytes;      /* the KV pool */
+    size_t scratch_bytes; /* per-step scratch */
+} backend_stats;
+
+typedef struct si_backend {
+    const char *name; /* "cpu", "cuda" */
+    /* true when attention can rotate keys stored un-rotated (si_batch.rope_on_read), which
+     * streaming (attention-sink) sequences need */
+    bool rope_on_read;
+    /* Prepares m for this device and allocates KV storage and scratch for p. *state is the
+     * caller's until free. Errors name what did not fit. */
+    si_status (*create)(si_model *m, const backend_params *p, void **state);
+    /* forward_batch's contract (src/model/forward.h): writes each token's K/V, attends through
+     * the block tables, and writes n_vocab logits to logits_host + s * n_vocab for each
+     * sequence s with b->logits_row[s] >= 0 (host memory; the call returns when they are
+     * there). Rows of sequences that want no logits are unspecified. */
+    void (*forward)(void *state, const si_batch *b, float *logits_host);
+    void (*stats)(const void *state, backend_stats *out);
+    void (*free)(void *state);
+    /* KV blocks of block_bytes that fit in `fraction` of the device's free memory once m's
+     * weights and the scratch for p (p->n_blocks ignored) are taken out; SI_ERR_NOMEM with the
+     * numbers when nothing is left. NULL on backends without their own memory (cpu). */
+    si_status (*kv_blocks_for_fraction)(const si_model *m, const backend_params *p,
+                                        double fraction, size_t block_bytes, int64_t *n_blocks);
+} si_backend;
+
+/* The backend tables. backend_cuda() is NULL when SwiftInfer was built without CUDA. */
+const si_backend *backend_cpu(void);
+const si_backend *backend_cuda(void);
+
+/* True when the CUDA backend is built in and the runtime sees at least one GPU. */
+bool backend_cuda_usable(void);
+
+/* Resolves a requested device: AUTO becomes CUDA when usable, else CPU; CUDA without a usable
+ * GPU is SI_ERR_UNSUPPORTED with the reason. */
+si_status backend_resolve(si_device want, si_device *out);
+
+/* The table for the device m was loaded for (m->device). */
+const si_backend *backend_for_model(const si_model *m);
+
+#endif
