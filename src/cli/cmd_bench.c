@@ -24,6 +24,7 @@
 #include "cli/commands.h"
 #include "model/model.h"
 #include "quant/quant.h"
+#include "cli/bench_concurrency.h"
 
 #define MAX_MODELS 64
 #define MAX_TESTS 16
@@ -37,6 +38,8 @@ typedef struct {
     long threads, reps, batch;
     bool json, memory;
     double bw;     /* GB/s; 0: measure */
+    long conc[MAX_TESTS]; /* --concurrency levels */
+    int n_conc;
     long mem_mib;  /* buffer for the bandwidth measurement */
     si_device device;
 } bench_opts;
@@ -71,7 +74,11 @@ static void usage(FILE *f) {
             "      --memory       only measure the DRAM read bandwidth\n"
             "      --memory-mib N buffer for the bandwidth measurement (default 2048; choose it\n"
             "                     far above the last-level cache)\n"
-            "      --json         machine-readable output on stdout\n\n"
+            "      --json         machine-readable output on stdout\n"
+            "  -c, --concurrency L  instead of pp/tg: run c requests at once through the engine\n"
+            "                     (continuous batching) for each c in L, each with a random\n"
+            "                     prompt of the first -p length and the first -n generated\n"
+            "                     tokens; reports aggregate and per-request tokens/s\n\n"
             "The warm-up is one prompt of min(N, batch) tokens for ppN and 8 tokens for tgN.\n"
             "Progress goes to stderr. GB/s = tg t/s x weight bytes read per token (all layer\n"
             "matrices and norms, output norm and matrix, one embedding row).\n");
@@ -136,6 +143,10 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
             if (!cli_parse_float(a, argv[++i], 0.001, 1e6, &o->bw)) return 2;
         } else if (!strcmp(a, "--memory-mib") && has_val) {
             if (!cli_parse_int(a, argv[++i], 1, 1 << 20, &o->mem_mib)) return 2;
+        } else if ((!strcmp(a, "-c") || !strcmp(a, "--concurrency")) && has_val) {
+            if (!parse_list(a, argv[++i], o->conc, &o->n_conc)) return 2;
+            for (int k = 0; k < o->n_conc; k++)
+                if (o->conc[k] < 1) return cli_fail("%s: levels must be >= 1", a) + 1;
         } else if (!strcmp(a, "--memory")) {
             o->memory = true;
         } else if (!strcmp(a, "--json")) {
@@ -345,10 +356,53 @@ static si_status run_test(si_session *s, const int32_t *toks, const bench_opts *
     return SI_OK;
 }
 
+/* --concurrency: one table row per model and level. */
+static int run_concurrency(const bench_opts *o) {
+    const int n_prompt = (int)o->pp[0], n_gen = o->tg[0] > 1 ? (int)o->tg[0] : 2;
+    if (!o->json)
+        printf("| model | threads | concurrency | prompt | gen | aggregate t/s | per-request t/s "
+               "| mean TTFT s | wall s |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
+               "| ---: |\n");
+    else
+        printf("[");
+    bool first = true;
+    for (int mi = 0; mi < o->n_models; mi++) {
+        si_model_params mp = si_model_default_params();
+        mp.n_threads = (int32_t)o->threads;
+        mp.device = o->device;
+        mp.n_ctx = n_prompt + n_gen + 16;
+        si_model *m = NULL;
+        bench_conc_result res[MAX_TESTS];
+        si_status st = si_model_load(o->models[mi], &mp, &m);
+        if (!st) st = bench_concurrency(m, o->conc, o->n_conc, n_prompt, n_gen, res);
+        const int threads = m ? pool_size(m->pool) : 0;
+        si_model_free(m);
+        if (st) return cli_fail("bench: %s: %s", o->models[mi], si_last_error());
+        for (int i = 0; i < o->n_conc; i++) {
+            const bench_conc_result *r = &res[i];
+            if (o->json)
+                printf("%s{\"model\": \"%s\", \"threads\": %d, \"concurrency\": %d, "
+                       "\"n_prompt\": %d, \"n_gen\": %d, \"aggregate_tps\": %.3f, "
+                       "\"per_request_tps\": %.3f, \"ttft_mean_s\": %.4f, \"wall_s\": %.3f}",
+                       first ? "" : ", ", base_name(o->models[mi]), threads, r->concurrency,
+                       r->n_prompt, r->n_gen, r->aggregate_tps, r->per_request_tps,
+                       r->ttft_mean_s, r->wall_s);
+            else
+                printf("| %s | %d | %d | %d | %d | %.2f | %.2f | %.3f | %.2f |\n",
+                       base_name(o->models[mi]), threads, r->concurrency, r->n_prompt, r->n_gen,
+                       r->aggregate_tps, r->per_request_tps, r->ttft_mean_s, r->wall_s);
+            first = false;
+        }
+    }
+    if (o->json) printf("]\n");
+    return 0;
+}
+
 int cmd_bench(int argc, char **argv) {
     bench_opts o;
     const int pr = parse_args(argc, argv, &o);
     if (pr) return pr < 0 ? 0 : pr;
+    if (o.n_conc) return run_concurrency(&o);
 
     const double load0 = load_avg();
     bench_memory_result mem = {0};
