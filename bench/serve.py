@@ -58,12 +58,12 @@ class Result:
         self.chunk_times, self.tokens, self.prompt_tokens = [], 0, 0
 
 
-def one_request(host, port, body, headers, timeout, res):
-    """Streams one chat completion, filling res with client-side timestamps."""
+def one_request(host, port, path, body, headers, timeout, res):
+    """Streams one (chat) completion, filling res with client-side timestamps."""
     conn = res.conn = http.client.HTTPConnection(host, port, timeout=timeout)
     try:
         res.start = time.perf_counter()
-        conn.request("POST", "/v1/chat/completions", body=json.dumps(body), headers=headers)
+        conn.request("POST", path, body=json.dumps(body), headers=headers)
         r = conn.getresponse()
         if r.status != 200:
             res.error = f"HTTP {r.status}: {r.read()[:200]!r}"
@@ -83,7 +83,7 @@ def one_request(host, port, body, headers, timeout, res):
             chunk = json.loads(data)
             now = time.perf_counter()
             for c in chunk.get("choices") or []:
-                if (c.get("delta") or {}).get("content"):
+                if (c.get("delta") or {}).get("content") or c.get("text"):
                     if res.first is None:
                         res.first = now
                     res.chunk_times.append(now)
@@ -125,15 +125,19 @@ def run_rate(args, host, port, model, rate, rng):
         if delay > 0:
             time.sleep(delay)
         prompt = rng.choice(TASKS).format(rng.choice(TOPICS)) + f" (request {i})"
-        body = {"model": model, "messages": [{"role": "user", "content": prompt}],
-                "max_tokens": args.max_tokens, "temperature": args.temperature,
+        body = {"model": model, "max_tokens": args.max_tokens, "temperature": args.temperature,
                 "seed": rng.randrange(1 << 30), "stream": True,
                 "stream_options": {"include_usage": True}}
+        if args.endpoint == "chat":
+            body["messages"] = [{"role": "user", "content": prompt}]
+        else:
+            body["prompt"] = prompt
         if args.ignore_eos:
             body["ignore_eos"] = True
         res = Result()
         results.append(res)
-        th = threading.Thread(target=one_request, args=(host, port, body, headers,
+        path = "/v1/chat/completions" if args.endpoint == "chat" else "/v1/completions"
+        th = threading.Thread(target=one_request, args=(host, port, path, body, headers,
                                                         args.timeout, res), daemon=True)
         th.start()
         threads.append(th)
@@ -142,13 +146,14 @@ def run_rate(args, host, port, model, rate, rng):
         th.join(max(0.0, drain_end - time.perf_counter()))
     stragglers = [r for r, th in zip(results, threads) if th.is_alive()]
     for r in stragglers:  # hang up, so the server cancels them before the next rate
-        r.error = f"unfinished after the {args.max_drain:g} s drain"
         try:
             r.conn.sock.shutdown(socket.SHUT_RDWR)
         except (AttributeError, OSError):
             pass
     for th in threads:
         th.join(5)
+    for r in stragglers:
+        r.ok, r.error = False, f"unfinished after the {args.max_drain:g} s drain"
     wall = time.perf_counter() - t0
     ok = [r for r in results if r.ok]
     ttft = [(r.first - r.start) * 1e3 for r in ok]
@@ -264,6 +269,7 @@ def main():
     ap.add_argument("--duration", type=float, default=60.0,
                     help="seconds of arrivals per rate (the run waits for stragglers)")
     ap.add_argument("--num-requests", type=int, default=0, help="a count instead of a duration")
+    ap.add_argument("--endpoint", choices=["chat", "completions"], default="chat")
     ap.add_argument("--max-tokens", type=int, default=64)
     ap.add_argument("--temperature", type=float, default=0.8)
     ap.add_argument("--ignore-eos", action="store_true", default=True,
@@ -322,7 +328,8 @@ def main():
             json.dump({"server": cmdline or args.url, "model": args.model, "rows": rows}, f,
                       indent=1)
     if args.plot:
-        plot(rows, args.plot, f"{args.model}: streaming chat, {args.max_tokens} output tokens, "
+        plot(rows, args.plot, f"{args.model}: streaming {args.endpoint}, "
+                              f"{args.max_tokens} output tokens, "
                               f"Poisson arrivals, {args.duration:g} s per rate")
         print(f"plot: {args.plot}", file=sys.stderr)
     return 0 if all(m["failed"] == 0 for m in rows) else 1
