@@ -29,6 +29,9 @@ if [ -d .debs ] && ! pkg-config --exists libpcre2-8 2>/dev/null; then
     DEPS=/tmp/deps
     mkdir -p "$DEPS"
     for f in .debs/*.deb; do dpkg -x "$f" "$DEPS"; done
+    # libmicrohttpd.pc names gnutls as a private requirement, whose .pc is not there: drop it
+    # (only the .so's own DT_NEEDED matters, and the GPU image has libgnutls)
+    sed -i '/^Requires.private/d' "$DEPS"/usr/lib/x86_64-linux-gnu/pkgconfig/*.pc
     ML=$DEPS/usr/lib/x86_64-linux-gnu
     export PKG_CONFIG_PATH=$ML/pkgconfig:$DEPS/usr/share/pkgconfig
     export PKG_CONFIG_SYSROOT_DIR=$DEPS PKG_CONFIG_ALLOW_SYSTEM_CFLAGS=1 PKG_CONFIG_ALLOW_SYSTEM_LIBS=1
