@@ -7,7 +7,7 @@
 #      (SI_SKIP_KERNEL_TESTS=1 skips 2 and 3);
 #   4. the whole model on the GPU: the full project (swiftinfer CLI, test_cuda_model) built with
 #      CUDA, synthetic models written by `swiftinfer synth` (tiny, tiny-qwen2, smollm2-135m in
-#      f16/q8_0/q4_0; llama2-7b q4_0 with SI_SYNTH_7B=1), whole-model logits GPU vs CPU and the
+#      f16/q8_0/q4_0; llama2-7b q4_0 with SI_SYNTH_7B=1; more with SI_EXTRA_MODELS), whole-model logits GPU vs CPU and the
 #      engine's exactness on the GPU (test_cuda_model), a CLI smoke run, then
 #      `swiftinfer bench --device cuda -p 512 -n 128` on every synthesised model.
 # The host libraries the full project needs (PCRE2, utf8proc, jansson, libmicrohttpd, xxhash,
@@ -80,6 +80,7 @@ if [ "$full" = 1 ]; then
     specs="tiny-f16:tiny:f16:1e-2 tiny-qwen2-f16:tiny-qwen2:f16:1e-2 smollm2-f16:smollm2-135m:f16:1e-2
            smollm2-q8_0:smollm2-135m:q8_0:5e-2 smollm2-q4_0:smollm2-135m:q4_0:5e-2"
     [ "${SI_SYNTH_7B:-0}" = 1 ] && specs="$specs llama2-7b-q4_0:llama2-7b:q4_0:0"
+    specs="$specs ${SI_EXTRA_MODELS:-}" # more name:shape:type:tol, e.g. tinyllama-q4_0:tinyllama-1.1b:q4_0:0
     bench_models=""
     echo "== synth + test_cuda_model"
     for sp in $specs; do

@@ -21,7 +21,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 #include <cuda_runtime_api.h>
 
@@ -193,28 +192,9 @@ static si_status weights_bytes(const si_model *m, size_t *bytes) {
     return st;
 }
 
-/* Seconds since this process started (Linux /proc), or -1. */
-static double process_age_s(void) {
-    char buf[1024];
-    FILE *f = fopen("/proc/self/stat", "r");
-    if (!f) return -1;
-    const size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = 0;
-    const char *p = strrchr(buf, ')');
-    if (!p) return -1;
-    unsigned long long start = 0;
-    /* after ") ": field 3 (state) ... field 22 (starttime, clock ticks after boot) */
-    int field = 2;
-    for (p++; *p && field < 21; p++)
-        if (*p == ' ') field++;
-    if (sscanf(p, "%llu", &start) != 1) return -1;
-    double up = 0;
-    if (!(f = fopen("/proc/uptime", "r"))) return -1;
-    const int ok = fscanf(f, "%lf", &up);
-    fclose(f);
-    return ok == 1 ? up - (double)start / sysconf(_SC_CLK_TCK) : -1;
-}
+/* When the program started (its static constructors ran), for the "start to ready" time. */
+static double g_t_start;
+__attribute__((constructor)) static void record_start(void) { g_t_start = now_s(); }
 
 static pthread_mutex_t g_weights_mu = PTHREAD_MUTEX_INITIALIZER;
 static cuda_weights *g_weights; /* uploaded models, by si_model pointer */
@@ -399,7 +379,7 @@ static si_status cuda_kv_blocks_for_fraction(const si_model *m, const backend_pa
     const double budget = fraction * (double)free_b;
     const double left = budget - (double)wbytes - (double)scratch;
     if (left < (double)block_bytes)
-        return si_error(SI_ERR_NOMEM, "cuda: the model does not fit in %.2f of the GPU's free "
+        return si_error(SI_ERR_NOMEM, "cuda: the model does not fit in %g of the GPU's free "
                         "memory (%.0f MiB of %.0f MiB free): weights %.0f MiB + scratch %.0f "
                         "MiB leave no room for one KV block (%.2f MiB); raise "
                         "--gpu-memory-fraction, lower --max-batched-tokens, or use a smaller "
@@ -427,7 +407,7 @@ static void cuda_free_state(void *state) {
 static si_status cuda_create(si_model *m, const backend_params *p, void **state) {
     *state = NULL;
     const model_hparams *hp = &m->hp;
-    const double age0 = process_age_s();
+    const double t0 = now_s();
     if (hp->head_dim != 64 && hp->head_dim != 128 && hp->head_dim != 256)
         return si_error(SI_ERR_UNSUPPORTED, "cuda: head_dim %d is not supported by the CUDA "
                         "attention kernel (64, 128, 256); use --device cpu", hp->head_dim);
@@ -489,10 +469,10 @@ static si_status cuda_create(si_model *m, const backend_params *p, void **state)
                                  c->w->rope_freqs, hp->rope == ROPE_NEOX};
     c->attn = (cuda_attn_params){hp->n_head, hp->n_head_kv, hp->head_dim, c->max_blocks,
                                  1.0f / sqrtf((float)hp->head_dim)};
-    const double age1 = process_age_s();
+    const double t1 = now_s();
     fprintf(stderr, "cuda: %s: KV pool %d blocks (%.0f MiB), scratch %.0f MiB for %d tokens; "
-            "ready in %.2f s (%.2f s after process start)\n", c->device, p->n_blocks,
-            MiB(c->kv_bytes), MiB(c->scr_bytes), p->max_tokens, age1 - age0, age1);
+            "ready in %.2f s (%.2f s after program start)\n", c->device, p->n_blocks,
+            MiB(c->kv_bytes), MiB(c->scr_bytes), p->max_tokens, t1 - t0, t1 - g_t_start);
     *state = c;
     return SI_OK;
 }
