@@ -2,8 +2,8 @@
  * the plain loop over quant/'s scalar kernels.
  *
  * Every weight type with a dot product, weight shapes whose row counts do not divide into the
- * chunk sizes, 1, 3, 17 and 64 activation rows (decode, fewer rows than threads, odd tiles,
- * prefill) and pools of 1, 2 and 3 threads. Outputs (and a guard zone after them) are poisoned
+ * chunk sizes, 1, 2, 3, 4, 8, 9, 17 and 64 activation rows (decode, batched decode through the
+ * multi-row kernels with full and partial tiles of 8, fewer rows than threads, prefill) and pools of 1, 2 and 3 threads. Outputs (and a guard zone after them) are poisoned
  * with NaN / a sentinel before every run, the quantisation scratch with 0xFF bytes.
  *
  * Tolerance: |fast - ref| <= 1e-4 * sum_k |w[o][k]| * |x[r][k]| (w dequantised). Both sides
@@ -110,7 +110,7 @@ static void test_matmul_vs_ref(void **state) {
     /* (n_cols, n_out): columns multiples of 256 (k-quant blocks); row counts prime-ish so that
      * chunks and tiles have ragged ends; 301 rows span several chunks of every size */
     static const int64_t SHAPES[][2] = {{256, 7}, {512, 67}, {768, 301}};
-    static const int ROWS[] = {1, 3, 17, 64};
+    static const int ROWS[] = {1, 2, 3, 4, 8, 9, 17, 64};
     int n_types = 0;
     for (int nth = 1; nth <= 3; nth++) {
         thread_pool *p = NULL;

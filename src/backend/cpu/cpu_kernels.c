@@ -8,6 +8,7 @@
 #include "backend/cpu/cpu_kernels.h"
 
 #include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -123,6 +124,16 @@ const char *cpu_isa_level_name(cpu_isa isa) {
     static const char *const names[CPU_ISA_COUNT] = {"scalar", "avx2", "avx512-vnni"};
     const int l = (int)isa;
     return l >= 0 && l < (int)CPU_ISA_COUNT ? names[l] : "?";
+}
+
+void cpu_vec_dot_rows(const cpu_kernels *k, const void *w, const void *x, size_t x_stride,
+                      int n_rows, int64_t n, float *out, size_t out_stride) {
+    if (k->vec_dot_rows) {
+        k->vec_dot_rows(w, x, x_stride, n_rows, n, out, out_stride);
+        return;
+    }
+    for (int r = 0; r < n_rows; r++)
+        out[(size_t)r * out_stride] = k->vec_dot(w, (const uint8_t *)x + (size_t)r * x_stride, n);
 }
 
 const char *cpu_isa_name(void) { return cpu_isa_level_name(cpu_isa_active()); }

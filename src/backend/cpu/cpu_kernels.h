@@ -32,7 +32,22 @@ typedef struct cpu_kernels {
     /* sum over n elements of w[i] * x[i]; w a row of the weight type, x of vec_dot_type;
      * n a multiple of the weight type's block size; no alignment needed */
     float (*vec_dot)(const void *w, const void *x, int64_t n);
+    /* Multi-row dot: out[r * out_stride] = vec_dot(w, x + r * x_stride bytes, n) for r in
+     * [0, n_rows), n_rows >= 1 (any count: the kernel works in groups of up to
+     * CPU_KERNELS_MAX_ROWS). Each weight block is decoded once into registers and reused for
+     * every activation row, each row accumulates in its own registers and is reduced once at the
+     * end, so the results equal vec_dot's up to the float accumulation order. NULL when the type
+     * has no such kernel at this level: callers then loop vec_dot (cpu_vec_dot_rows does). */
+    void (*vec_dot_rows)(const void *w, const void *x, size_t x_stride, int n_rows, int64_t n,
+                         float *out, size_t out_stride);
 } cpu_kernels;
+
+/* The largest activation-row group a vec_dot_rows kernel keeps in registers at once. */
+#define CPU_KERNELS_MAX_ROWS 8
+
+/* k->vec_dot_rows when there is one, else the same results by looping k->vec_dot. */
+void cpu_vec_dot_rows(const cpu_kernels *k, const void *w, const void *x, size_t x_stride,
+                      int n_rows, int64_t n, float *out, size_t out_stride);
 
 /* The best kernels for weights of type t on this CPU (after SWIFTINFER_ISA), falling back per
  * type to a lower level and finally to the reference; NULL only when quant_get(t) is NULL.

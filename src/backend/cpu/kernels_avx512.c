@@ -13,6 +13,7 @@ static inline __m256i mul_sum_us8(__m256i acc, __m256i u, __m256i s) {
     return _mm256_dpbusd_epi32(acc, u, s);
 }
 
+#define KX86_MAX_ROWS 8 /* AVX-512VL: 32 ymm / zmm registers */
 #include "backend/cpu/kernels_x86.h"
 
 static float vec_dot_f32_avx512(const void *vw, const void *vx, int64_t n) {
@@ -222,17 +223,164 @@ static float vec_dot_q8_0_avx512(const void *vw, const void *vx, int64_t n) {
     return sum;
 }
 
+/* ---- multi-row dots (see kernels_x86.h): two blocks per zmm, as above ----
+ * Per pair of weight blocks the nibbles / |w| and sign mask and the fp16 heads are decoded once;
+ * per activation row what remains is its own head conversion, one or two vpdpbusd and one FMA.
+ * Pairs (not groups of four) keep 576-column rows (18 blocks) free of a single-row tail. */
+
+/* the leading fp16 pairs of two blocks -> [d0, m0, d1, m1] (m: whatever follows d) */
+static inline __m128 head_halves2(const void *base, size_t stride) {
+    const uint8_t *p = base;
+    return _mm_cvtph_ps(_mm_insert_epi32(_mm_cvtsi32_si128((int)load_u32(p)), (int)load_u32(p + stride), 1));
+}
+
+/* lanes 0 and 2 of p -> [p0 x 8, p2 x 8] */
+static inline __m512 spread_pair(__m128 p) {
+    return _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2), _mm512_castps128_ps512(p));
+}
+
+/* lane 1 + lane 3 */
+static inline float sum_odd128(__m128 v) {
+    const __m128 s = _mm_add_ps(v, _mm_movehl_ps(v, v));
+    return _mm_cvtss_f32(_mm_movehdup_ps(s));
+}
+
+KX86_ALWAYS_INLINE void q4_1_rows_avx512(const void *vw, const uint8_t *x, size_t xs, const int R, int64_t n,
+                                         float *out, size_t os) {
+    const block_q4_1 *w = vw;
+    const int64_t nb = n / QK4_1;
+    __m512 acc[8];
+    __m128 accm[8];
+    for (int r = 0; r < R; r++) {
+        acc[r] = _mm512_setzero_ps();
+        accm[r] = _mm_setzero_ps();
+    }
+    int64_t i = 0;
+    for (; i + 2 <= nb; i += 2) {
+        const __m512i q = q4_pair_nibbles(w[i].qs, w[i + 1].qs);
+        const __m128 hw = head_halves2(&w[i], sizeof(*w));
+        for (int r = 0; r < R; r++) {
+            const block_q8_1 *y = (const block_q8_1 *)(x + (size_t)r * xs) + i;
+            const __m128 p = _mm_mul_ps(hw, head_halves2(y, sizeof(*y)));
+            accm[r] = _mm_add_ps(accm[r], p);
+            const __m512i isum = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q, load_pair(y[0].qs, y[1].qs));
+            acc[r] = _mm512_fmadd_ps(spread_pair(p), _mm512_cvtepi32_ps(isum), acc[r]);
+        }
+    }
+    for (int r = 0; r < R; r++) {
+        const block_q8_1 *y = (const block_q8_1 *)(x + (size_t)r * xs);
+        float s = _mm512_reduce_add_ps(acc[r]) + sum_odd128(accm[r]);
+        if (i < nb) s += vec_dot_q4_1_x86(&w[i], &y[i], (nb - i) * QK4_1);
+        out[(size_t)r * os] = s;
+    }
+}
+
+KX86_ALWAYS_INLINE void q4_0_rows_avx512(const void *vw, const uint8_t *x, size_t xs, const int R, int64_t n,
+                                         float *out, size_t os) {
+    const block_q4_0 *w = vw;
+    const int64_t nb = n / QK4_0;
+    const __m512i eight = _mm512_set1_epi8(8);
+    __m512 acc[8];
+    for (int r = 0; r < R; r++) acc[r] = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 2 <= nb; i += 2) {
+        const __m512i q = q4_pair_nibbles(w[i].qs, w[i + 1].qs);
+        const __m128 hw = head_halves2(&w[i], sizeof(*w));
+        for (int r = 0; r < R; r++) {
+            const block_q8_0 *y = (const block_q8_0 *)(x + (size_t)r * xs) + i;
+            const __m128 p = _mm_mul_ps(hw, head_halves2(y, sizeof(*y)));
+            const __m512i yv = load_pair(y[0].qs, y[1].qs);
+            const __m512i isum = _mm512_sub_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), q, yv),
+                                                  _mm512_dpbusd_epi32(_mm512_setzero_si512(), eight, yv));
+            acc[r] = _mm512_fmadd_ps(spread_pair(p), _mm512_cvtepi32_ps(isum), acc[r]);
+        }
+    }
+    for (int r = 0; r < R; r++) {
+        const block_q8_0 *y = (const block_q8_0 *)(x + (size_t)r * xs);
+        float s = _mm512_reduce_add_ps(acc[r]);
+        if (i < nb) s += vec_dot_q4_0_x86(&w[i], &y[i], (nb - i) * QK4_0);
+        out[(size_t)r * os] = s;
+    }
+}
+
+KX86_ALWAYS_INLINE void q8_0_rows_avx512(const void *vw, const uint8_t *x, size_t xs, const int R, int64_t n,
+                                         float *out, size_t os) {
+    const block_q8_0 *w = vw;
+    const int64_t nb = n / QK8_0;
+    __m512 acc[8];
+    for (int r = 0; r < R; r++) acc[r] = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 2 <= nb; i += 2) {
+        const __m512i a = load_pair(w[i].qs, w[i + 1].qs);
+        const __m512i aa = _mm512_abs_epi8(a);
+        const __mmask64 neg = _mm512_movepi8_mask(a);
+        const __m128 hw = head_halves2(&w[i], sizeof(*w));
+        for (int r = 0; r < R; r++) {
+            const block_q8_0 *y = (const block_q8_0 *)(x + (size_t)r * xs) + i;
+            const __m128 p = _mm_mul_ps(hw, head_halves2(y, sizeof(*y)));
+            const __m512i yv = load_pair(y[0].qs, y[1].qs);
+            const __m512i sy = _mm512_mask_sub_epi8(yv, neg, _mm512_setzero_si512(), yv);
+            acc[r] = _mm512_fmadd_ps(spread_pair(p), _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), aa, sy)), acc[r]);
+        }
+    }
+    for (int r = 0; r < R; r++) {
+        const block_q8_0 *y = (const block_q8_0 *)(x + (size_t)r * xs);
+        float s = _mm512_reduce_add_ps(acc[r]);
+        if (i < nb) s += vec_dot_q8_0_x86(&w[i], &y[i], (nb - i) * QK8_0);
+        out[(size_t)r * os] = s;
+    }
+}
+
+/* f16: 64 weights converted once per step, two accumulators per row */
+KX86_ALWAYS_INLINE void f16_rows_avx512(const void *vw, const uint8_t *x, size_t xs, const int R, int64_t n,
+                                        float *out, size_t os) {
+    const uint16_t *a = vw;
+    __m512 acc0[8], acc1[8];
+    for (int r = 0; r < R; r++) acc0[r] = acc1[r] = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        const __m512 w0 = load_f16_512(a + i), w1 = load_f16_512(a + i + 16);
+        for (int r = 0; r < R; r++) {
+            const uint16_t *b = (const uint16_t *)(x + (size_t)r * xs);
+            acc0[r] = _mm512_fmadd_ps(w0, load_f16_512(b + i), acc0[r]);
+            acc1[r] = _mm512_fmadd_ps(w1, load_f16_512(b + i + 16), acc1[r]);
+        }
+    }
+    for (int r = 0; r < R; r++) {
+        const uint16_t *b = (const uint16_t *)(x + (size_t)r * xs);
+        float s = _mm512_reduce_add_ps(_mm512_add_ps(acc0[r], acc1[r]));
+        if (i < n) s += vec_dot_f16_avx512(a + i, b + i, n - i);
+        out[(size_t)r * os] = s;
+    }
+}
+
+static void vec_dot_rows_q4_1_avx512(const void *w, const void *x, size_t xs, int n_rows, int64_t n, float *out, size_t os) {
+    KX86_ROWS(q4_1_rows_avx512, w, x, xs, n_rows, n, out, os);
+}
+
+static void vec_dot_rows_q4_0_avx512(const void *w, const void *x, size_t xs, int n_rows, int64_t n, float *out, size_t os) {
+    KX86_ROWS(q4_0_rows_avx512, w, x, xs, n_rows, n, out, os);
+}
+
+static void vec_dot_rows_q8_0_avx512(const void *w, const void *x, size_t xs, int n_rows, int64_t n, float *out, size_t os) {
+    KX86_ROWS(q8_0_rows_avx512, w, x, xs, n_rows, n, out, os);
+}
+
+static void vec_dot_rows_f16_avx512(const void *w, const void *x, size_t xs, int n_rows, int64_t n, float *out, size_t os) {
+    KX86_ROWS(f16_rows_avx512, w, x, xs, n_rows, n, out, os);
+}
+
 const cpu_kernels *cpu_kernels_avx512_entry(si_type t, int has_bf16);
 
 const cpu_kernels *cpu_kernels_avx512_entry(si_type t, int has_bf16) {
-    static const cpu_kernels k_f32 = {SI_TYPE_F32, quantize_row_f32_x86, vec_dot_f32_avx512};
-    static const cpu_kernels k_f16 = {SI_TYPE_F16, quantize_row_f16_x86, vec_dot_f16_avx512};
-    static const cpu_kernels k_bf16 = {SI_TYPE_BF16, quantize_row_bf16_x86, vec_dot_bf16_avx512};
-    static const cpu_kernels k_q4_0 = {SI_TYPE_Q8_0, quantize_row_q8_0_x86, vec_dot_q4_0_avx512};
-    static const cpu_kernels k_q4_1 = {SI_TYPE_Q8_1, quantize_row_q8_1_x86, vec_dot_q4_1_avx512};
-    static const cpu_kernels k_q5_0 = {SI_TYPE_Q8_0, quantize_row_q8_0_x86, vec_dot_q5_0_avx512};
-    static const cpu_kernels k_q5_1 = {SI_TYPE_Q8_1, quantize_row_q8_1_x86, vec_dot_q5_1_avx512};
-    static const cpu_kernels k_q8_0 = {SI_TYPE_Q8_0, quantize_row_q8_0_x86, vec_dot_q8_0_avx512};
+    static const cpu_kernels k_f32 = {SI_TYPE_F32, quantize_row_f32_x86, vec_dot_f32_avx512, NULL};
+    static const cpu_kernels k_f16 = {SI_TYPE_F16, quantize_row_f16_x86, vec_dot_f16_avx512, vec_dot_rows_f16_avx512};
+    static const cpu_kernels k_bf16 = {SI_TYPE_BF16, quantize_row_bf16_x86, vec_dot_bf16_avx512, NULL};
+    static const cpu_kernels k_q4_0 = {SI_TYPE_Q8_0, quantize_row_q8_0_x86, vec_dot_q4_0_avx512, vec_dot_rows_q4_0_avx512};
+    static const cpu_kernels k_q4_1 = {SI_TYPE_Q8_1, quantize_row_q8_1_x86, vec_dot_q4_1_avx512, vec_dot_rows_q4_1_avx512};
+    static const cpu_kernels k_q5_0 = {SI_TYPE_Q8_0, quantize_row_q8_0_x86, vec_dot_q5_0_avx512, NULL};
+    static const cpu_kernels k_q5_1 = {SI_TYPE_Q8_1, quantize_row_q8_1_x86, vec_dot_q5_1_avx512, NULL};
+    static const cpu_kernels k_q8_0 = {SI_TYPE_Q8_0, quantize_row_q8_0_x86, vec_dot_q8_0_avx512, vec_dot_rows_q8_0_avx512};
     switch (t) {
     case SI_TYPE_Q4_0: return &k_q4_0;
     case SI_TYPE_Q5_0: return &k_q5_0;

@@ -15,7 +15,9 @@
  * (many rows) is tiled so that a chunk of weight rows (MM_CHUNK_PREFILL bytes, meant to stay in
  * L2) is multiplied with every activation row before the next chunk is touched: each weight byte
  * comes from DRAM once per matmul instead of once per activation row. Within a chunk a weight
- * row meets MM_ROW_TILE activation rows back to back while it is still in L1.
+ * row meets a tile of MM_ROW_TILE activation rows in one multi-row kernel call (cpu_kernels.h's
+ * vec_dot_rows): its blocks are decoded once per tile, not once per activation row. Batched
+ * decode (a few sequences, one row each) takes the same path.
  *
  * The dot products and activation quantisers are the best this CPU has (cpu_kernels_get: AVX-512
  * VNNI, AVX2 or scalar, by CPUID). cpu_matmul_ref is the plain reference loop over quant/'s
@@ -41,13 +43,14 @@
 #define MM_CHUNK_DECODE (16 * 1024)
 #define MM_CHUNK_PREFILL (96 * 1024)
 #define MM_MIN_CHUNKS_PER_THREAD 4
-#define MM_ROW_TILE 4
+#define MM_ROW_TILE CPU_KERNELS_MAX_ROWS
 
 /* The kernels one matmul uses: where to quantise activations to and how to dot. */
 typedef struct {
     si_type vec_dot_type;
     void (*quantize_row)(const float *x, void *y, int64_t n);
     float (*vec_dot)(const void *w, const void *x, int64_t n);
+    const cpu_kernels *ck; /* for cpu_vec_dot_rows */
     int64_t x_block; /* elements per block of vec_dot_type */
     size_t x_block_bytes;
 } mm_kernels;
@@ -58,7 +61,7 @@ static mm_kernels mm_kernels_for(si_type t) {
     SI_ASSERT(ck != NULL && ck->vec_dot != NULL && ck->quantize_row != NULL);
     const quant_traits *xt = quant_get(ck->vec_dot_type);
     SI_ASSERT(xt != NULL);
-    return (mm_kernels){ck->vec_dot_type, ck->quantize_row, ck->vec_dot, xt->block_size,
+    return (mm_kernels){ck->vec_dot_type, ck->quantize_row, ck->vec_dot, ck, xt->block_size,
                         (size_t)xt->type_size};
 }
 
@@ -115,12 +118,11 @@ static void mm_chunk(const mm_job *j, int64_t o0, int64_t o1) {
     }
     for (int r0 = 0; r0 < j->n_rows; r0 += MM_ROW_TILE) {
         const int r1 = r0 + MM_ROW_TILE < j->n_rows ? r0 + MM_ROW_TILE : j->n_rows;
-        for (int64_t o = o0; o < o1; o++) {
-            const uint8_t *wrow = j->w + (size_t)o * j->w_row;
-            for (int r = r0; r < r1; r++)
-                j->out[(size_t)r * j->n_out + o] =
-                    j->k.vec_dot(wrow, j->xq + (size_t)r * j->xq_row, j->n_cols);
-        }
+        /* one multi-row call per weight row: its blocks are decoded once for the whole tile */
+        for (int64_t o = o0; o < o1; o++)
+            cpu_vec_dot_rows(j->k.ck, j->w + (size_t)o * j->w_row, j->xq + (size_t)r0 * j->xq_row,
+                             j->xq_row, r1 - r0, j->n_cols, j->out + (size_t)r0 * j->n_out + o,
+                             (size_t)j->n_out);
     }
 }
 
