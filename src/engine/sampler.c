@@ -268,13 +268,34 @@ int32_t si_sampler_sample(si_sampler *s, const float *logits, const int32_t *his
         select_top_k(c, n, p->top_k);
         n = p->top_k;
     }
-    qsort(c, (size_t)n, sizeof *c, cand_cmp);
-    if (c[0].logit == -INFINITY)
+    /* NOTE: sorting the whole vocabulary for every token dominates a step when top-k is off
+     * (the OpenAI default). Tokens that top-p or min-p must drop anyway are removed first, by
+     * exact bounds, so only the survivors are sorted. */
+    float max = -INFINITY;
+    for (int32_t i = 0; i < n; i++)
+        if (c[i].logit > max) max = c[i].logit;
+    if (max == -INFINITY)
         return c[0].id; /* every token is impossible: nothing to draw from */
+    double total = 0.0; /* softmax denominator over the top-k candidates */
+    for (int32_t i = 0; i < n; i++)
+        total += expf(c[i].logit - max);
+    float floor = -INFINITY;
+    if (p->top_p < 1.0f) /* tokens below (1 - top_p) / n together hold < 1 - top_p of the mass */
+        floor = max + logf((float)(total * (1.0 - p->top_p) / n));
+    else if (p->min_p > 0.0f)
+        floor = max + logf(p->min_p);
+    if (floor > -INFINITY) {
+        int32_t kept = 0;
+        for (int32_t i = 0; i < n; i++)
+            if (c[i].logit >= floor) c[kept++] = c[i];
+        n = kept; /* the best token always survives: floor <= max */
+    }
+    qsort(c, (size_t)n, sizeof *c, cand_cmp);
 
     /* top-p (nucleus, Holtzman et al. 2019): the shortest prefix whose mass reaches top_p */
     if (p->top_p < 1.0f) {
-        softmax_sorted(c, n);
+        for (int32_t i = 0; i < n; i++)
+            c[i].p = (float)(expf(c[i].logit - max) / total);
         double cum = 0.0;
         for (int32_t i = 0; i < n; i++) {
             cum += c[i].p;
