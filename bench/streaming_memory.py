@@ -87,10 +87,14 @@ def main():
         for r in rows:
             w.writerow([f"{r[0]:.2f}", *r[1:]])
 
+    # the last line may be printed after the engine finished the request (0 blocks then)
+    while len(stats) > 1 and stats[-1][2] == 0:
+        stats.pop()
     if not stats:
         sys.exit("no stats lines seen (is --stats-every larger than --tokens?)")
     blocks = sorted({s[2] for s in stats})
-    warm = [s for s in stats if s[1] >= stats[0][1]]
+    # warm-up: until the KV block count reaches its final (constant) value
+    warm = stats[next(i for i, s in enumerate(stats) if s[2] == stats[-1][2]):]
     rss_first, rss_last = warm[0][4], warm[-1][4]
     peak = max(r[4] for r in rows)
     per_tok = (rss_last - rss_first) * 1024 / max(1, warm[-1][1] - warm[0][1])
@@ -119,7 +123,7 @@ def main():
     ax2.set_ylim(0, max(s[2] for s in stats) * 1.5 + 1)
     ax.set_title(f"streaming generation, {pathlib.Path(a.model).name}, "
                  f"sink {a.sink} + window {a.window}", fontsize=9)
-    fig.legend(loc="lower right", fontsize=8)
+    fig.legend(loc="center right", fontsize=8)
     fig.tight_layout()
     fig.savefig(out.with_suffix(".png"), dpi=80)
 

@@ -9,7 +9,9 @@
 # (the second half scored), and the streaming modes pass --score-from CTX/2.
 #
 # usage: bench/streaming_ppl.sh [BUILD_DIR] [MODEL]    env: MAX_TOKENS (default 2048 = CTX),
-#        THREADS (default 2), OUT (default /tmp/streaming_ppl)
+#        THREADS (default 2), OUT (default /tmp/streaming_ppl), PARALLEL=1 runs the modes at
+#        once (with THREADS=1 each; faster on a shared machine), SKIP_DONE=1 keeps results
+#        already in OUT
 set -euo pipefail
 BUILD=${1:-build}
 MODEL=${2:-models/SmolLM2-135M-Instruct.Q4_1.gguf}
@@ -28,8 +30,13 @@ FROM=$((CTX / 2))
 
 run() { # name, args...
     local name=$1; shift
+    [[ ${SKIP_DONE:-0} == 1 && -s $OUT/$name.json ]] && return
     echo "== $name: $BIN perplexity ${COMMON[*]} $*" >&2
-    "$BIN" perplexity "${COMMON[@]}" "$@" | tee "$OUT/$name.json"
+    if [[ ${PARALLEL:-0} == 1 ]]; then
+        "$BIN" perplexity "${COMMON[@]}" "$@" > "$OUT/$name.json" &
+    else
+        "$BIN" perplexity "${COMMON[@]}" "$@" > "$OUT/$name.json"
+    fi
 }
 run full-2048      --ctx $CTX
 run sinks-4+1020   --sink 4 --window 1020 --score-from $FROM
@@ -38,6 +45,7 @@ run sinks-4+252    --sink 4 --window 252 --score-from $FROM
 run window-256     --window 256 --no-sink --score-from $FROM
 run sinks-4+60     --sink 4 --window 60 --score-from $FROM
 run window-64      --window 64 --no-sink --score-from $FROM
+wait
 
 python3 - "$OUT" <<'PY'
 import json, sys, pathlib

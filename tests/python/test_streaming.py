@@ -67,6 +67,8 @@ def test_streaming_generation_has_constant_kv_blocks(tiny):
                        proc.stderr.decode())
     assert [int(t) for t, *_ in lines] == list(range(250, 3001, 250))
     used = [int(u) for _, u, _, _ in lines]
+    # the last line may come after the engine finished the request (0 blocks then)
+    assert used[-1] in (0, used[-2]), used
     # after warm-up (the window filled) the cache holds 1 sink + 4 window blocks + 1 filling
-    assert all(u == used[-1] for u in used[1:]), used
-    assert 5 <= used[-1] <= 6, used
+    assert all(u == used[1] for u in used[1:-1]), used
+    assert 5 <= used[1] <= 6, used
