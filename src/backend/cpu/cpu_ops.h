@@ -7,6 +7,7 @@
 
 #include <stdint.h>
 
+#include "backend/cpu/cpu_kernels.h"
 #include "core/thread_pool.h"
 #include "model/batch.h"
 #include "model/kv_cache.h"
@@ -66,6 +67,13 @@ size_t cpu_attention_paged_scratch(int n_threads, int32_t max_kv, int head_dim);
  * as ggml's f16 products do. scratch: cpu_attention_paged_scratch(pool_size(pool), ...) bytes. */
 void cpu_attention_paged(thread_pool *pool, float *out, const float *q, const kv_cache *kv,
                          int32_t layer, const si_batch *b, const attn_params *p, float *scratch);
+
+/* cpu_attention_paged with the kernel of level isa, ignoring SWIFTINFER_ISA (tests, benchmarks):
+ * CPU_ISA_SCALAR is the reference; a SIMD level falls back to a lower one when head_dim is not a
+ * multiple of its vector width. isa must be <= cpu_isa_detected(). */
+void cpu_attention_paged_isa(thread_pool *pool, float *out, const float *q, const kv_cache *kv,
+                             int32_t layer, const si_batch *b, const attn_params *p,
+                             float *scratch, cpu_isa isa);
 
 /* gate[i] = silu(gate[i]) * up[i] */
 void cpu_swiglu(float *gate, const float *up, int64_t n);
