@@ -104,43 +104,7 @@ static inline __m512i q4_1_pair_isum(const block_q4_1 *w, const block_q8_1 *x) {
     return _mm512_dpbusd_epi32(_mm512_setzero_si512(), q, y);
 }
 
-static float vec_dot_q4_0_avx512(const void *vw, const void *vx, int64_t n) {
-    const block_q4_0 *w = vw;
-    const block_q8_0 *x = vx;
-    const int64_t nb = n / QK4_0;
-    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
-    int64_t i = 0;
-    for (; i + 4 <= nb; i += 4) {
-        const __m256 p = _mm256_mul_ps(head_halves4(&w[i], sizeof(*w)), head_halves4(&x[i], sizeof(*x)));
-        __m512 d01, d23;
-        spread_scales4(p, &d01, &d23);
-        acc0 = _mm512_fmadd_ps(d01, _mm512_cvtepi32_ps(q4_0_pair_isum(&w[i], &x[i])), acc0);
-        acc1 = _mm512_fmadd_ps(d23, _mm512_cvtepi32_ps(q4_0_pair_isum(&w[i + 2], &x[i + 2])), acc1);
-    }
-    float sum = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
-    if (i < nb) sum += vec_dot_q4_0_x86(&w[i], &x[i], (nb - i) * QK4_0);
-    return sum;
-}
 
-static float vec_dot_q4_1_avx512(const void *vw, const void *vx, int64_t n) {
-    const block_q4_1 *w = vw;
-    const block_q8_1 *x = vx;
-    const int64_t nb = n / QK4_1;
-    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
-    __m256 accm = _mm256_setzero_ps();
-    int64_t i = 0;
-    for (; i + 4 <= nb; i += 4) {
-        const __m256 p = _mm256_mul_ps(head_halves4(&w[i], sizeof(*w)), head_halves4(&x[i], sizeof(*x)));
-        accm = _mm256_add_ps(accm, p);
-        __m512 d01, d23;
-        spread_scales4(p, &d01, &d23);
-        acc0 = _mm512_fmadd_ps(d01, _mm512_cvtepi32_ps(q4_1_pair_isum(&w[i], &x[i])), acc0);
-        acc1 = _mm512_fmadd_ps(d23, _mm512_cvtepi32_ps(q4_1_pair_isum(&w[i + 2], &x[i + 2])), acc1);
-    }
-    float sum = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1)) + sum_odd(accm);
-    if (i < nb) sum += vec_dot_q4_1_x86(&w[i], &x[i], (nb - i) * QK4_1);
-    return sum;
-}
 /* q5_0 / q5_1: as q4 pairs; the 64 high bits of two blocks are exactly a byte mask in the same
  * lane order (qh bit j <-> element j), so one masked move adds the 0x10s. */
 static inline __m512i q5_pair_bytes(const uint8_t *qsa, const uint8_t *qha, const uint8_t *qsb, const uint8_t *qhb) {
@@ -205,23 +169,6 @@ static float vec_dot_q5_1_avx512(const void *vw, const void *vx, int64_t n) {
     return sum;
 }
 
-static float vec_dot_q8_0_avx512(const void *vw, const void *vx, int64_t n) {
-    const block_q8_0 *w = vw;
-    const block_q8_0 *x = vx;
-    const int64_t nb = n / QK8_0;
-    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
-    int64_t i = 0;
-    for (; i + 4 <= nb; i += 4) {
-        const __m256 p = _mm256_mul_ps(head_halves4(&w[i], sizeof(*w)), head_halves4(&x[i], sizeof(*x)));
-        __m512 d01, d23;
-        spread_scales4(p, &d01, &d23);
-        acc0 = _mm512_fmadd_ps(d01, _mm512_cvtepi32_ps(q8_0_pair_isum(&w[i], &x[i])), acc0);
-        acc1 = _mm512_fmadd_ps(d23, _mm512_cvtepi32_ps(q8_0_pair_isum(&w[i + 2], &x[i + 2])), acc1);
-    }
-    float sum = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
-    if (i < nb) sum += vec_dot_q8_0_x86(&w[i], &x[i], (nb - i) * QK8_0);
-    return sum;
-}
 
 /* ---- multi-row dots (see kernels_x86.h): two blocks per zmm, as above ----
  * Per pair of weight blocks the nibbles / |w| and sign mask and the fp16 heads are decoded once;
@@ -331,28 +278,6 @@ KX86_ALWAYS_INLINE void q8_0_rows_avx512(const void *vw, const uint8_t *x, size_
     }
 }
 
-/* f16: 64 weights converted once per step, two accumulators per row */
-KX86_ALWAYS_INLINE void f16_rows_avx512(const void *vw, const uint8_t *x, size_t xs, const int R, int64_t n,
-                                        float *out, size_t os) {
-    const uint16_t *a = vw;
-    __m512 acc0[8], acc1[8];
-    for (int r = 0; r < R; r++) acc0[r] = acc1[r] = _mm512_setzero_ps();
-    int64_t i = 0;
-    for (; i + 32 <= n; i += 32) {
-        const __m512 w0 = load_f16_512(a + i), w1 = load_f16_512(a + i + 16);
-        for (int r = 0; r < R; r++) {
-            const uint16_t *b = (const uint16_t *)(x + (size_t)r * xs);
-            acc0[r] = _mm512_fmadd_ps(w0, load_f16_512(b + i), acc0[r]);
-            acc1[r] = _mm512_fmadd_ps(w1, load_f16_512(b + i + 16), acc1[r]);
-        }
-    }
-    for (int r = 0; r < R; r++) {
-        const uint16_t *b = (const uint16_t *)(x + (size_t)r * xs);
-        float s = _mm512_reduce_add_ps(_mm512_add_ps(acc0[r], acc1[r]));
-        if (i < n) s += vec_dot_f16_avx512(a + i, b + i, n - i);
-        out[(size_t)r * os] = s;
-    }
-}
 
 static void vec_dot_rows_q4_1_avx512(const void *w, const void *x, size_t xs, int n_rows, int64_t n, float *out, size_t os) {
     KX86_ROWS(q4_1_rows_avx512, w, x, xs, n_rows, n, out, os);
@@ -366,21 +291,31 @@ static void vec_dot_rows_q8_0_avx512(const void *w, const void *x, size_t xs, in
     KX86_ROWS(q8_0_rows_avx512, w, x, xs, n_rows, n, out, os);
 }
 
-static void vec_dot_rows_f16_avx512(const void *w, const void *x, size_t xs, int n_rows, int64_t n, float *out, size_t os) {
-    KX86_ROWS(f16_rows_avx512, w, x, xs, n_rows, n, out, os);
-}
+/* NOTE: the single-row dots of the types with a multi-row kernel are that kernel with one row,
+ * so a row's result is bit-identical whether it is computed alone or with up to 7 others: a
+ * sequence's logits never depend on what else is in the batch (batch invariance, which the
+ * engine's "alone = batched" exactness rests on). */
+#define KX86_SINGLE_VIA_ROWS(t)                                                                   \
+    static float vec_dot_##t##_rows1_avx512(const void *w, const void *x, int64_t n) {            \
+        float out;                                                                                \
+        vec_dot_rows_##t##_avx512(w, x, 0, 1, n, &out, 1);                                        \
+        return out;                                                                               \
+    }
+KX86_SINGLE_VIA_ROWS(q4_0)
+KX86_SINGLE_VIA_ROWS(q4_1)
+KX86_SINGLE_VIA_ROWS(q8_0)
 
 const cpu_kernels *cpu_kernels_avx512_entry(si_type t, int has_bf16);
 
 const cpu_kernels *cpu_kernels_avx512_entry(si_type t, int has_bf16) {
     static const cpu_kernels k_f32 = {SI_TYPE_F32, quantize_row_f32_x86, vec_dot_f32_avx512, NULL};
-    static const cpu_kernels k_f16 = {SI_TYPE_F16, quantize_row_f16_x86, vec_dot_f16_avx512, vec_dot_rows_f16_avx512};
+    static const cpu_kernels k_f16 = {SI_TYPE_F16, quantize_row_f16_x86, vec_dot_f16_avx512, NULL};
     static const cpu_kernels k_bf16 = {SI_TYPE_BF16, quantize_row_bf16_x86, vec_dot_bf16_avx512, NULL};
-    static const cpu_kernels k_q4_0 = {SI_TYPE_Q8_0, quantize_row_q8_0_x86, vec_dot_q4_0_avx512, vec_dot_rows_q4_0_avx512};
-    static const cpu_kernels k_q4_1 = {SI_TYPE_Q8_1, quantize_row_q8_1_x86, vec_dot_q4_1_avx512, vec_dot_rows_q4_1_avx512};
+    static const cpu_kernels k_q4_0 = {SI_TYPE_Q8_0, quantize_row_q8_0_x86, vec_dot_q4_0_rows1_avx512, vec_dot_rows_q4_0_avx512};
+    static const cpu_kernels k_q4_1 = {SI_TYPE_Q8_1, quantize_row_q8_1_x86, vec_dot_q4_1_rows1_avx512, vec_dot_rows_q4_1_avx512};
     static const cpu_kernels k_q5_0 = {SI_TYPE_Q8_0, quantize_row_q8_0_x86, vec_dot_q5_0_avx512, NULL};
     static const cpu_kernels k_q5_1 = {SI_TYPE_Q8_1, quantize_row_q8_1_x86, vec_dot_q5_1_avx512, NULL};
-    static const cpu_kernels k_q8_0 = {SI_TYPE_Q8_0, quantize_row_q8_0_x86, vec_dot_q8_0_avx512, vec_dot_rows_q8_0_avx512};
+    static const cpu_kernels k_q8_0 = {SI_TYPE_Q8_0, quantize_row_q8_0_x86, vec_dot_q8_0_rows1_avx512, vec_dot_rows_q8_0_avx512};
     switch (t) {
     case SI_TYPE_Q4_0: return &k_q4_0;
     case SI_TYPE_Q5_0: return &k_q5_0;

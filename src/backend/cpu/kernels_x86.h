@@ -721,155 +721,25 @@ KX86_ALWAYS_INLINE void q8_0_rows_x86(const void *vw, const uint8_t *x, size_t x
     for (int r = 0; r < R; r++) out[(size_t)r * os] = hsum_ps(acc[r]);
 }
 
-static void vec_dot_rows_q4_1_x86(const void *w, const void *x, size_t xs, int n_rows, int64_t n, float *out, size_t os) {
-    KX86_ROWS(q4_1_rows_x86, w, x, xs, n_rows, n, out, os);
-}
-
-static void vec_dot_rows_q4_0_x86(const void *w, const void *x, size_t xs, int n_rows, int64_t n, float *out, size_t os) {
-    KX86_ROWS(q4_0_rows_x86, w, x, xs, n_rows, n, out, os);
-}
-
-static void vec_dot_rows_q8_0_x86(const void *w, const void *x, size_t xs, int n_rows, int64_t n, float *out, size_t os) {
-    KX86_ROWS(q8_0_rows_x86, w, x, xs, n_rows, n, out, os);
-}
-
-/* k-quants: per super-block the scales (and q4_K mins) are decoded once; each 32-byte slice of
- * quants is unpacked once and dotted with every row's activations into that row's int32
- * accumulator; the super-block's float scale (weights' d times the row's d) is applied lane-wise
- * at its end, and the mins / -32 bias terms go through the rows' bsums the same way, so nothing
- * is reduced horizontally before the very end. */
-KX86_ALWAYS_INLINE void q4_k_rows_x86(const void *vw, const uint8_t *x, size_t xs, const int R, int64_t n,
-                                      float *out, size_t os) {
-    const block_q4_K *w = vw;
-    const __m256i m4 = _mm256_set1_epi8(0x0F);
-    __m256 acc[8];
-    __m256i isum[8];
-    for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
-    for (int64_t i = 0; i < n / QK_K; i++) {
-        const uint8_t *q8 = w[i].scales;
-        const uint32_t a = load_u32(q8), b = load_u32(q8 + 4), c = load_u32(q8 + 8);
-        const uint32_t sc_lo = a & 0x3f3f3f3fu, mn_lo = b & 0x3f3f3f3fu;
-        const uint32_t sc_hi = (c & 0x0f0f0f0fu) | ((a >> 2) & 0x30303030u);
-        const uint32_t mn_hi = ((c >> 4) & 0x0f0f0f0fu) | ((b >> 2) & 0x30303030u);
-        const __m256i v = _mm256_cvtepu8_epi16(_mm_setr_epi32((int)sc_lo, (int)sc_hi, (int)mn_lo, (int)mn_hi));
-        const __m128i mins = _mm256_extracti128_si256(v, 1);
-        const __m256i mdup = _mm256_set_m128i(_mm_unpackhi_epi16(mins, mins), _mm_unpacklo_epi16(mins, mins));
-        const __m256i sc = _mm256_broadcastsi128_si256(_mm256_castsi256_si128(v));
-        for (int r = 0; r < R; r++) isum[r] = _mm256_setzero_si256();
-        for (int j = 0; j < 4; j++) {
-            const __m256i q = load256(w[i].qs + 32 * j);
-            const __m256i lo = _mm256_and_si256(q, m4);
-            const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-            const __m256i s0 = scale_bcast(sc, 2 * j), s1 = scale_bcast(sc, 2 * j + 1);
-            for (int r = 0; r < R; r++) {
-                const block_q8_K *y = (const block_q8_K *)(x + (size_t)r * xs) + i;
-                isum[r] = _mm256_add_epi32(isum[r], kq_dot32v(lo, y->qs + 64 * j, s0));
-                isum[r] = _mm256_add_epi32(isum[r], kq_dot32v(hi, y->qs + 64 * j + 32, s1));
-            }
-        }
-        const float d = h2f(w[i].d), dmin = h2f(w[i].dmin);
-        for (int r = 0; r < R; r++) {
-            const block_q8_K *y = (const block_q8_K *)(x + (size_t)r * xs) + i;
-            const __m256i summ = _mm256_madd_epi16(load256(y->bsums), mdup);
-            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d * y->d), _mm256_cvtepi32_ps(isum[r]), acc[r]);
-            acc[r] = _mm256_fnmadd_ps(_mm256_set1_ps(dmin * y->d), _mm256_cvtepi32_ps(summ), acc[r]);
-        }
-    }
-    for (int r = 0; r < R; r++) out[(size_t)r * os] = hsum_ps(acc[r]);
-}
-
-KX86_ALWAYS_INLINE void q6_k_rows_x86(const void *vw, const uint8_t *x, size_t xs, const int R, int64_t n,
-                                      float *out, size_t os) {
-    const block_q6_K *w = vw;
-    const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
-    __m256 acc[8];
-    __m256i isum[8];
-    for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
-    for (int64_t i = 0; i < n / QK_K; i++) {
-        const int8_t *sc = w[i].scales;
-        const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)sc));
-        /* -32 * sum_j sc[j] * bsums[j], lane-wise */
-        for (int r = 0; r < R; r++) {
-            const block_q8_K *y = (const block_q8_K *)(x + (size_t)r * xs) + i;
-            isum[r] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(_mm256_madd_epi16(sc16, load256(y->bsums)), 5));
-        }
-        for (int h = 0; h < 2; h++) {
-            const uint8_t *ql = w[i].ql + 64 * h, *qh = w[i].qh + 32 * h;
-            const __m256i q0 = load256(ql), q1 = load256(ql + 32), hb = load256(qh);
-            const __m256i s8 = _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(_mm_loadl_epi64((const __m128i *)(sc + 8 * h))));
-            for (int k = 0; k < 4; k++) {
-                __m256i a;
-                switch (k) {
-                case 0: a = _mm256_or_si256(_mm256_and_si256(q0, m4), _mm256_and_si256(_mm256_slli_epi16(hb, 4), m30)); break;
-                case 1: a = _mm256_or_si256(_mm256_and_si256(q1, m4), _mm256_and_si256(_mm256_slli_epi16(hb, 2), m30)); break;
-                case 2: a = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q0, 4), m4), _mm256_and_si256(hb, m30)); break;
-                default: a = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q1, 4), m4), _mm256_and_si256(_mm256_srli_epi16(hb, 2), m30)); break;
-                }
-                const __m256i sk = scale_pair(s8, k);
-                for (int r = 0; r < R; r++) {
-                    const block_q8_K *y = (const block_q8_K *)(x + (size_t)r * xs) + i;
-                    isum[r] = _mm256_add_epi32(isum[r], kq_dot32v(a, y->qs + 128 * h + 32 * k, sk));
-                }
-            }
-        }
-        const float d = h2f(w[i].d);
-        for (int r = 0; r < R; r++) {
-            const block_q8_K *y = (const block_q8_K *)(x + (size_t)r * xs) + i;
-            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d * y->d), _mm256_cvtepi32_ps(isum[r]), acc[r]);
-        }
-    }
-    for (int r = 0; r < R; r++) out[(size_t)r * os] = hsum_ps(acc[r]);
-}
-
-/* f16 (256-bit): 16 weights converted once per step */
-KX86_ALWAYS_INLINE void f16_rows_x86(const void *vw, const uint8_t *x, size_t xs, const int R, int64_t n,
-                                     float *out, size_t os) {
-    const uint16_t *a = vw;
-    __m256 acc0[8], acc1[8];
-    for (int r = 0; r < R; r++) acc0[r] = acc1[r] = _mm256_setzero_ps();
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        const __m256 w0 = load_f16(a + i), w1 = load_f16(a + i + 8);
-        for (int r = 0; r < R; r++) {
-            const uint16_t *b = (const uint16_t *)(x + (size_t)r * xs);
-            acc0[r] = _mm256_fmadd_ps(w0, load_f16(b + i), acc0[r]);
-            acc1[r] = _mm256_fmadd_ps(w1, load_f16(b + i + 8), acc1[r]);
-        }
-    }
-    for (int r = 0; r < R; r++) {
-        const uint16_t *b = (const uint16_t *)(x + (size_t)r * xs);
-        float s = hsum_ps(_mm256_add_ps(acc0[r], acc1[r]));
-        if (i < n) s += vec_dot_f16_x86(a + i, b + i, n - i);
-        out[(size_t)r * os] = s;
-    }
-}
-
-static void vec_dot_rows_q4_k_x86(const void *w, const void *x, size_t xs, int n_rows, int64_t n, float *out, size_t os) {
-    KX86_ROWS(q4_k_rows_x86, w, x, xs, n_rows, n, out, os);
-}
-
-static void vec_dot_rows_q6_k_x86(const void *w, const void *x, size_t xs, int n_rows, int64_t n, float *out, size_t os) {
-    KX86_ROWS(q6_k_rows_x86, w, x, xs, n_rows, n, out, os);
-}
-
-static void vec_dot_rows_f16_x86(const void *w, const void *x, size_t xs, int n_rows, int64_t n, float *out, size_t os) {
-    KX86_ROWS(f16_rows_x86, w, x, xs, n_rows, n, out, os);
-}
-
+/* NOTE: multi-row kernels exist only where they are bit-identical to the single-row kernel
+ * for every row (integer block sums, then the same per-block float accumulation order), so a
+ * sequence's logits never depend on what else is in the batch (batch invariance: the engine's
+ * "alone = batched" exactness rests on it). Multi-row F16, Q4_K and Q6_K kernels summed in a
+ * different order and were removed (commit ac2e9a7 has them) until they match. */
 /* The 256-bit table: one entry per weight type that has a kernel here. */
 static const cpu_kernels *kernels_x86_entry(si_type t) {
-    static const cpu_kernels k_q4_0 = {SI_TYPE_Q8_0, quantize_row_q8_0_x86, vec_dot_q4_0_x86, vec_dot_rows_q4_0_x86};
-    static const cpu_kernels k_q8_0 = {SI_TYPE_Q8_0, quantize_row_q8_0_x86, vec_dot_q8_0_x86, vec_dot_rows_q8_0_x86};
-    static const cpu_kernels k_q4_1 = {SI_TYPE_Q8_1, quantize_row_q8_1_x86, vec_dot_q4_1_x86, vec_dot_rows_q4_1_x86};
+    static const cpu_kernels k_q4_0 = {SI_TYPE_Q8_0, quantize_row_q8_0_x86, vec_dot_q4_0_x86, NULL};
+    static const cpu_kernels k_q8_0 = {SI_TYPE_Q8_0, quantize_row_q8_0_x86, vec_dot_q8_0_x86, NULL};
+    static const cpu_kernels k_q4_1 = {SI_TYPE_Q8_1, quantize_row_q8_1_x86, vec_dot_q4_1_x86, NULL};
     static const cpu_kernels k_q5_0 = {SI_TYPE_Q8_0, quantize_row_q8_0_x86, vec_dot_q5_0_x86, NULL};
     static const cpu_kernels k_q5_1 = {SI_TYPE_Q8_1, quantize_row_q8_1_x86, vec_dot_q5_1_x86, NULL};
     static const cpu_kernels k_q2_k = {SI_TYPE_Q8_K, quantize_row_q8_k_x86, vec_dot_q2_k_x86, NULL};
     static const cpu_kernels k_q3_k = {SI_TYPE_Q8_K, quantize_row_q8_k_x86, vec_dot_q3_k_x86, NULL};
-    static const cpu_kernels k_q4_k = {SI_TYPE_Q8_K, quantize_row_q8_k_x86, vec_dot_q4_k_x86, vec_dot_rows_q4_k_x86};
+    static const cpu_kernels k_q4_k = {SI_TYPE_Q8_K, quantize_row_q8_k_x86, vec_dot_q4_k_x86, NULL};
     static const cpu_kernels k_q5_k = {SI_TYPE_Q8_K, quantize_row_q8_k_x86, vec_dot_q5_k_x86, NULL};
-    static const cpu_kernels k_q6_k = {SI_TYPE_Q8_K, quantize_row_q8_k_x86, vec_dot_q6_k_x86, vec_dot_rows_q6_k_x86};
+    static const cpu_kernels k_q6_k = {SI_TYPE_Q8_K, quantize_row_q8_k_x86, vec_dot_q6_k_x86, NULL};
     static const cpu_kernels k_f32 = {SI_TYPE_F32, quantize_row_f32_x86, vec_dot_f32_x86, NULL};
-    static const cpu_kernels k_f16 = {SI_TYPE_F16, quantize_row_f16_x86, vec_dot_f16_x86, vec_dot_rows_f16_x86};
+    static const cpu_kernels k_f16 = {SI_TYPE_F16, quantize_row_f16_x86, vec_dot_f16_x86, NULL};
     static const cpu_kernels k_bf16 = {SI_TYPE_BF16, quantize_row_bf16_x86, vec_dot_bf16_x86, NULL};
     switch (t) {
     case SI_TYPE_Q4_0: return &k_q4_0;
