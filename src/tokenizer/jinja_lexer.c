@@ -175,24 +175,29 @@ static void lex_string(lexer *L) {
     advance(L, n + 2);
 }
 
+/* Appends c to a number's text; false once the literal is too long to be a sane number. */
+static bool num_push(char *buf, size_t cap, size_t *bn, char c) {
+    if (*bn + 1 >= cap) return false;
+    buf[(*bn)++] = c;
+    return true;
+}
+
 static void lex_number(lexer *L) {
     int line = L->line, col = L->col;
     size_t p = L->pos;
     char buf[128];
     size_t bn = 0;
-    bool is_float = false;
+    bool is_float = false, fits = true;
     while (p < L->len && (isdigit((unsigned char)L->src[p]) || L->src[p] == '_')) {
-        if (L->src[p] != '_' && bn < sizeof buf - 1)
-            buf[bn++] = L->src[p];
+        if (L->src[p] != '_') fits &= num_push(buf, sizeof buf, &bn, L->src[p]);
         p++;
     }
     if (p + 1 < L->len && L->src[p] == '.' && isdigit((unsigned char)L->src[p + 1])) {
         is_float = true;
-        buf[bn++] = '.';
+        fits &= num_push(buf, sizeof buf, &bn, '.');
         p++;
         while (p < L->len && (isdigit((unsigned char)L->src[p]) || L->src[p] == '_')) {
-            if (L->src[p] != '_' && bn < sizeof buf - 1)
-                buf[bn++] = L->src[p];
+            if (L->src[p] != '_') fits &= num_push(buf, sizeof buf, &bn, L->src[p]);
             p++;
         }
     }
@@ -202,17 +207,16 @@ static void lex_number(lexer *L) {
             q++;
         if (q < L->len && isdigit((unsigned char)L->src[q])) {
             is_float = true;
-            while (p < q && bn < sizeof buf - 1)
-                buf[bn++] = L->src[p++];
-            while (p < L->len && isdigit((unsigned char)L->src[p])) {
-                if (bn < sizeof buf - 1)
-                    buf[bn++] = L->src[p];
-                p++;
-            }
+            while (p < q)
+                fits &= num_push(buf, sizeof buf, &bn, L->src[p++]);
+            while (p < L->len && isdigit((unsigned char)L->src[p]))
+                fits &= num_push(buf, sizeof buf, &bn, L->src[p++]);
         }
     }
     buf[bn] = 0;
     jtok *t = emit(L, is_float ? JT_FLOAT : JT_INT, line, col);
+    if (!fits)
+        lex_fail(L, "number literal too long");
     if (is_float) {
         t->f = strtod(buf, NULL);
     } else {

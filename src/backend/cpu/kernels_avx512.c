@@ -92,18 +92,7 @@ static inline void spread_scales4(__m256 p, __m512 *d01, __m512 *d23) {
     *d23 = _mm512_permutexvar_ps(_mm512_setr_epi32(4, 4, 4, 4, 4, 4, 4, 4, 6, 6, 6, 6, 6, 6, 6, 6), z);
 }
 
-/* integer sums of blocks a and a + 1, int32 lanes 0-7 and 8-15 */
-static inline __m512i q4_0_pair_isum(const block_q4_0 *w, const block_q8_0 *x) {
-    const __m512i y = load_pair(x[0].qs, x[1].qs), q = q4_pair_nibbles(w[0].qs, w[1].qs);
-    return _mm512_sub_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), q, y),
-                            _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(8), y));
-}
-
-static inline __m512i q4_1_pair_isum(const block_q4_1 *w, const block_q8_1 *x) {
-    const __m512i y = load_pair(x[0].qs, x[1].qs), q = q4_pair_nibbles(w[0].qs, w[1].qs);
-    return _mm512_dpbusd_epi32(_mm512_setzero_si512(), q, y);
-}
-
+/* integer sums of blocks a and a + 1 (int32 lanes 0-7 and 8-15) for the q5 pairs below */
 
 /* q5_0 / q5_1: as q4 pairs; the 64 high bits of two blocks are exactly a byte mask in the same
  * lane order (qh bit j <-> element j), so one masked move adds the 0x10s. */
@@ -122,13 +111,6 @@ static inline __m512i q5_0_pair_isum(const block_q5_0 *w, const block_q8_0 *x) {
 static inline __m512i q5_1_pair_isum(const block_q5_1 *w, const block_q8_1 *x) {
     const __m512i y = load_pair(x[0].qs, x[1].qs);
     return _mm512_dpbusd_epi32(_mm512_setzero_si512(), q5_pair_bytes(w[0].qs, w[0].qh, w[1].qs, w[1].qh), y);
-}
-
-/* q8_0: signed x signed without vpsignb: |w| unsigned, and x negated where w < 0 */
-static inline __m512i q8_0_pair_isum(const block_q8_0 *w, const block_q8_0 *x) {
-    const __m512i a = load_pair(w[0].qs, w[1].qs), y = load_pair(x[0].qs, x[1].qs);
-    const __m512i sy = _mm512_mask_sub_epi8(y, _mm512_movepi8_mask(a), _mm512_setzero_si512(), y);
-    return _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_abs_epi8(a), sy);
 }
 
 static float vec_dot_q5_0_avx512(const void *vw, const void *vx, int64_t n) {
