@@ -3,7 +3,7 @@
 #   make test   set up, build (warnings are errors), run every test, fuzz the GGUF reader
 MODEL ?= models/SmolLM2-135M-Instruct.Q4_1.gguf
 PROMPT ?= What are three good reasons to learn the C programming language?
-FUZZ_SECONDS ?= 60
+FUZZ_SECONDS ?= 120
 JOBS ?= $(shell nproc)
 
 .PHONY: all setup setup-test build build-test demo test unit-test python-test fuzz clean
