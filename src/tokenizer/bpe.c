@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/heap.h"
 #include "tokenizer/pretok.h"
 #include "tokenizer/tokenizer_impl.h"
 
@@ -135,48 +136,15 @@ typedef struct bigram {
 typedef struct bpe_work {
     sym *syms;
     size_t cap_syms;
-    bigram *heap;
-    size_t n_heap, cap_heap;
+    heap queue; /* of bigram */
     char *word;
     size_t cap_word;
 } bpe_work;
 
-static bool bg_less(const bigram *a, const bigram *b) {
+/* lower rank first, ties: leftmost first (llama.cpp's order) */
+static bool bg_less(const void *va, const void *vb) {
+    const bigram *a = va, *b = vb;
     return a->rank < b->rank || (a->rank == b->rank && a->left < b->left);
-}
-
-static bool heap_push(bpe_work *w, bigram b) {
-    if (w->n_heap == w->cap_heap) {
-        size_t c = w->cap_heap ? w->cap_heap * 2 : 64;
-        bigram *h = realloc(w->heap, c * sizeof *h);
-        if (!h) return false;
-        w->heap = h;
-        w->cap_heap = c;
-    }
-    size_t i = w->n_heap++;
-    while (i > 0) {
-        size_t p = (i - 1) / 2;
-        if (!bg_less(&b, &w->heap[p])) break;
-        w->heap[i] = w->heap[p];
-        i = p;
-    }
-    w->heap[i] = b;
-    return true;
-}
-
-static bigram heap_pop(bpe_work *w) {
-    bigram top = w->heap[0], last = w->heap[--w->n_heap];
-    size_t i = 0, n = w->n_heap;
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= n) break;
-        if (c + 1 < n && bg_less(&w->heap[c + 1], &w->heap[c])) c++;
-        if (!bg_less(&w->heap[c], &last)) break;
-        w->heap[i] = w->heap[c];
-        i = c;
-    }
-    if (n) w->heap[i] = last;
-    return top;
 }
 
 static bool add_bigram(const tokenizer *t, bpe_work *w, int32_t l, int32_t r) {
@@ -184,7 +152,7 @@ static bool add_bigram(const tokenizer *t, bpe_work *w, int32_t l, int32_t r) {
     const sym *a = &w->syms[l], *b = &w->syms[r];
     int32_t rank = tok_merge_rank(t, w->word + a->off, a->n, w->word + b->off, b->n);
     if (rank < 0) return true;
-    return heap_push(w, (bigram){rank, l, r, b->n});
+    return heap_push(&w->queue, &(bigram){rank, l, r, b->n});
 }
 
 /* Merges one piece (already byte-level encoded in w->word[0..n)) and appends its ids. */
@@ -201,11 +169,12 @@ static bool bpe_piece(const tokenizer *t, bpe_work *w, size_t n, tok_ids *ids) {
         w->syms[ns] = (sym){ns - 1, off + cl == n ? -1 : ns + 1, (uint32_t)off, (uint32_t)cl};
         off += cl;
     }
-    w->n_heap = 0;
+    w->queue.n = 0;
     for (int32_t i = 1; i < ns; i++)
         if (!add_bigram(t, w, i - 1, i)) return false;
-    while (w->n_heap > 0) {
-        bigram b = heap_pop(w);
+    while (w->queue.n > 0) {
+        bigram b;
+        heap_pop(&w->queue, &b);
         sym *l = &w->syms[b.left], *r = &w->syms[b.right];
         if (l->n == 0 || r->n == 0 || r->n != b.rn) continue; /* outdated */
         l->n += r->n;
@@ -235,6 +204,7 @@ si_status bpe_encode(const tokenizer *t, const char *text, size_t len, tok_ids *
     pretok_span *spans = NULL;
     size_t n_spans = 0, cap_spans = 0;
     bpe_work w = {0};
+    heap_init(&w.queue, sizeof(bigram), bg_less);
     /* Re-encode as code points (llama.cpp: invalid bytes -> U+FFFD, one byte at a time). */
     char *clean = malloc(len * 3 + 1);
     if (!clean) goto nomem;
@@ -276,6 +246,6 @@ done:
     free(spans);
     free(w.word);
     free(w.syms);
-    free(w.heap);
+    heap_free(&w.queue);
     return s;
 }

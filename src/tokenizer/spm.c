@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/heap.h"
 #include "tokenizer/tokenizer_impl.h"
 
 int32_t spm_byte_token(const tokenizer *t, uint8_t byte) {
@@ -31,7 +32,8 @@ typedef struct sbigram {
 } sbigram;
 
 /* max-heap on score, ties: smaller left first */
-static bool sb_before(const sbigram *a, const sbigram *b) {
+static bool sb_before(const void *va, const void *vb) {
+    const sbigram *a = va, *b = vb;
     return a->score > b->score || (a->score == b->score && a->left < b->left);
 }
 
@@ -39,56 +41,22 @@ typedef struct spm_work {
     const tokenizer *t;
     const char *text;
     ssym *syms;
-    sbigram *heap;
-    size_t n_heap, cap_heap;
+    heap queue; /* of sbigram */
 } spm_work;
-
-static bool sheap_push(spm_work *w, sbigram b) {
-    if (w->n_heap == w->cap_heap) {
-        size_t c = w->cap_heap ? w->cap_heap * 2 : 64;
-        sbigram *h = realloc(w->heap, c * sizeof *h);
-        if (!h) return false;
-        w->heap = h;
-        w->cap_heap = c;
-    }
-    size_t i = w->n_heap++;
-    while (i > 0) {
-        size_t p = (i - 1) / 2;
-        if (!sb_before(&b, &w->heap[p])) break;
-        w->heap[i] = w->heap[p];
-        i = p;
-    }
-    w->heap[i] = b;
-    return true;
-}
-
-static sbigram sheap_pop(spm_work *w) {
-    sbigram top = w->heap[0], last = w->heap[--w->n_heap];
-    size_t i = 0, n = w->n_heap;
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= n) break;
-        if (c + 1 < n && sb_before(&w->heap[c + 1], &w->heap[c])) c++;
-        if (!sb_before(&w->heap[c], &last)) break;
-        w->heap[i] = w->heap[c];
-        i = c;
-    }
-    if (n) w->heap[i] = last;
-    return top;
-}
 
 static bool try_add_bigram(spm_work *w, int32_t l, int32_t r) {
     if (l < 0 || r < 0) return true;
     uint32_t size = w->syms[l].n + w->syms[r].n;
     int32_t id = tok_find(w->t, w->text + w->syms[l].off, size);
     if (id < 0) return true;
-    return sheap_push(w, (sbigram){w->t->score[id], l, r, size});
+    return heap_push(&w->queue, &(sbigram){w->t->score[id], l, r, size});
 }
 
 si_status spm_encode(const tokenizer *t, const char *raw, size_t len, bool prefix_space,
                      tok_ids *ids) {
     si_status s = SI_OK;
     spm_work w = {.t = t};
+    heap_init(&w.queue, sizeof(sbigram), sb_before);
     /* escape: ' ' -> U+2581 (3 bytes) */
     size_t cap = (len + 1) * 3;
     char *text = malloc(cap);
@@ -118,8 +86,9 @@ si_status spm_encode(const tokenizer *t, const char *raw, size_t len, bool prefi
     }
     for (int32_t i = 1; i < ns; i++)
         if (!try_add_bigram(&w, i - 1, i)) goto nomem;
-    while (w.n_heap > 0) {
-        sbigram b = sheap_pop(&w);
+    while (w.queue.n > 0) {
+        sbigram b;
+        heap_pop(&w.queue, &b);
         ssym *l = &syms[b.left], *r = &syms[b.right];
         if (l->n == 0 || r->n == 0 || l->n + r->n != b.size) continue;
         l->n += r->n;
@@ -154,6 +123,6 @@ nomem:
 done:
     free(text);
     free(syms);
-    free(w.heap);
+    heap_free(&w.queue);
     return s;
 }
