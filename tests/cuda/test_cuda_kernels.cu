@@ -499,7 +499,7 @@ static void test_rope_kv(int n_tokens, int n_head, int n_head_kv, int hd, int ro
     h2d(dpos, pos.data(), n_tokens); h2d(dslot, slot.data(), n_tokens);
     poison(dkc, cache_n); poison(dvc, cache_n);
     cuda_rope_params p = {n_head, n_head_kv, hd, rope_dim, 10000.0f, 1.0f, NULL, neox ? 1 : 0};
-    cuda_rope_kv_write(dq, qd, dk, kvd, dv, kvd, dpos, dslot, n_tokens, dkc, dvc, &p, g_st);
+    cuda_rope_kv_write(dq, qd, dk, kvd, dv, kvd, dpos, dslot, NULL, n_tokens, dkc, dvc, &p, g_st);
     std::vector<float> oq(q.size()), ok(k.size());
     std::vector<uint16_t> kc(cache_n), vc(cache_n);
     d2h(oq.data(), dq, oq.size()); d2h(ok.data(), dk, ok.size());
@@ -598,14 +598,14 @@ static void test_attention(const std::vector<int> &lens, int n_head, int n_head_
     uint8_t *ds = dmalloc<uint8_t>(sb);
     poison(dout, q.size());
     poison(ds, sb);
-    const int rc = cuda_attention_decode(dout, dq, dkc, dvc, dbt, dlen, n_seqs, max_len, &p, ds, g_st);
+    const int rc = cuda_attention_decode(dout, dq, qd, dkc, dvc, dbt, dlen, n_seqs, max_len, NULL, NULL, &p, ds, g_st);
     std::vector<float> o(q.size());
     d2h(o.data(), dout, o.size());
     char name[96];
     snprintf(name, sizeof name, "attn decode seqs=%d max_len=%d H=%d/%d hd=%d", n_seqs, max_len, n_head, n_head_kv, hd);
     report(name, rc ? NAN : rel_max_err(o.data(), ref.data(), o.size()), 2e-5);
     if (bench) {
-        const double us = time_median_us([&] { cuda_attention_decode(dout, dq, dkc, dvc, dbt, dlen, n_seqs, max_len, &p, ds, g_st); }, 50);
+        const double us = time_median_us([&] { cuda_attention_decode(dout, dq, qd, dkc, dvc, dbt, dlen, n_seqs, max_len, NULL, NULL, &p, ds, g_st); }, 50);
         double bytes = 0;
         for (int L : lens) bytes += (double)L * kvd * 2 * 2;
         bench_line("attn  seqs=%-2d len=%-5d H=%d/%d hd=%d  %8.2f us  %7.1f GB/s  %5.1f%% of 4.21 TB/s\n", n_seqs,

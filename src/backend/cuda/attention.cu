@@ -5,24 +5,28 @@
  * query heads of that KV head's GQA group, so K and V are read once per group; a second kernel
  * combines the parts. Keys are found through the block table: position p lives in block
  * block_table[s][p / 16], slot p % 16. Each lane owns 8 dimensions (one 16-byte load of K or V);
- * head_dim / 8 lanes share a key, 32 / (head_dim / 8) keys per warp step. */
+ * head_dim / 8 lanes share a key, 32 / (head_dim / 8) keys per warp step. Keys of streaming
+ * sequences are rotated on read (attn_rotated_key). The same kernels serve prefill for head_dims
+ * the tensor-core kernel (attention_prefill.cu) lacks, one query row per token (attn_rows). */
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/attention.cuh"
 
 template <int HD>
 __global__ void __launch_bounds__(ATTN_WARPS * 32)
-    attn_decode_part(const float *__restrict__ q, const __half *__restrict__ kc,
+    attn_decode_part(const float *__restrict__ q, int q_stride, const __half *__restrict__ kc,
                      const __half *__restrict__ vc, const int32_t *__restrict__ block_table,
-                     const int32_t *__restrict__ seq_len, int n_head, int n_head_kv, int max_blocks,
-                     float scale, int n_parts, float *part_acc, float *part_ml) {
+                     attn_rows rows, int n_head, int n_head_kv, int max_blocks, float scale,
+                     attn_rope rope, int n_parts, float *part_acc, float *part_ml) {
     constexpr int LPT = HD / 8, TPW = 32 / LPT;
     __shared__ float sm_acc[ATTN_WARPS][ATTN_MAXG][HD];
     __shared__ float sm_m[ATTN_WARPS][ATTN_MAXG], sm_l[ATTN_WARPS][ATTN_MAXG];
-    const int kvh = blockIdx.x, s = blockIdx.y, part = blockIdx.z;
+    const int kvh = blockIdx.x, r = blockIdx.y, part = blockIdx.z;
+    const int s = rows.row_seq ? rows.row_seq[r] : r;
+    const int len = rows.row_pos ? rows.row_pos[r] + 1 : rows.seq_len[r];
+    const bool rotate = rope.on_read && rope.on_read[s];
     const int G = n_head / n_head_kv, kv_dim = n_head_kv * HD;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int tsub = lane / LPT, dc = lane % LPT;
-    const int len = seq_len[s];
     const int p0 = part * ATTN_PART, p1 = min(p0 + ATTN_PART, len);
 
     float qr[ATTN_MAXG][8], acc[ATTN_MAXG][8], m[ATTN_MAXG], l[ATTN_MAXG];
@@ -35,7 +39,7 @@ __global__ void __launch_bounds__(ATTN_WARPS * 32)
             acc[g][j] = 0.0f;
             /* q rounded to f16 as the CPU reference (and ggml's f16 K matmul) does */
             qr[g][j] = g < G ? __half2float(__float2half_rn(
-                                   q[((size_t)s * n_head + kvh * G + g) * HD + dc * 8 + j]))
+                                   q[(size_t)r * q_stride + (kvh * G + g) * HD + dc * 8 + j]))
                              : 0.0f;
         }
     }
@@ -54,6 +58,11 @@ __global__ void __launch_bounds__(ATTN_WARPS * 32)
                 const float2 a = __half22float2(k2[j]), b = __half22float2(v2[j]);
                 kf[2 * j] = a.x; kf[2 * j + 1] = a.y;
                 vf[2 * j] = b.x; vf[2 * j + 1] = b.y;
+            }
+            if (rotate) {
+                const __half *krow = kc + off - dc * 8; /* the key's head, un-rotated */
+#pragma unroll
+                for (int j = 0; j < 8; j++) kf[j] = attn_rotated_key(krow, dc * 8 + j, p, rope);
             }
         }
 #pragma unroll
@@ -114,7 +123,7 @@ __global__ void __launch_bounds__(ATTN_WARPS * 32)
             a += sm_acc[w][g][d] * c;
             ls += sm_l[w][g] * c;
         }
-        const size_t row = ((size_t)s * n_head + kvh * G + g) * n_parts + part;
+        const size_t row = ((size_t)r * n_head + kvh * G + g) * n_parts + part;
         part_acc[row * HD + d] = a;
         if (d == 0) { part_ml[2 * row] = mx; part_ml[2 * row + 1] = ls; }
     }
@@ -138,42 +147,71 @@ __global__ void attn_decode_combine(float *out, const float *part_acc, const flo
     out[((size_t)s * n_head + h) * HD + d] = ls > 0.0f ? a / ls : 0.0f;
 }
 
+/* scratch: the rotation table of keys rotated on read (always reserved: whether a sequence
+ * needs it is only known on the device), then the parts' outputs and (max, sum) */
+size_t attn_decode_scratch_bytes(const cuda_attn_params *p, int n_rows, int max_kv_len) {
+    const int n_kv = max_kv_len > 0 ? max_kv_len : 1;
+    const size_t parts = (size_t)si_div_up(n_kv, ATTN_PART);
+    return rope_cos_sin_table_bytes(n_kv, p->head_dim) +
+           (size_t)n_rows * p->n_head * parts * (p->head_dim + 2) * sizeof(float);
+}
+
 extern "C" size_t cuda_attention_scratch_bytes(const cuda_attn_params *p, int n_seqs,
                                                int max_kv_len) {
-    const size_t parts = (size_t)si_div_up(max_kv_len > 0 ? max_kv_len : 1, ATTN_PART);
-    return (size_t)n_seqs * p->n_head * parts * (p->head_dim + 2) * sizeof(float);
+    return attn_decode_scratch_bytes(p, n_seqs, max_kv_len);
 }
 
 template <int HD>
-static void attn_launch(float *out, const float *q, const uint16_t *kc, const uint16_t *vc,
-                        const int32_t *bt, const int32_t *sl, int n_seqs, int n_parts,
-                        const cuda_attn_params *p, void *scratch, cudaStream_t st) {
-    float *part_acc = (float *)scratch;
-    float *part_ml = part_acc + (size_t)n_seqs * p->n_head * n_parts * HD;
-    dim3 grid(p->n_head_kv, n_seqs, n_parts);
+static void attn_launch(float *out, const float *q, int q_stride, const uint16_t *kc,
+                        const uint16_t *vc, const int32_t *bt, attn_rows rows, int n_rows,
+                        int n_parts, attn_rope rope, const cuda_attn_params *p, float *part_acc,
+                        cudaStream_t st) {
+    float *part_ml = part_acc + (size_t)n_rows * p->n_head * n_parts * HD;
+    dim3 grid(p->n_head_kv, n_rows, n_parts);
     attn_decode_part<HD><<<grid, ATTN_WARPS * 32, 0, st>>>(
-        q, (const __half *)kc, (const __half *)vc, bt, sl, p->n_head, p->n_head_kv, p->max_blocks,
-        p->scale, n_parts, part_acc, part_ml);
+        q, q_stride, (const __half *)kc, (const __half *)vc, bt, rows, p->n_head, p->n_head_kv,
+        p->max_blocks, p->scale, rope, n_parts, part_acc, part_ml);
     CUDA_CHECK_LAUNCH();
-    attn_decode_combine<HD><<<dim3(p->n_head, n_seqs), HD, 0, st>>>(out, part_acc, part_ml,
+    attn_decode_combine<HD><<<dim3(p->n_head, n_rows), HD, 0, st>>>(out, part_acc, part_ml,
                                                                     p->n_head, n_parts);
     CUDA_CHECK_LAUNCH();
 }
 
-extern "C" int cuda_attention_decode(float *out, const float *q, const uint16_t *k_cache,
-                                     const uint16_t *v_cache, const int32_t *block_table,
-                                     const int32_t *seq_len, int n_seqs, int max_kv_len,
-                                     const cuda_attn_params *p, void *scratch,
-                                     cudaStream_t stream) {
-    if (n_seqs <= 0) return 0;
+int attn_decode_rows(float *out, const float *q, int q_stride, const uint16_t *k_cache,
+                     const uint16_t *v_cache, const int32_t *block_table, attn_rows rows,
+                     int n_rows, int max_kv_len, const uint8_t *rope_on_read,
+                     const cuda_rope_params *rope, const cuda_attn_params *p, void *scratch,
+                     cudaStream_t stream) {
+    if (n_rows <= 0) return 0;
     if (p->n_head_kv <= 0 || p->n_head % p->n_head_kv || p->n_head / p->n_head_kv > ATTN_MAXG)
         return -1;
-    const int n_parts = si_div_up(max_kv_len > 0 ? max_kv_len : 1, ATTN_PART);
+    if (rope_on_read && (!rope || rope->rope_dim > p->head_dim || rope->rope_dim % 2)) return -1;
+    const int n_kv = max_kv_len > 0 ? max_kv_len : 1;
+    const int n_parts = si_div_up(n_kv, ATTN_PART);
+    float2 *table = (float2 *)scratch;
+    float *part_acc = (float *)((char *)scratch + rope_cos_sin_table_bytes(n_kv, p->head_dim));
+    attn_rope ar = {rope_on_read, table, rope_on_read ? rope->rope_dim / 2 : 0,
+                    rope_on_read ? rope->neox : 0};
     switch (p->head_dim) {
-    case 64: attn_launch<64>(out, q, k_cache, v_cache, block_table, seq_len, n_seqs, n_parts, p, scratch, stream); break;
-    case 128: attn_launch<128>(out, q, k_cache, v_cache, block_table, seq_len, n_seqs, n_parts, p, scratch, stream); break;
-    case 256: attn_launch<256>(out, q, k_cache, v_cache, block_table, seq_len, n_seqs, n_parts, p, scratch, stream); break;
+    case 64: case 128: case 256: break;
     default: return -1;
     }
+    if (rope_on_read) rope_cos_sin_table(table, n_kv, rope, stream);
+    switch (p->head_dim) {
+    case 64: attn_launch<64>(out, q, q_stride, k_cache, v_cache, block_table, rows, n_rows, n_parts, ar, p, part_acc, stream); break;
+    case 128: attn_launch<128>(out, q, q_stride, k_cache, v_cache, block_table, rows, n_rows, n_parts, ar, p, part_acc, stream); break;
+    default: attn_launch<256>(out, q, q_stride, k_cache, v_cache, block_table, rows, n_rows, n_parts, ar, p, part_acc, stream); break;
+    }
     return 0;
+}
+
+extern "C" int cuda_attention_decode(float *out, const float *q, int q_stride,
+                                     const uint16_t *k_cache, const uint16_t *v_cache,
+                                     const int32_t *block_table, const int32_t *seq_len,
+                                     int n_seqs, int max_kv_len, const uint8_t *rope_on_read,
+                                     const cuda_rope_params *rope, const cuda_attn_params *p,
+                                     void *scratch, cudaStream_t stream) {
+    const attn_rows rows = {seq_len, NULL, NULL};
+    return attn_decode_rows(out, q, q_stride, k_cache, v_cache, block_table, rows, n_seqs,
+                            max_kv_len, rope_on_read, rope, p, scratch, stream);
 }

@@ -1,9 +1,51 @@
-/* attention.cuh — paged decode attention (attention.cu). */
+/* attention.cuh — paged attention (attention.cu: decode; attention_prefill.cu: prefill on tensor
+ * cores): what both share. */
 #ifndef SI_BACKEND_CUDA_ATTENTION_CUH
 #define SI_BACKEND_CUDA_ATTENTION_CUH
 #include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/rope.cuh"
 #define ATTN_WARPS 4
 #define ATTN_PART 256  /* keys per CTA: the flash-decoding split */
 #define ATTN_MAXG 8    /* query heads per KV head (GQA group) */
 #define ATTN_KV_BLOCK 16
+static_assert(ATTN_KV_BLOCK == ROPE_KV_BLOCK, "one paged block size");
+
+/* Keys rotated on read (StreamingLLM sequences): on_read[s] marks sequence s; table holds the
+ * (cos, sin) of every cache slot (rope_cos_sin_table), rope_dim / 2 = half pairs per slot. */
+struct attn_rope {
+    const uint8_t *on_read; /* [n_seqs] or NULL */
+    const float2 *table;    /* [max_kv_len][half] */
+    int half, neox;
+};
+
+/* Element d of key row k (f16 [head_dim], stored un-rotated) rotated to slot j and rounded to
+ * f16, exactly as a key stored rotated would have been (the CPU backend's rope_on_read). */
+__device__ __forceinline__ float attn_rotated_key(const __half *k, int d, int j, const attn_rope &r) {
+    if (d >= 2 * r.half) return __half2float(k[d]);
+    const int i = r.neox ? (d < r.half ? d : d - r.half) : d / 2;
+    int e0, e1;
+    rope_pair(i, r.half, r.neox, &e0, &e1);
+    const float2 cs = r.table[(size_t)j * r.half + i];
+    float y0, y1;
+    rope_rotate(__half2float(k[e0]), __half2float(k[e1]), cs.x, cs.y, &y0, &y1);
+    return __half2float(__float2half_rn(d == e0 ? y0 : y1));
+}
+
+/* Which query rows the decode kernel serves: row r is of sequence row_seq[r] (r when NULL) and
+ * attends to its first row_pos[r] + 1 keys (seq_len[r] when row_pos is NULL). */
+struct attn_rows {
+    const int32_t *seq_len, *row_seq, *row_pos;
+};
+
+/* Bytes of decode scratch for n_rows query rows of at most max_kv_len keys. */
+size_t attn_decode_scratch_bytes(const cuda_attn_params *p, int n_rows, int max_kv_len);
+
+/* The decode (flash-decoding) kernels over n_rows query rows (q row r at q + r * q_stride), as
+ * cuda_attention_decode; prefill runs them for head_dims its tensor-core kernel lacks. */
+int attn_decode_rows(float *out, const float *q, int q_stride, const uint16_t *k_cache,
+                     const uint16_t *v_cache, const int32_t *block_table, attn_rows rows,
+                     int n_rows, int max_kv_len, const uint8_t *rope_on_read,
+                     const cuda_rope_params *rope, const cuda_attn_params *p, void *scratch,
+                     cudaStream_t stream);
 #endif

@@ -550,12 +550,12 @@ static void cuda_forward(void *state, const si_batch *b, float *logits) {
         if (D->bq) cuda_fwd_add_bias(c->q, D->bq, q_dim, n, st);
         if (D->bk) cuda_fwd_add_bias(c->k, D->bk, kv_dim, n, st);
         if (D->bv) cuda_fwd_add_bias(c->v, D->bv, kv_dim, n, st);
-        cuda_rope_kv_write(c->q, q_dim, c->k, kv_dim, c->v, kv_dim, d_pos, d_slot, n, kc, vc,
-                           &c->rope, st);
+        cuda_rope_kv_write(c->q, q_dim, c->k, kv_dim, c->v, kv_dim, d_pos, d_slot, NULL, n, kc,
+                           vc, &c->rope, st);
         /* NOTE: one query per token with KV length pos + 1 (causal within its sequence): the
          * decode kernel serves prefill too until the tensor-core prefill kernel exists */
-        SI_ASSERT(cuda_attention_decode(c->att, c->q, kc, vc, c->d_tok_bt, d_kv_len, n,
-                                        max_kv_len, &ap, c->attn_scr, st) == 0);
+        SI_ASSERT(cuda_attention_decode(c->att, c->q, q_dim, kc, vc, c->d_tok_bt, d_kv_len, n,
+                                        max_kv_len, NULL, NULL, &ap, c->attn_scr, st) == 0);
         matmul(c, &D->wo, c->att, n, c->xb);
         cuda_add(c->x, c->xb, (int64_t)n * dim, st);
 

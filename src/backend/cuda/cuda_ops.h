@@ -86,11 +86,14 @@ typedef struct cuda_rope_params {
  * and v (f32, stride v_stride) as f16 into slot slot[t] of the paged caches of one layer,
  * k_cache/v_cache: f16 [n_blocks][KV_BLOCK_SIZE][n_head_kv*head_dim]; a slot is
  * block * KV_BLOCK_SIZE + offset (from the sequence's block table); slot < 0: not cached.
- * k is rotated in place too. pos, slot: device [n_tokens]. */
+ * k is rotated in place too. pos, slot: device [n_tokens].
+ * k_unrotated: device [n_tokens] or NULL; nonzero: token t belongs to a streaming
+ * (rope_on_read) sequence, so its k is neither rotated (in place nor in the cache) and is
+ * stored as given; its q is still rotated. */
 void cuda_rope_kv_write(float *q, int q_stride, float *k, int k_stride, const float *v,
-                        int v_stride, const int32_t *pos, const int32_t *slot, int n_tokens,
-                        uint16_t *k_cache, uint16_t *v_cache, const cuda_rope_params *p,
-                        cudaStream_t stream);
+                        int v_stride, const int32_t *pos, const int32_t *slot,
+                        const uint8_t *k_unrotated, int n_tokens, uint16_t *k_cache,
+                        uint16_t *v_cache, const cuda_rope_params *p, cudaStream_t stream);
 
 /* ---- paged attention (attention.cu) ---- */
 
@@ -100,19 +103,47 @@ typedef struct cuda_attn_params {
     float scale;                     /* usually 1/sqrt(head_dim) */
 } cuda_attn_params;
 
+/* Keys of a streaming (StreamingLLM attention-sink) sequence, marked by a nonzero
+ * rope_on_read[], are stored un-rotated and rotated here by their slot index j (the key's index
+ * in the sequence's block-table order) with `rope` (the formula of cuda_rope_kv_write, rotated
+ * value rounded to f16 as a stored key would be), as the CPU backend's attention does. */
+
 /* Scratch bytes for cuda_attention_decode with n_seqs sequences of at most max_kv_len keys. */
 size_t cuda_attention_scratch_bytes(const cuda_attn_params *p, int n_seqs, int max_kv_len);
 
 /* Decode attention (flash-decoding: the KV length is split over blocks, online softmax, then a
- * combine pass). One query token per sequence: q f32 [n_seqs][n_head*head_dim] (rounded to f16
- * as the CPU reference does), out f32, same shape. Sequence s attends to its first seq_len[s]
- * cached positions, read through block_table[s][pos / KV_BLOCK_SIZE]. k_cache/v_cache: one
- * layer's f16 pools as for cuda_rope_kv_write. max_kv_len: host bound on seq_len (sizes the
- * grid). */
-int cuda_attention_decode(float *out, const float *q, const uint16_t *k_cache,
+ * combine pass). One query token per sequence: q f32 [n_seqs][n_head*head_dim], row stride
+ * q_stride floats (rounded to f16 as the CPU reference does), out f32 [n_seqs][n_head*head_dim].
+ * Sequence s attends to its first seq_len[s] cached positions, read through
+ * block_table[s][pos / KV_BLOCK_SIZE]. k_cache/v_cache: one layer's f16 pools as for
+ * cuda_rope_kv_write. max_kv_len: host bound on seq_len (sizes the grid, which depends on
+ * n_seqs and max_kv_len only, so the launch can be captured into a CUDA graph).
+ * rope_on_read: device [n_seqs] (per query row) or NULL; rope: needed when it is not NULL. */
+int cuda_attention_decode(float *out, const float *q, int q_stride, const uint16_t *k_cache,
                           const uint16_t *v_cache, const int32_t *block_table,
                           const int32_t *seq_len, int n_seqs, int max_kv_len,
+                          const uint8_t *rope_on_read, const cuda_rope_params *rope,
                           const cuda_attn_params *p, void *scratch, cudaStream_t stream);
+
+/* Prefill attention on tensor cores. Query row t (of n_tokens; q f32, row stride q_stride floats,
+ * rotated) belongs to sequence seq[t] at cache position pos[t] and attends causally to slots
+ * 0..pos[t] of that sequence (written before the call), read through block_table[seq[t]]
+ * (row stride p->max_blocks). Rows of one sequence are contiguous with consecutive positions.
+ * rope_on_read: device [n_seqs] or NULL; nonzero: that sequence's keys are stored un-rotated and
+ * rotated by slot index on read with `rope`. out: f32 [n_tokens][n_head*head_dim].
+ * max_kv_len: host bound on pos[t] + 1, at most p->max_blocks * KV_BLOCK_SIZE. head_dim 64 and
+ * 128 run the tensor-core kernel (q and the softmax weights rounded to f16, f32 accumulation);
+ * other head_dims run the decode kernel with one query row per token. The grid depends on
+ * n_tokens, n_seqs and max_kv_len only (the query tiles are listed on the device), so the
+ * launch can be captured into a CUDA graph. scratch: cuda_attention_prefill_scratch_bytes for
+ * n_tokens <= max_tokens and n_seqs <= max_seqs. */
+size_t cuda_attention_prefill_scratch_bytes(const cuda_attn_params *p, int max_tokens, int max_seqs);
+int cuda_attention_prefill(float *out, const float *q, int q_stride, const uint16_t *k_cache,
+                           const uint16_t *v_cache, const int32_t *block_table,
+                           const int32_t *seq, const int32_t *pos, int n_tokens, int n_seqs,
+                           int max_kv_len, const uint8_t *rope_on_read,
+                           const cuda_rope_params *rope, const cuda_attn_params *p,
+                           void *scratch, cudaStream_t stream);
 
 #ifdef __cplusplus
 }

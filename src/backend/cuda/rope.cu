@@ -1,8 +1,8 @@
 /* rope.cu — RoPE on q and k, fused with writing k and v as f16 into the paged KV cache
  * (vLLM's reshape_and_cache, with the rotation folded in so k makes one trip).
- * theta_i = pos * freq_scale * base^(-2i/rope_dim) / factor_i is built by the same chain of
- * float multiplications as the CPU reference (ggml's incremental theta), so the two round alike.
- * One CTA per token. */
+ * theta_i = pos * freq_scale * base^(-2i/rope_dim) / factor_i (rope_theta, rope.cuh).
+ * One CTA per token. Tokens of streaming sequences (k_unrotated) keep k as given: attention
+ * rotates those keys on read, by slot, from the table rope_cos_sin_table builds. */
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/rope.cuh"
 
@@ -19,8 +19,8 @@ struct rope_args {
 
 __global__ void __launch_bounds__(ROPE_THREADS)
     rope_kv_kernel(float *q, int q_stride, float *k, int k_stride, const float *v, int v_stride,
-                   const int32_t *pos, const int32_t *slot, __half *k_cache, __half *v_cache,
-                   rope_args a) {
+                   const int32_t *pos, const int32_t *slot, const uint8_t *k_unrotated,
+                   __half *k_cache, __half *v_cache, rope_args a) {
     const int t = blockIdx.x;
     const int half = a.rope_dim / 2, hd = a.head_dim, kv_dim = a.n_head_kv * hd;
     const float p = (float)pos[t];
@@ -30,26 +30,22 @@ __global__ void __launch_bounds__(ROPE_THREADS)
     const float *vt = v + (size_t)t * v_stride;
     __half *kc = s >= 0 ? k_cache + (size_t)s * kv_dim : NULL;
     __half *vc = s >= 0 ? v_cache + (size_t)s * kv_dim : NULL;
-    const int n_pairs = (a.n_head + a.n_head_kv) * half;
+    const bool rotate_k = !(k_unrotated && k_unrotated[t]);
+    const int n_pairs = (rotate_k ? a.n_head + a.n_head_kv : a.n_head) * half;
     for (int idx = threadIdx.x; idx < n_pairs; idx += ROPE_THREADS) {
         const int h = idx / half, i = idx % half;
-        float tb = p;
-        for (int j = 0; j < i; j++) tb *= a.theta_scale;
-        const float ff = a.freq_factors ? a.freq_factors[i] : 1.0f;
-        const float theta = a.freq_scale * (tb / ff);
         float sn, cs;
-        sincosf(theta, &sn, &cs);
-        const int e0 = a.neox ? i : 2 * i, e1 = a.neox ? i + half : 2 * i + 1;
+        sincosf(rope_theta(p, i, a.theta_scale, a.freq_scale, a.freq_factors), &sn, &cs);
+        int e0, e1;
+        rope_pair(i, half, a.neox, &e0, &e1);
         if (h < a.n_head) {
             float *x = qt + (size_t)h * hd;
-            const float x0 = x[e0], x1 = x[e1];
-            x[e0] = x0 * cs - x1 * sn;
-            x[e1] = x0 * sn + x1 * cs;
+            rope_rotate(x[e0], x[e1], cs, sn, &x[e0], &x[e1]);
         } else {
             const int hk = h - a.n_head;
             float *x = kt + (size_t)hk * hd;
-            const float x0 = x[e0], x1 = x[e1];
-            const float y0 = x0 * cs - x1 * sn, y1 = x0 * sn + x1 * cs;
+            float y0, y1;
+            rope_rotate(x[e0], x[e1], cs, sn, &y0, &y1);
             x[e0] = y0;
             x[e1] = y1;
             if (kc) {
@@ -59,20 +55,17 @@ __global__ void __launch_bounds__(ROPE_THREADS)
         }
     }
     if (!kc) return;
-    /* dims past rope_dim are not rotated: copy them; v is copied whole */
-    const int tail = hd - a.rope_dim;
+    /* dims past rope_dim are not rotated (none of k's when it stays un-rotated): copy them; v is
+     * copied whole */
+    const int d0 = rotate_k ? a.rope_dim : 0, tail = hd - d0;
     for (int idx = threadIdx.x; idx < a.n_head_kv * tail; idx += ROPE_THREADS) {
-        const int hk = idx / tail, d = a.rope_dim + idx % tail;
+        const int hk = idx / tail, d = d0 + idx % tail;
         kc[hk * hd + d] = __float2half_rn(kt[hk * hd + d]);
     }
     for (int idx = threadIdx.x; idx < kv_dim; idx += ROPE_THREADS) vc[idx] = __float2half_rn(vt[idx]);
 }
 
-extern "C" void cuda_rope_kv_write(float *q, int q_stride, float *k, int k_stride, const float *v,
-                                   int v_stride, const int32_t *pos, const int32_t *slot,
-                                   int n_tokens, uint16_t *k_cache, uint16_t *v_cache,
-                                   const cuda_rope_params *p, cudaStream_t stream) {
-    if (n_tokens <= 0) return;
+static rope_args rope_args_of(const cuda_rope_params *p) {
     rope_args a;
     a.n_head = p->n_head;
     a.n_head_kv = p->n_head_kv;
@@ -82,8 +75,38 @@ extern "C" void cuda_rope_kv_write(float *q, int q_stride, float *k, int k_strid
     a.freq_scale = p->freq_scale;
     a.theta_scale = powf(p->freq_base, -2.0f / (float)p->rope_dim); /* host powf, as the CPU */
     a.freq_factors = p->freq_factors;
-    rope_kv_kernel<<<n_tokens, ROPE_THREADS, 0, stream>>>(q, q_stride, k, k_stride, v, v_stride,
-                                                         pos, slot, (__half *)k_cache,
-                                                         (__half *)v_cache, a);
+    return a;
+}
+
+extern "C" void cuda_rope_kv_write(float *q, int q_stride, float *k, int k_stride, const float *v,
+                                   int v_stride, const int32_t *pos, const int32_t *slot,
+                                   const uint8_t *k_unrotated, int n_tokens, uint16_t *k_cache,
+                                   uint16_t *v_cache, const cuda_rope_params *p,
+                                   cudaStream_t stream) {
+    if (n_tokens <= 0) return;
+    rope_kv_kernel<<<n_tokens, ROPE_THREADS, 0, stream>>>(
+        q, q_stride, k, k_stride, v, v_stride, pos, slot, k_unrotated, (__half *)k_cache,
+        (__half *)v_cache, rope_args_of(p));
+    CUDA_CHECK_LAUNCH();
+}
+
+__global__ void rope_table_kernel(float2 *table, int n_pos, rope_args a) {
+    const int half = a.rope_dim / 2;
+    const int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= (int64_t)n_pos * half) return;
+    const int j = (int)(idx / half), i = (int)(idx % half);
+    float sn, cs;
+    sincosf(rope_theta((float)j, i, a.theta_scale, a.freq_scale, a.freq_factors), &sn, &cs);
+    table[idx] = make_float2(cs, sn);
+}
+
+size_t rope_cos_sin_table_bytes(int n_pos, int head_dim) {
+    return (size_t)(n_pos > 0 ? n_pos : 1) * (size_t)(head_dim / 2) * sizeof(float2);
+}
+
+void rope_cos_sin_table(float2 *table, int n_pos, const cuda_rope_params *p, cudaStream_t stream) {
+    const int64_t n = (int64_t)n_pos * (p->rope_dim / 2);
+    if (n <= 0) return;
+    rope_table_kernel<<<si_div_up(n, 256), 256, 0, stream>>>(table, n_pos, rope_args_of(p));
     CUDA_CHECK_LAUNCH();
 }
