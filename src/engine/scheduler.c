@@ -80,7 +80,6 @@ static void release_blocks(sched *s, sched_seq *seq) {
     seq->n_blocks = 0;
     seq->n_hashed = 0;
     seq->n_computed = 0;
-    seq->n_dropped = 0;
 }
 
 /* ---- scheduler ------------------------------------------------------------------------------- */
@@ -220,6 +219,13 @@ static bool reserve(sched *s, sched_seq *seq, int32_t n_new) {
             memmove(seq->blocks + victim, seq->blocks + victim + 1,
                     (size_t)(seq->n_blocks - victim - 1) * sizeof *seq->blocks);
             seq->n_blocks--;
+            /* its tokens go too, so a token's index in `tokens` stays its cache slot and the
+             * sequence's memory stays bounded however long it runs */
+            const int32_t first = victim * KV_BLOCK_SIZE;
+            memmove(seq->tokens + first, seq->tokens + first + KV_BLOCK_SIZE,
+                    (size_t)(seq->n_tokens - first - KV_BLOCK_SIZE) * sizeof *seq->tokens);
+            seq->n_tokens -= KV_BLOCK_SIZE;
+            seq->n_computed -= KV_BLOCK_SIZE;
             seq->n_dropped += KV_BLOCK_SIZE;
         }
     }
@@ -270,7 +276,7 @@ static void emit(sched *s, sched_seq *seq, int32_t n_new) {
     for (int32_t t = 0; t < n_new; t++) {
         int32_t i = b->n_tokens++;
         s->token[i] = seq->tokens[seq->n_computed + t];
-        s->pos[i] = seq->n_computed + t - seq->n_dropped;
+        s->pos[i] = seq->n_computed + t;
         s->seq[i] = row;
     }
     s->seq_len[row] = sched_seq_kv_len(seq) + n_new;

@@ -17,9 +17,13 @@
  * window_blocks = ceil(window / 16) blocks and one block being filled. When a token would need a
  * block beyond those, the oldest non-sink block is dropped, so the sequence's block count stays
  * at most sink_blocks + window_blocks + 1 and at least `window` recent tokens are always kept.
- * Positions are slots inside the cache and keys are rotated on read (rope_on_read = 1).
- * Streaming sequences neither use nor fill the prefix cache: their keys are stored un-rotated
- * and their later blocks depend on what was dropped.
+ * Positions are slots inside the cache and keys are rotated on read (rope_on_read = 1). A
+ * dropped block's tokens leave `tokens` too, so a streaming sequence holds at most its sink,
+ * its window and one block of token ids (plus a prompt not yet computed), however long it runs.
+ * Preempted, it recomputes just those kept tokens (StreamingLLM's "sliding window with
+ * re-computation" of the same cache: not bit-identical to the cache it lost, whose window keys
+ * had seen the dropped tokens). Streaming sequences neither use nor fill the prefix cache: their
+ * keys are stored un-rotated and their later blocks depend on what was dropped.
  *
  * Only the engine thread calls these functions. */
 #ifndef SI_ENGINE_SCHEDULER_H
@@ -35,15 +39,17 @@ typedef enum sched_state { SEQ_NEW, SEQ_WAITING, SEQ_RUNNING, SEQ_FINISHED } sch
 
 /* One sequence as the scheduler sees it. The engine embeds it in its request. */
 typedef struct sched_seq {
-    int32_t *tokens;     /* prompt then generated tokens; grows with sched_seq_append */
+    /* prompt then generated tokens; grows with sched_seq_append. Streaming: only the tokens
+     * still in the cache or still to compute, so index == cache slot (dropped ones removed) */
+    int32_t *tokens;
     int32_t n_tokens, cap_tokens;
     int32_t n_prompt;
     bool streaming;
     int32_t sink_blocks, window_blocks; /* streaming only */
 
     sched_state state;
-    int32_t n_computed;  /* leading tokens whose K/V are (or were, if dropped) computed */
-    int32_t n_dropped;   /* tokens dropped from the cache (streaming); cache slot = index - this */
+    int32_t n_computed;  /* leading entries of `tokens` whose K/V are in the cache */
+    int64_t n_dropped;   /* tokens dropped from the cache and from `tokens` (streaming) */
     int32_t *blocks;     /* [max_blocks] block table */
     int32_t n_blocks, max_blocks;
     uint64_t *hashes;    /* [max_blocks] hash chain of the leading full blocks */
@@ -67,9 +73,7 @@ void sched_seq_release(sched_seq *seq);
 si_status sched_seq_append(sched_seq *seq, int32_t token);
 
 /* Cache length in tokens after the last computed step. */
-static inline int32_t sched_seq_kv_len(const sched_seq *seq) {
-    return seq->n_computed - seq->n_dropped;
-}
+static inline int32_t sched_seq_kv_len(const sched_seq *seq) { return seq->n_computed; }
 
 typedef struct sched_params {
     int32_t max_num_seqs;       /* sequences per step and running at once */

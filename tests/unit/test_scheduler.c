@@ -49,11 +49,9 @@ static int32_t next_token(const sched_seq *q) {
     return (int32_t)(h % 1000u);
 }
 
-/* Token expected in cache slot `slot` of q after it has computed n tokens. */
-static int32_t expected(const sched_seq *q, int32_t slot) {
-    int32_t sink = q->streaming ? q->sink_blocks * KV_BLOCK_SIZE : 0;
-    return slot < sink ? q->tokens[slot] : q->tokens[slot + q->n_dropped];
-}
+/* Token expected in cache slot `slot` of q: a streaming sequence's dropped tokens leave
+ * `tokens` with their block, so index and slot are the same for every sequence. */
+static int32_t expected(const sched_seq *q, int32_t slot) { return q->tokens[slot]; }
 
 /* One step: writes the batch into the shadow cache, checks every scheduled sequence's slots,
  * updates, and appends a sampled token where logits were asked for. Returns tokens computed. */
@@ -229,19 +227,58 @@ static void test_streaming_constant_blocks(void **state) {
     /* sink 4 -> 1 block, window 64 -> 4 blocks, plus the block being filled */
     assert_int_equal(sched_seq_init(&q, pr, 40, 4, 64, MAX_BLOCKS), SI_OK);
     sched_add(x.s, &q);
-    int32_t max_blocks = 0;
-    while (q.n_tokens < 2000) {
+    int32_t max_blocks = 0, max_cap = 0;
+    while (q.n_tokens + q.n_dropped < 2000) {
         sim_step(&x);
         if (q.n_blocks > max_blocks) max_blocks = q.n_blocks;
-        if (q.n_tokens > 200) assert_true(q.n_blocks >= 5);
+        if (q.cap_tokens > max_cap) max_cap = q.cap_tokens;
+        if (q.n_tokens + q.n_dropped > 200) assert_true(q.n_blocks >= 5);
         assert_true(sched_seq_kv_len(&q) >= (q.n_computed < 80 ? q.n_computed : 64));
+        /* token ids kept: the cached ones plus the one sampled token not yet computed */
+        assert_true(q.n_tokens <= q.n_computed + 1 || q.n_computed < 40);
+        assert_true(q.n_tokens <= 6 * KV_BLOCK_SIZE + 1);
     }
     assert_int_equal(max_blocks, 6);
     assert_true(q.n_dropped > 1800);
+    assert_true(max_cap <= 2 * 6 * KV_BLOCK_SIZE); /* the id buffer stopped growing too */
     assert_int_equal(kv_pool_get_stats(x.pool).n_used, 6);
     sched_remove(x.s, &q);
     assert_int_equal(kv_pool_get_stats(x.pool).n_used, 0);
     sched_seq_release(&q);
+    sim_free(&x);
+}
+
+/* A preempted streaming sequence comes back with only its kept tokens (sink + window) to
+ * recompute, at the same slots; sim_step checks every slot of the recomputed cache. */
+static void test_streaming_preempted(void **state) {
+    (void)state;
+    sim x;
+    sim_init(&x, 9, 2, 64);
+    int32_t pr[40];
+    make_prompt(pr, 40, 5);
+    sched_seq a, b;
+    assert_int_equal(sched_seq_init(&a, pr, 4, 0, 0, MAX_BLOCKS), SI_OK);
+    assert_int_equal(sched_seq_init(&b, pr, 40, 4, 32, MAX_BLOCKS), SI_OK); /* <= 4 blocks */
+    sched_add(x.s, &a);
+    sched_add(x.s, &b);
+    /* b streams past its window; a grows until the 9 blocks run out and b, the newest, goes */
+    while (b.n_preempted == 0) {
+        sim_step(&x);
+        assert_true(b.n_tokens <= 4 * KV_BLOCK_SIZE + 1);
+    }
+    assert_true(b.n_dropped > 0);
+    assert_int_equal(b.n_computed, 0);
+    sched_remove(x.s, &a); /* room again: b is readmitted and recomputes what it kept */
+    sched_seq_release(&a);
+    const int32_t kept = b.n_tokens;
+    const int64_t before = sched_tokens_computed(x.s);
+    while (b.n_computed < kept) sim_step(&x);
+    assert_int_equal(sched_tokens_computed(x.s) - before, kept);
+    const int64_t total = b.n_tokens + b.n_dropped;
+    while (b.n_tokens + b.n_dropped < total + 100) sim_step(&x); /* and streams on */
+    sched_remove(x.s, &b);
+    sched_seq_release(&b);
+    assert_int_equal(kv_pool_get_stats(x.pool).n_used, 0);
     sim_free(&x);
 }
 
@@ -277,7 +314,7 @@ static void test_stress_random(void **state) {
             sim_step(&x);
         }
         for (int j = 0; j < SLOTS; j++) /* finish: non-streaming at 160 tokens, fits 10 blocks */
-            if (live[j] && q[j].n_tokens >= (q[j].streaming ? 300 : 160)) {
+            if (live[j] && q[j].n_tokens + q[j].n_dropped >= (q[j].streaming ? 300 : 160)) {
                 sched_remove(x.s, &q[j]);
                 sched_seq_release(&q[j]);
                 live[j] = false;
@@ -304,6 +341,7 @@ int main(void) {
         cmocka_unit_test(test_prefix_hits),
         cmocka_unit_test(test_preemption_same_outputs),
         cmocka_unit_test(test_streaming_constant_blocks),
+        cmocka_unit_test(test_streaming_preempted),
         cmocka_unit_test(test_stress_random),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
