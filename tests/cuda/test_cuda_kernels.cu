@@ -207,10 +207,11 @@ static void test_gemv(si_type t, const char *tn, int M, int K, bool bench) {
     const int NBMAX = 8;
     std::vector<float> hx((size_t)NBMAX * K);
     for (auto &v : hx) v = rnd_f();
-    /* Q8_0/Q4_0 with K % 128 == 0 (and K <= 14336): the kernel quantises x to Q8_0 first, as the
-     * CPU backend does (its vec_dot_type); the reference then uses the repo's Q8_0 round trip. */
+    /* quantised types with K % 128 == 0 (and K <= 14336): the kernel quantises x to Q8_0 blocks
+     * first (for Q8_0/Q4_0 exactly as the CPU backend's vec_dot_type); the reference then uses the
+     * repo's Q8_0 round trip of x. */
     std::vector<float> hxr(hx);
-    if ((t == SI_TYPE_Q8_0 || t == SI_TYPE_Q4_0) && K % 128 == 0 && K <= 14336) {
+    if (t != SI_TYPE_F16 && t != SI_TYPE_BF16 && K % 128 == 0 && K <= 14336) {
         const quant_traits *q8 = quant_get(SI_TYPE_Q8_0);
         std::vector<uint8_t> tmp(quant_row_size(SI_TYPE_Q8_0, K));
         for (int b = 0; b < NBMAX; b++) {
@@ -643,11 +644,13 @@ int main(int argc, char **argv) {
     /* GEMV: Llama-2-7B shapes (timed) and odd ones */
     struct shape { int M, K; bool timed; };
     std::vector<shape> shapes;
-    /* K = 352 (not a multiple of 128): Q8_0/Q4_0 take the f32-activation path */
+    /* K = 352 (not a multiple of 128) and K = 16384 (> 14336): the quantised types take the
+     * f32-activation path (Q4_K/Q6_K only at 16384: 352 is no multiple of their 256) */
     if (small) shapes = {{64, 512, false}, {37, 768, false}, {5, 256, false}, {7, 352, false}};
     else shapes = {{4096, 4096, true}, {11008, 4096, true}, {4096, 11008, true},
-                   {32000, 4096, true}, {1000, 2816, false}, {3, 256, false}, {129, 768, false},
-                   {7, 352, false}};
+                   {32000, 4096, true}, {12288, 4096, true} /* fused QKV */,
+                   {22016, 4096, true} /* fused gate+up */, {1000, 2816, false}, {3, 256, false},
+                   {129, 768, false}, {7, 352, false}, {3, 16384, false}};
     if (bench) {
         const double us = time_median_us([&] { empty_kernel<<<1, 32, 0, g_st>>>(); CUDA_CHECK_LAUNCH(); }, 50);
         bench_line("empty kernel                    %8.2f us  (launch + event overhead of this timing)\n", us);

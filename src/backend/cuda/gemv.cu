@@ -1,4 +1,8 @@
-/* gemv.cu — decode matmul, memory-bound: every weight byte is read once, with 16-byte cp.async
+/* gemv.cu — decode matmul (cuda_gemv). Fast paths: gemv_fast.cuh (F16/BF16, K % 8 == 0) and
+ * gemv_q8x.cuh (the quantised types with x quantised to q8, K % 128 == 0); every other shape
+ * takes the general kernel here, which multiplies f32 x.
+ *
+ * General kernel: memory-bound, every weight byte is read once, with 16-byte cp.async
  * copies into shared memory (GGUF blocks are 18, 20, 34, 210 bytes: a thread cannot load its own
  * block with aligned 16-byte loads, so a warp copies the aligned byte span that covers a row
  * segment, then each lane decodes units of it in registers). Two stages per warp: the next
@@ -116,6 +120,7 @@ static int gemv_launch(const void *W, int M, int K, const float *x, int nb, floa
 }
 
 #include "backend/cuda/gemv_fast.cuh"
+#include "backend/cuda/gemv_q8x.cuh"
 
 extern "C" size_t cuda_weight_alloc_bytes(si_type t, int64_t M, int64_t K) {
     int be, bb;
@@ -131,6 +136,14 @@ extern "C" size_t cuda_weight_alloc_bytes(si_type t, int64_t M, int64_t K) {
     return (((size_t)M * (size_t)(K / be) * bb) + 15) & ~(size_t)15;
 }
 
+/* A quantised type: the q8x kernel where K allows it (K % 128 == 0, K <= GEMV_Q8X_MAX_K, its
+ * shared memory fits), else the f32-activation kernel above. */
+template <class TX, class T>
+static int gemv_quant(const void *W, int M, int K, const float *x, int nb, float *y, cudaStream_t st) {
+    if (gemv_q8x_ok<TX>(K) && gemv_q8x_launch<TX>(W, M, K, x, nb, y, st) == 0) return 0;
+    return gemv_launch<T>(W, M, K, x, nb, y, st);
+}
+
 extern "C" int cuda_gemv(si_type t, const void *W, int M, int K, const float *x, int n_batch,
                          float *y, cudaStream_t stream) {
     if (n_batch < 1 || n_batch > 8 || M < 1 || K < 1 || ((uintptr_t)W & 15) || ((uintptr_t)x & 15))
@@ -142,15 +155,11 @@ extern "C" int cuda_gemv(si_type t, const void *W, int M, int K, const float *x,
     case SI_TYPE_BF16:
         if (K % 8 == 0) return gemv_h16_launch<true>(W, M, K, x, n_batch, y, stream);
         return gemv_launch<tq_bf16>(W, M, K, x, n_batch, y, stream);
-    case SI_TYPE_Q8_0:
-        if (gemv_q8x_ok(K)) return gemv_q8x_launch<tqx_q8_0>(W, M, K, x, n_batch, y, stream);
-        return gemv_launch<tq_q8_0>(W, M, K, x, n_batch, y, stream);
-    case SI_TYPE_Q4_0:
-        if (gemv_q8x_ok(K)) return gemv_q8x_launch<tqx_q4_0>(W, M, K, x, n_batch, y, stream);
-        return gemv_launch<tq_q4_0>(W, M, K, x, n_batch, y, stream);
-    case SI_TYPE_Q4_1: return gemv_launch<tq_q4_1>(W, M, K, x, n_batch, y, stream);
-    case SI_TYPE_Q4_K: return gemv_launch<tq_q4_k>(W, M, K, x, n_batch, y, stream);
-    case SI_TYPE_Q6_K: return gemv_launch<tq_q6_k>(W, M, K, x, n_batch, y, stream);
+    case SI_TYPE_Q8_0: return gemv_quant<tqx_q8_0, tq_q8_0>(W, M, K, x, n_batch, y, stream);
+    case SI_TYPE_Q4_0: return gemv_quant<tqx_q4_0, tq_q4_0>(W, M, K, x, n_batch, y, stream);
+    case SI_TYPE_Q4_1: return gemv_quant<tqx_q4_1, tq_q4_1>(W, M, K, x, n_batch, y, stream);
+    case SI_TYPE_Q4_K: return gemv_quant<tqx_q4_k, tq_q4_k>(W, M, K, x, n_batch, y, stream);
+    case SI_TYPE_Q6_K: return gemv_quant<tqx_q6_k, tq_q6_k>(W, M, K, x, n_batch, y, stream);
     default: return -1;
     }
 }

@@ -1,0 +1,232 @@
+/* gemv_q8x.cuh — decode GEMV of the quantised types (Q8_0, Q4_0, Q4_1, Q4_K, Q6_K) with integer
+ * dot products against a q8 copy of x (llama.cpp's mmvq idea; included by gemv.cu).
+ *
+ * Each CTA first quantises x to Q8_0 blocks in shared memory (exactly the CPU backend's
+ * quantize_row_q8_0_ref: d = amax / 127 rounded to fp16, q = roundf(x / d)), with the integer
+ * sum of each block's q kept beside d for the min/offset terms. An activation then costs one
+ * byte and the products are dp4a (4 MACs an instruction; f32 FMAs and int->float conversions
+ * would make the 4-bit types issue-bound). NOTE: the CPU backend quantises x to Q8_1 for Q4_1
+ * (same q and d; the sum as fp16(d * sum)) and to Q8_K for the k-quants (one f32 scale per 256);
+ * Q8_0 blocks of 32 for every type keep one quantiser and layout here and are at least as
+ * precise (a scale per 32, exact integer sums).
+ *
+ * GGUF blocks (34, 18, 20, 144, 210 bytes) are mostly not 16-byte aligned, so the weights go
+ * through a per-warp double-buffered cp.async staging area: a segment = 32 "units" of a row (one
+ * per lane, gemv_q8x_units.cuh), copied as the covering aligned 16-byte span, then each lane
+ * reads its unit with conflict-free shared loads and decodes it in registers. The x copy in
+ * shared memory pads each unit's bytes by 16 so the lanes' 16-byte loads are conflict-free too.
+ * The grid is persistent (at most the resident CTAs) so the x quantisation is paid once per CTA;
+ * warps walk row groups of R rows (R rows share each x load). */
+#include "backend/cuda/gemv_q8x_units.cuh"
+
+#define GEMV_Q8X_MAX_K 14336 /* nb = 8 still fits the 227 KB of shared memory */
+template <class T> static inline bool gemv_q8x_ok(int K) {
+    return K % T::BE == 0 && K % 128 == 0 && K <= GEMV_Q8X_MAX_K;
+}
+
+template <class T> struct q8x_layout {
+    static constexpr int XUB = 32 * T::UB + 16;                        /* x bytes per unit, padded */
+    static constexpr int SEG = ((32 * T::UBYTES + 16 + 15) / 16) * 16; /* one row's staged segment */
+};
+
+/* shared memory: xq [nb][units][XUB] | xd f32 [nb][K/32] | xs i32 [nb][K/32] | stages */
+template <class T> static size_t q8x_smem_bytes(int K, int nb, int warps, int R) {
+    const size_t units = K / (32 * T::UB), nblk = K / 32;
+    return (size_t)nb * units * q8x_layout<T>::XUB + (size_t)nb * nblk * 8 +
+           (size_t)warps * 2 * R * q8x_layout<T>::SEG;
+}
+
+/* x (nb rows of K floats) -> q8_0 in shared memory, 8 lanes per block of 32 (a float4 each) */
+template <class T>
+__device__ __forceinline__ void q8x_quantize_x(const float *__restrict__ x, int K, int nb, uint8_t *xq,
+                                               float *xd, int *xs) {
+    constexpr int XUB = q8x_layout<T>::XUB, UNR = 4;
+    const int nwarps = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int units = K / (32 * T::UB), nblk = K / 32, total = nb * nblk, sub = lane & 7;
+    for (int wb = warp * 4; wb < total; wb += nwarps * 4 * UNR) { /* warp-uniform */
+        const int base = wb + (lane >> 3);
+        float4 v[UNR];
+#pragma unroll
+        for (int i = 0; i < UNR; i++) {
+            const int blk = base + i * nwarps * 4;
+            const int bi = blk / nblk, bb = blk - bi * nblk;
+            v[i] = blk < total ? __ldg((const float4 *)(x + (size_t)bi * K + 32 * bb + 4 * sub))
+                               : make_float4(0.f, 0.f, 0.f, 0.f);
+        }
+#pragma unroll
+        for (int i = 0; i < UNR; i++) {
+            const int blk = base + i * nwarps * 4;
+            float amax = fmaxf(fmaxf(fabsf(v[i].x), fabsf(v[i].y)), fmaxf(fabsf(v[i].z), fabsf(v[i].w)));
+#pragma unroll
+            for (int o = 1; o < 8; o <<= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+            const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+            const int q0 = (int)roundf(v[i].x * id), q1 = (int)roundf(v[i].y * id);
+            const int q2 = (int)roundf(v[i].z * id), q3 = (int)roundf(v[i].w * id);
+            int sum = q0 + q1 + q2 + q3;
+#pragma unroll
+            for (int o = 1; o < 8; o <<= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+            if (blk < total) {
+                const int bi = blk / nblk, bb = blk - bi * nblk, u = bb / T::UB, ub = bb % T::UB;
+                const uint32_t packed = (uint32_t)(q0 & 0xFF) | ((uint32_t)(q1 & 0xFF) << 8) |
+                                        ((uint32_t)(q2 & 0xFF) << 16) | ((uint32_t)(q3 & 0xFF) << 24);
+                *(uint32_t *)(xq + ((size_t)bi * units + u) * XUB + 32 * ub + 4 * sub) = packed;
+                if (sub == 0) {
+                    xd[blk] = __half2float(__float2half_rn(d));
+                    xs[blk] = sum;
+                }
+            }
+        }
+    }
+}
+
+template <class T, int NB, int R>
+__global__ void __launch_bounds__(256)
+    gemv_q8x_kernel(const uint8_t *__restrict__ W, int M, int K, size_t row_bytes,
+                    const float *__restrict__ x, int nb, float *__restrict__ y) {
+    constexpr int XUB = q8x_layout<T>::XUB, SEG = q8x_layout<T>::SEG, SEGBYTES = 32 * T::UBYTES;
+    extern __shared__ __align__(16) uint8_t smem[];
+    const int nwarps = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int units = K / (32 * T::UB), nblk = K / 32, nseg = (units + 31) / 32;
+    uint8_t *xq = smem;
+    float *xd = (float *)(smem + (size_t)nb * units * XUB);
+    int *xs = (int *)(xd + (size_t)nb * nblk);
+    uint8_t *sw = (uint8_t *)(xs + (size_t)nb * nblk) + (size_t)warp * 2 * R * SEG;
+
+    const int gstep = gridDim.x * nwarps; /* row groups of R rows, strided over all warps */
+    int rg = blockIdx.x * nwarps + warp, seg = 0;
+
+    /* first byte of segment sg of row r of group g (rows past M repeat the last row) */
+    auto seg_src = [&](int g, int r, int sg) {
+        return (uintptr_t)(W + (size_t)min(g * R + r, M - 1) * row_bytes + (size_t)sg * SEGBYTES);
+    };
+    auto issue = [&](int g, int sg, int stage) {
+        const int n = min(32, units - sg * 32);
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            const uintptr_t s = seg_src(g, r, sg);
+            /* n * UBYTES is whole: Q6_K's odd UBYTES comes with an even unit count per row */
+            const uintptr_t a0 = s & ~(uintptr_t)15, a1 = (s + (size_t)n * T::UBYTES + 15) & ~(uintptr_t)15;
+            uint8_t *dst = sw + (stage * R + r) * SEG;
+            const int nc = (int)((a1 - a0) / 16);
+            for (int i = lane; i < nc; i += 32) si_cp_async16(dst + 16 * i, (const void *)(a0 + 16 * i));
+        }
+        si_cp_async_commit();
+    };
+    /* the first weights are in flight while x is quantised */
+    if (rg * R < M) issue(rg, 0, 0);
+    q8x_quantize_x<T>(x, K, nb, xq, xd, xs);
+    __syncthreads();
+    if (rg * R >= M) return; /* no CTA-wide barrier below */
+
+    float acc[R][NB];
+#pragma unroll
+    for (int r = 0; r < R; r++)
+#pragma unroll
+        for (int b = 0; b < NB; b++) acc[r][b] = 0.0f;
+
+    for (int stage = 0;; stage ^= 1) {
+        /* next item: the next segment of this row group, or the next row group */
+        const int nrg = seg + 1 < nseg ? rg : rg + gstep, nsg = seg + 1 < nseg ? seg + 1 : 0;
+        const bool more = nrg * R < M;
+        if (more) {
+            issue(nrg, nsg, stage ^ 1);
+            si_cp_async_wait<1>();
+        } else {
+            si_cp_async_wait<0>();
+        }
+        __syncwarp();
+        const int u = seg * 32 + lane;
+        if (u < units) {
+            uint32_t w[R][T::WORDS];
+#pragma unroll
+            for (int r = 0; r < R; r++)
+                T::load(sw + (stage * R + r) * SEG + (seg_src(rg, r, seg) & 15), lane, w[r]);
+#pragma unroll
+            for (int b = 0; b < NB; b++) {
+                if (b >= nb) break;
+                uint32_t xw[8 * T::UB];
+                const uint4 *xp = (const uint4 *)(xq + ((size_t)b * units + u) * XUB);
+#pragma unroll
+                for (int i = 0; i < 2 * T::UB; i++) {
+                    const uint4 v = xp[i];
+                    xw[4 * i] = v.x; xw[4 * i + 1] = v.y; xw[4 * i + 2] = v.z; xw[4 * i + 3] = v.w;
+                }
+                float d[T::UB];
+                int sq[T::UB];
+#pragma unroll
+                for (int i = 0; i < T::UB; i++) {
+                    d[i] = xd[(size_t)b * nblk + u * T::UB + i];
+                    sq[i] = xs[(size_t)b * nblk + u * T::UB + i];
+                }
+#pragma unroll
+                for (int r = 0; r < R; r++) acc[r][b] += T::dot(w[r], xw, d, sq);
+            }
+        }
+        __syncwarp();
+        if (seg == nseg - 1) {
+#pragma unroll
+            for (int r = 0; r < R; r++)
+#pragma unroll
+                for (int b = 0; b < NB; b++) {
+                    const float v = si_warp_sum(acc[r][b]);
+                    acc[r][b] = 0.0f;
+                    if (lane == 0 && b < nb && rg * R + r < M) y[(size_t)b * M + rg * R + r] = v;
+                }
+        }
+        if (!more) break;
+        rg = nrg;
+        seg = nsg;
+    }
+}
+
+template <class T, int NB, int R>
+static int gemv_q8x_launch_nb(const void *W, int M, int K, const float *x, int nb, float *y,
+                              cudaStream_t st) {
+    static int smem_optin = 0, n_sm = 0; /* per instance: the attribute is per kernel */
+    if (!smem_optin) {
+        int dev;
+        CUDA_CHECK(cudaGetDevice(&dev));
+        CUDA_CHECK(cudaDeviceGetAttribute(&n_sm, cudaDevAttrMultiProcessorCount, dev));
+        int optin;
+        CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+        CUDA_CHECK(cudaFuncSetAttribute(gemv_q8x_kernel<T, NB, R>, cudaFuncAttributeMaxDynamicSharedMemorySize, optin));
+        smem_optin = optin;
+    }
+    int warps = 8;
+    size_t smem = q8x_smem_bytes<T>(K, nb, warps, R);
+    if (smem > (size_t)smem_optin) {
+        warps = 4;
+        smem = q8x_smem_bytes<T>(K, nb, warps, R);
+        if (smem > (size_t)smem_optin) return -1;
+    }
+    int per_sm = 0;
+    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, gemv_q8x_kernel<T, NB, R>, warps * 32, smem));
+    const int need = si_div_up(M, warps * R);
+    const int grid = min(need, max(1, per_sm) * n_sm);
+    const size_t row_bytes = (size_t)(K / (32 * T::UB)) * T::UBYTES; /* units x bytes */
+    gemv_q8x_kernel<T, NB, R><<<grid, warps * 32, smem, st>>>((const uint8_t *)W, M, K, row_bytes, x, nb, y);
+    CUDA_CHECK_LAUNCH();
+    return 0;
+}
+
+/* Rows per warp for batch 1 with K < 8192, batch 1 with K >= 8192, batch 2, 4 and 8 (measured
+ * on the H200, tests/cuda/LAST_RUN.md): at batch 1 long rows go faster with 2 rows per warp
+ * (half the CTAs quantise x; 2 rows in flight per segment), short ones with 1 (more warps). */
+#ifndef GEMV_Q8X_R
+#define GEMV_Q8X_R 1, 2, 1, 2, 2
+#endif
+template <int I> static constexpr int q8x_rows() {
+    constexpr int r[] = {GEMV_Q8X_R};
+    return r[I];
+}
+
+template <class T>
+static int gemv_q8x_launch(const void *W, int M, int K, const float *x, int nb, float *y,
+                           cudaStream_t st) {
+    if (!gemv_q8x_ok<T>(K)) return -1;
+    if (nb <= 1 && K < 8192) return gemv_q8x_launch_nb<T, 1, q8x_rows<0>()>(W, M, K, x, nb, y, st);
+    if (nb <= 1) return gemv_q8x_launch_nb<T, 1, q8x_rows<1>()>(W, M, K, x, nb, y, st);
+    if (nb <= 2) return gemv_q8x_launch_nb<T, 2, q8x_rows<2>()>(W, M, K, x, nb, y, st);
+    if (nb <= 4) return gemv_q8x_launch_nb<T, 4, q8x_rows<3>()>(W, M, K, x, nb, y, st);
+    return gemv_q8x_launch_nb<T, 8, q8x_rows<4>()>(W, M, K, x, nb, y, st);
+}

@@ -1,0 +1,208 @@
+/* gemv_q8x_units.cuh — the weight side of the q8x GEMV (gemv_q8x.cuh): one "unit" per lane.
+ *
+ * A unit is the part of a weight row that one lane multiplies by UB * 32 consecutive activations
+ * (UB Q8_0 blocks of x; UB = 4, 128 elements, except Q8_0's 2). A warp owns a segment of 32 consecutive units,
+ * copied from global memory as one aligned byte span (32 * UBYTES bytes) into shared memory;
+ * load() reads this lane's unit out of the staged segment into WORDS registers, dot() multiplies
+ * them with the q8 x of the unit:
+ *   xw: 8 * UB words = the unit's int8 activations, xd[i]: the fp16-rounded scale of x block i,
+ *   xs[i]: the sum of its 32 int8 values (the min/offset terms need it).
+ * Integer sums (dp4a) per 32 (or 16) elements, then one float multiply-add per block.
+ *
+ * Units: Q4_0 4 blocks (72 bytes), Q8_0 2 blocks (68), Q4_1 4 blocks (80), Q4_K half a block
+ * (its 16-byte header + 64 bytes of nibbles), Q6_K half a block (64 bytes of low bits, 32 of
+ * high bits, 8 scales and d). BE: elements per weight block (K must be a multiple). */
+#ifndef SI_BACKEND_CUDA_GEMV_Q8X_UNITS_CUH
+#define SI_BACKEND_CUDA_GEMV_Q8X_UNITS_CUH
+
+#include "backend/cuda/dequant.cuh"
+
+/* A 32-bit word at byte offset o (even) of a register array; o is a compile-time constant once
+ * the loops around are unrolled, so the array stays in registers. */
+__device__ __forceinline__ uint32_t si_wget32(const uint32_t *w, int o) {
+    return (o & 3) ? __funnelshift_r(w[o >> 2], w[(o >> 2) + 1], 8 * (o & 3)) : w[o >> 2];
+}
+__device__ __forceinline__ float si_wgeth(const uint32_t *w, int o) {
+    return si_h2f((uint16_t)(w[o >> 2] >> (8 * (o & 3))));
+}
+
+/* N words of shared memory from a 2-byte-aligned address: aligned 4-byte loads, shifted by the
+ * (run-time) misalignment. Reads one word past the N when misaligned. */
+template <int N> __device__ __forceinline__ void si_lds_words2(const uint8_t *p, uint32_t *w) {
+    const uint32_t sh = 8 * ((uint32_t)(uintptr_t)p & 3);
+    const uint32_t *a = (const uint32_t *)((uintptr_t)p & ~(uintptr_t)3);
+    uint32_t lo = a[0];
+#pragma unroll
+    for (int i = 0; i < N; i++) {
+        const uint32_t hi = i + 1 < N || sh ? a[i + 1] : 0u; /* word N only when misaligned */
+        w[i] = __funnelshift_r(lo, hi, sh);
+        lo = hi;
+    }
+}
+
+template <int N> __device__ __forceinline__ void si_lds_words16(const uint8_t *p, uint32_t *w) {
+#pragma unroll
+    for (int i = 0; i < N / 4; i++) {
+        const uint4 v = ((const uint4 *)p)[i];
+        w[4 * i] = v.x; w[4 * i + 1] = v.y; w[4 * i + 2] = v.z; w[4 * i + 3] = v.w;
+    }
+}
+
+/* x = d * (q - 8). Units of 4 blocks = 72 bytes: 8-aligned, lanes' 8-byte loads hit distinct
+ * banks (stride 18 words). */
+struct tqx_q4_0 {
+    static constexpr int BE = 32, UB = 4, BB = 18, UBYTES = 72, WORDS = 18;
+    __device__ static void load(const uint8_t *seg, int lane, uint32_t *w) {
+        const uint2 *p = (const uint2 *)(seg + lane * UBYTES);
+#pragma unroll
+        for (int i = 0; i < WORDS / 2; i++) {
+            const uint2 v = p[i];
+            w[2 * i] = v.x;
+            w[2 * i + 1] = v.y;
+        }
+    }
+    __device__ static float dot(const uint32_t *w, const uint32_t *xw, const float *xd, const int *xs) {
+        float s = 0.0f;
+#pragma unroll
+        for (int b = 0; b < UB; b++) {
+            int sumi = 0;
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                const uint32_t q = si_wget32(w, BB * b + 2 + 4 * j);
+                sumi = __dp4a((int)(q & 0x0F0F0F0Fu), (int)xw[8 * b + j], sumi);
+                sumi = __dp4a((int)((q >> 4) & 0x0F0F0F0Fu), (int)xw[8 * b + 4 + j], sumi);
+            }
+            s = fmaf(si_wgeth(w, BB * b) * xd[b], (float)(sumi - 8 * xs[b]), s);
+        }
+        return s;
+    }
+};
+
+/* x = d * q. Units of 2 blocks = 68 bytes: 4-aligned (stride 17 words, distinct banks). */
+struct tqx_q8_0 {
+    static constexpr int BE = 32, UB = 2, BB = 34, UBYTES = 68, WORDS = 17;
+    __device__ static void load(const uint8_t *seg, int lane, uint32_t *w) {
+        const uint32_t *p = (const uint32_t *)(seg + lane * UBYTES);
+#pragma unroll
+        for (int i = 0; i < WORDS; i++) w[i] = p[i];
+    }
+    __device__ static float dot(const uint32_t *w, const uint32_t *xw, const float *xd, const int *xs) {
+        float s = 0.0f;
+#pragma unroll
+        for (int b = 0; b < UB; b++) {
+            int sumi = 0;
+#pragma unroll
+            for (int j = 0; j < 8; j++) sumi = __dp4a((int)si_wget32(w, BB * b + 2 + 4 * j), (int)xw[8 * b + j], sumi);
+            s = fmaf(si_wgeth(w, BB * b) * xd[b], (float)sumi, s);
+        }
+        (void)xs;
+        return s;
+    }
+};
+
+/* x = d * q + m. Units of 4 blocks = 80 bytes: rows are 16-aligned (K % 128 == 0), so 16-byte
+ * loads; stride 20 words puts a quarter-warp's loads on distinct banks. The min term uses the
+ * exact integer sum of the q8 x (ggml's q8_1 keeps it as fp16(d * sum), less precise). */
+struct tqx_q4_1 {
+    static constexpr int BE = 32, UB = 4, BB = 20, UBYTES = 80, WORDS = 20;
+    __device__ static void load(const uint8_t *seg, int lane, uint32_t *w) {
+        si_lds_words16<WORDS>(seg + lane * UBYTES, w);
+    }
+    __device__ static float dot(const uint32_t *w, const uint32_t *xw, const float *xd, const int *xs) {
+        float s = 0.0f;
+#pragma unroll
+        for (int b = 0; b < UB; b++) {
+            int sumi = 0;
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                const uint32_t q = w[5 * b + 1 + j];
+                sumi = __dp4a((int)(q & 0x0F0F0F0Fu), (int)xw[8 * b + j], sumi);
+                sumi = __dp4a((int)((q >> 4) & 0x0F0F0F0Fu), (int)xw[8 * b + 4 + j], sumi);
+            }
+            const float2 dm = __half22float2(*(const __half2 *)&w[5 * b]); /* d, m */
+            s = fmaf(xd[b], fmaf(dm.x, (float)sumi, dm.y * (float)xs[b]), s);
+        }
+        return s;
+    }
+};
+
+/* x = d * sc_j * q - dmin * m_j over 8 sub-blocks j of 32. Unit = half h of a block (lane & 1):
+ * sub-blocks 4h..4h+3 = x blocks 0..3 of the unit, from the nibbles qs[64h .. 64h + 63]
+ * (low nibbles of the first 32 bytes: sub-block 4h, high: 4h + 1, and so on). Blocks (144
+ * bytes) are 16-aligned, the two lanes of a block read its header (broadcast) and their 64
+ * bytes; the 16-byte loads of a quarter-warp land on distinct banks (stride 9 x 16 bytes).
+ * load() unpacks the 6-bit scales and mins of the 4 sub-blocks (get_scale_min_k4) into one
+ * byte each: w[0] = d | dmin << 16, w[1] = scales, w[2] = mins, w[3..18] = the nibbles. */
+struct tqx_q4_k {
+    static constexpr int BE = 256, UB = 4, UBYTES = 72, WORDS = 19;
+    __device__ static void load(const uint8_t *seg, int lane, uint32_t *w) {
+        const uint8_t *blk = seg + (lane >> 1) * 144;
+        const int h = lane & 1;
+        const uint4 hd = *(const uint4 *)blk; /* d, dmin | scales[0..3] | [4..7] | [8..11] */
+        w[0] = hd.x;
+        /* j < 4: sc = s[j] & 63, m = s[j + 4] & 63; j >= 4: the low (sc) or high (m) nibble of
+         * s[j + 4] plus bits 6..7 of s[j - 4] (sc) or s[j] (m) as bits 4..5 */
+        w[1] = h ? (hd.w & 0x0F0F0F0Fu) | ((hd.y >> 2) & 0x30303030u) : hd.y & 0x3F3F3F3Fu;
+        w[2] = h ? ((hd.w >> 4) & 0x0F0F0F0Fu) | ((hd.z >> 2) & 0x30303030u) : hd.z & 0x3F3F3F3Fu;
+        si_lds_words16<16>(blk + 16 + 64 * h, w + 3);
+    }
+    __device__ static float dot(const uint32_t *w, const uint32_t *xw, const float *xd, const int *xs) {
+        const float2 dm = __half22float2(*(const __half2 *)&w[0]); /* d, dmin */
+        float s = 0.0f;
+#pragma unroll
+        for (int t = 0; t < 4; t++) {
+            int sumi = 0;
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+                const uint32_t q = w[3 + 8 * (t >> 1) + j] >> (4 * (t & 1));
+                sumi = __dp4a((int)(q & 0x0F0F0F0Fu), (int)xw[8 * t + j], sumi);
+            }
+            const int sc = (w[1] >> (8 * t)) & 0xFF, m = (w[2] >> (8 * t)) & 0xFF;
+            s = fmaf(xd[t], fmaf(dm.x, (float)(sc * sumi), -dm.y * (float)(m * xs[t])), s);
+        }
+        return s;
+    }
+};
+
+/* x = d * sc[e / 16] * (q - 32), q 6-bit. Unit = half h of a block (lane & 1): elements
+ * 128h + 32t + l (t, l < 32) are ql[64h + 32 (t & 1) + l] (low nibble for t < 2, high for
+ * t >= 2) with bits 2t..2t+1 of qh[32h + l] on top (ggml's dequantize_row_q6_K), scale
+ * sc[8h + 2t + l / 16]. Blocks are 210 bytes, so only 2-aligned: 4-byte loads shifted by the
+ * lane's misalignment. w[0..15] = ql, w[16..23] = qh, w[24..25] = the 8 scales, w[26] = d. */
+struct tqx_q6_k {
+    static constexpr int BE = 256, UB = 4, UBYTES = 105, WORDS = 27;
+    __device__ static void load(const uint8_t *seg, int lane, uint32_t *w) {
+        const uint8_t *blk = seg + (lane >> 1) * 210;
+        const int h = lane & 1;
+        si_lds_words2<16>(blk + 64 * h, w);
+        si_lds_words2<8>(blk + 128 + 32 * h, w + 16);
+        si_lds_words2<2>(blk + 192 + 8 * h, w + 24);
+        w[26] = si_ld16(blk + 208);
+    }
+    __device__ static float dot(const uint32_t *w, const uint32_t *xw, const float *xd, const int *xs) {
+        float s = 0.0f;
+#pragma unroll
+        for (int t = 0; t < 4; t++) {
+            int isum = 0;
+#pragma unroll
+            for (int lh = 0; lh < 2; lh++) {
+                int sumi = 0;
+#pragma unroll
+                for (int j = 0; j < 4; j++) {
+                    const uint32_t lo = (w[8 * (t & 1) + 4 * lh + j] >> (4 * (t >> 1))) & 0x0F0F0F0Fu;
+                    const uint32_t hi = ((w[16 + 4 * lh + j] >> (2 * t)) & 0x03030303u) << 4;
+                    /* bytes q in [0, 63] -> q - 32 as int8: q + 96 never carries, ^ 0x80 wraps */
+                    const uint32_t q = ((lo | hi) + 0x60606060u) ^ 0x80808080u;
+                    sumi = __dp4a((int)q, (int)xw[8 * t + 4 * lh + j], sumi);
+                }
+                const int sb = 2 * t + lh; /* scale byte of this 16 */
+                isum += (int)(int8_t)(w[24 + (sb >> 2)] >> (8 * (sb & 3))) * sumi;
+            }
+            s = fmaf(xd[t], (float)isum, s);
+        }
+        (void)xs;
+        return si_h2f((uint16_t)w[26]) * s;
+    }
+};
+
+#endif
