@@ -1,12 +1,385 @@
-/* attention_prefill.cu — causal prefill attention over the paged KV cache.
- * For now every head_dim runs the decode kernels with one query row per token (attn_rows); the
- * tensor-core kernel comes next. */
+/* attention_prefill.cu — causal prefill attention over the paged KV cache on tensor cores,
+ * FlashAttention-2 style (Dao 2023): one CTA per (query head, query tile of PF_BM rows of one
+ * sequence); each of its PF_WARPS warps owns 16 query rows and walks the keys in steps of PF_BN
+ * with an online softmax (Milakov & Gimelshein 2018), so scores never leave registers. Products
+ * are mma.sync m16n8k16 with f16 inputs and f32 accumulation: q is rounded to f16 as the CPU
+ * reference rounds it; the softmax weights are rounded to f16 before the product with V, as the
+ * CPU reference rounds its weights (there after normalising, here before: the same relative
+ * rounding, 2^-11 at most).
+ *
+ * Query tiles never straddle a sequence and are aligned to positions (a tile holds positions
+ * [PF_BM * i, PF_BM * (i + 1)) of its sequence), so with PF_BN == PF_BM only the last key step
+ * of a tile needs the causal mask. The tiles are listed on the device (attn_prefill_tiles: no
+ * host sync, so launches can be captured in CUDA graphs); the grid is sized by the host bound
+ * n_tokens / PF_BM + 2 * n_seqs and surplus CTAs exit. The latest tiles (the most keys) start
+ * first.
+ *
+ * K/V come through the block table, 16-byte cp.async per (key, 8 dims), double-buffered; keys
+ * past the tile's last position are zero-filled and never read from the cache (their blocks may
+ * not exist yet). Streaming sequences' keys are rotated by slot in shared memory once a step
+ * has landed (attn_rotated_key's arithmetic). head_dims other than 64 and 128 run the decode
+ * kernels with one query row per token (attn_decode_rows). */
 #include "backend/cuda/attention.cuh"
+
+#define PF_BM 64 /* query rows per CTA */
+#define PF_BN 64 /* keys per step; == PF_BM so only a tile's last step is masked */
+#define PF_WARPS (PF_BM / 16)
+#define PF_THREADS (PF_WARPS * 32)
+#define PF_PAD 8 /* halves of padding per shared row: ldmatrix rows then hit distinct banks */
+#define PF_SCAN_THREADS 1024
+
+static bool pf_supported(int head_dim) { return head_dim == 64 || head_dim == 128; }
+
+/* most query tiles n_tokens tokens of n_seqs sequences can form: a run of L tokens touches at
+ * most floor(L / PF_BM) + 2 aligned windows, and every tile holds a token */
+static int pf_max_tiles(int n_tokens, int n_seqs) {
+    const long long bound = (long long)n_tokens / PF_BM + 2LL * n_seqs;
+    return (int)(bound < n_tokens ? bound : n_tokens);
+}
+
+/* ---- the tile list: tiles[0] = count, tiles[1 + i] = first token of tile i ---- */
+
+/* A token starts a tile when it starts its sequence's run or an aligned window. One CTA scans
+ * the batch in chunks: warp ballots, then a scan of the warp counts. */
+__global__ void __launch_bounds__(PF_SCAN_THREADS)
+    attn_prefill_tiles(const int32_t *__restrict__ seq, const int32_t *__restrict__ pos,
+                       int n_tokens, int cap, int32_t *tiles) {
+    __shared__ int warp_off[PF_SCAN_THREADS / 32];
+    __shared__ int chunk_total;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    int base = 0;
+    for (int c0 = 0; c0 < n_tokens; c0 += PF_SCAN_THREADS) {
+        const int t = c0 + threadIdx.x;
+        const bool start = t < n_tokens && (t == 0 || seq[t] != seq[t - 1] || pos[t] % PF_BM == 0);
+        const unsigned ballot = __ballot_sync(0xffffffffu, start);
+        if (lane == 0) warp_off[warp] = __popc(ballot);
+        __syncthreads();
+        if (warp == 0) {
+            const int n = warp_off[lane];
+            int incl = n;
+#pragma unroll
+            for (int o = 1; o < 32; o <<= 1) {
+                const int y = __shfl_up_sync(0xffffffffu, incl, o);
+                if (lane >= o) incl += y;
+            }
+            warp_off[lane] = incl - n;
+            if (lane == 31) chunk_total = incl;
+        }
+        __syncthreads();
+        if (start) {
+            const int idx = base + warp_off[warp] + __popc(ballot & ((1u << lane) - 1u));
+            /* more tiles than the grid holds: the batch broke its contract (a sequence's tokens
+             * not contiguous); fail loudly rather than skip rows */
+            if (idx >= cap) __trap();
+            tiles[1 + idx] = t;
+        }
+        base += chunk_total;
+        __syncthreads(); /* warp_off and chunk_total are rewritten by the next chunk */
+    }
+    if (threadIdx.x == 0) tiles[0] = base;
+}
+
+/* ---- tensor-core helpers (PTX ISA: ldmatrix, mma.sync.m16n8k16) ---- */
+
+__device__ __forceinline__ void pf_ldsm_x4(uint32_t r[4], const __half *p) {
+    const uint32_t a = (uint32_t)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a));
+}
+__device__ __forceinline__ void pf_ldsm_x4_trans(uint32_t r[4], const __half *p) {
+    const uint32_t a = (uint32_t)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a));
+}
+/* c += a (16x16, row-major) * b (16x8, column-major), f16 in, f32 accumulate */
+__device__ __forceinline__ void pf_mma(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, "
+                 "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+__device__ __forceinline__ uint32_t pf_pack_h2(float lo, float hi) {
+    const __half2 h = __floats2half2_rn(lo, hi);
+    return *(const uint32_t *)&h;
+}
+__device__ __forceinline__ float pf_exp2(float x) { /* ex2.approx: 2 ulp; exp2(-inf) = 0 */
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
+}
+
+template <int D> struct pf_layout {
+    static constexpr int LD = D + PF_PAD;                 /* halves per shared row */
+    static constexpr int Q = 0;                           /* [PF_BM][LD] */
+    static constexpr int K = Q + PF_BM * LD;              /* [2][PF_BN][LD] */
+    static constexpr int V = K + 2 * PF_BN * LD;          /* [2][PF_BN][LD] */
+    static constexpr size_t bytes = (size_t)(V + 2 * PF_BN * LD) * sizeof(__half);
+};
+
+/* Keys kv0..kv0+PF_BN-1 of the tile into buffers sk/sv: cache rows up to last_pos (cp.async),
+ * zeros past it. */
+template <int D>
+__device__ __forceinline__ void pf_load_kv(__half *sk, __half *sv, const __half *kc,
+                                           const __half *vc, const int32_t *bt, int kv0,
+                                           int last_pos, int kv_dim, int kvh) {
+    constexpr int CH = D / 8, LD = pf_layout<D>::LD, ITERS = PF_BN * CH / PF_THREADS;
+    static_assert(PF_BN * CH % PF_THREADS == 0, "whole 16-byte chunks per thread");
+    /* unrolled, so the block-table loads of all chunks are in flight together */
+#pragma unroll
+    for (int it = 0; it < ITERS; it++) {
+        const int c = it * PF_THREADS + threadIdx.x;
+        const int j = c / CH, d = (c % CH) * 8, key = kv0 + j;
+        __half *dk = sk + j * LD + d, *dv = sv + j * LD + d;
+        if (key <= last_pos) {
+            const size_t off = ((size_t)bt[key / ATTN_KV_BLOCK] * ATTN_KV_BLOCK + key % ATTN_KV_BLOCK) *
+                                   kv_dim + (size_t)kvh * D + d;
+            si_cp_async16(dk, kc + off);
+            si_cp_async16(dv, vc + off);
+        } else {
+            *(uint4 *)dk = make_uint4(0, 0, 0, 0);
+            *(uint4 *)dv = make_uint4(0, 0, 0, 0);
+        }
+    }
+    si_cp_async_commit();
+}
+
+/* Rotates the landed keys kv0.. (up to last_pos) of a streaming sequence by slot, in place. */
+template <int D>
+__device__ __forceinline__ void pf_rotate_keys(__half *sk, int kv0, int last_pos,
+                                               const attn_rope &r) {
+    constexpr int LD = pf_layout<D>::LD;
+    for (int idx = threadIdx.x; idx < PF_BN * r.half; idx += PF_THREADS) {
+        const int j = idx / r.half, i = idx % r.half, key = kv0 + j;
+        if (key > last_pos) continue;
+        int e0, e1;
+        rope_pair(i, r.half, r.neox, &e0, &e1);
+        const float2 cs = r.table[(size_t)key * r.half + i];
+        __half *row = sk + j * LD;
+        float y0, y1;
+        rope_rotate(__half2float(row[e0]), __half2float(row[e1]), cs.x, cs.y, &y0, &y1);
+        row[e0] = __float2half_rn(y0);
+        row[e1] = __float2half_rn(y1);
+    }
+}
+
+template <int D>
+__global__ void __launch_bounds__(PF_THREADS, 2)
+    attn_prefill_kernel(float *__restrict__ out, const float *__restrict__ q, int q_stride,
+                        int q_vec4 /* q rows 16-byte aligned: float4 loads */,
+                        const __half *__restrict__ kc, const __half *__restrict__ vc,
+                        const int32_t *__restrict__ block_table, const int32_t *__restrict__ seq,
+                        const int32_t *__restrict__ pos, int n_tokens, int n_head, int n_head_kv,
+                        int max_blocks, float scale_log2, attn_rope rope,
+                        const int32_t *__restrict__ tiles) {
+    using L = pf_layout<D>;
+    constexpr int LD = L::LD, KS = D / 16, NT = PF_BN / 8, DT = D / 8;
+    extern __shared__ __align__(16) __half pf_smem[];
+    __half *sq = pf_smem + L::Q;
+
+    const int tile = tiles[0] - 1 - (int)blockIdx.y; /* the latest tiles first */
+    if (tile < 0) return;
+    const int h = blockIdx.x, kvh = h / (n_head / n_head_kv), kv_dim = n_head_kv * D;
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+    const int t0 = tiles[1 + tile], s = seq[t0], pos0 = pos[t0];
+    const int window_end = (pos0 / PF_BM + 1) * PF_BM;
+    /* the tile's rows: the tokens of s from t0 on, up to the end of the position window */
+    bool row_ok = false;
+    if (tid < PF_BM) {
+        const int t = t0 + tid;
+        row_ok = t < n_tokens && seq[t] == s && pos0 + tid < window_end;
+    }
+    const int n_rows = __syncthreads_count(row_ok);
+    const int last_pos = pos0 + n_rows - 1;
+    const int n_steps = last_pos / PF_BN + 1;
+    const int32_t *bt = block_table + (size_t)s * max_blocks;
+    const bool rotate = rope.on_read && rope.on_read[s];
+
+    pf_load_kv<D>(pf_smem + L::K, pf_smem + L::V, kc, vc, bt, 0, last_pos, kv_dim, kvh);
+
+    /* q, rounded to f16 as the CPU reference does; rows past the tile are zero. Every load is
+     * issued before the first conversion: one at a time, the prologue would wait out a memory
+     * latency per element (measured: ~20 us per CTA). */
+    {
+        constexpr int QV = PF_BM * D / 4 / PF_THREADS; /* groups of 4 floats per thread */
+        float4 v[QV];
+#pragma unroll
+        for (int it = 0; it < QV; it++) {
+            const int idx = it * PF_THREADS + tid, r = idx / (D / 4), d = idx % (D / 4) * 4;
+            const float *src = q + (size_t)(t0 + r) * q_stride + (size_t)h * D + d;
+            v[it] = r >= n_rows ? make_float4(0.0f, 0.0f, 0.0f, 0.0f)
+                    : q_vec4    ? *(const float4 *)src
+                                : make_float4(src[0], src[1], src[2], src[3]);
+        }
+#pragma unroll
+        for (int it = 0; it < QV; it++) {
+            const int idx = it * PF_THREADS + tid, r = idx / (D / 4), d = idx % (D / 4) * 4;
+            *(__half2 *)(sq + r * LD + d) = __floats2half2_rn(v[it].x, v[it].y);
+            *(__half2 *)(sq + r * LD + d + 2) = __floats2half2_rn(v[it].z, v[it].w);
+        }
+    }
+    __syncthreads();
+    uint32_t qf[KS][4];
+#pragma unroll
+    for (int ks = 0; ks < KS; ks++)
+        pf_ldsm_x4(qf[ks], sq + (warp * 16 + lane % 16) * LD + ks * 16 + (lane / 16) * 8);
+
+    /* this thread's two rows (g and g + 8 of the warp's 16), clamped into the tile so that
+     * rows past it see at least one key too (their results are never stored) */
+    const int g = lane / 4, cq = lane % 4;
+    const int row_pos_lo = min(pos0 + warp * 16 + g, last_pos);
+    const int row_pos_hi = min(pos0 + warp * 16 + g + 8, last_pos);
+    float o[DT][4];
+#pragma unroll
+    for (int i = 0; i < DT; i++) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
+    float m_lo = -INFINITY, m_hi = -INFINITY, l_lo = 0.0f, l_hi = 0.0f;
+
+    for (int step = 0; step < n_steps; step++) {
+        const int buf = step & 1, kv0 = step * PF_BN;
+        if (step + 1 < n_steps) {
+            pf_load_kv<D>(pf_smem + L::K + (buf ^ 1) * PF_BN * LD,
+                          pf_smem + L::V + (buf ^ 1) * PF_BN * LD, kc, vc, bt, kv0 + PF_BN,
+                          last_pos, kv_dim, kvh);
+            si_cp_async_wait<1>();
+        } else {
+            si_cp_async_wait<0>();
+        }
+        __syncthreads();
+        const __half *sk = pf_smem + L::K + buf * PF_BN * LD;
+        const __half *sv = pf_smem + L::V + buf * PF_BN * LD;
+        if (rotate) {
+            pf_rotate_keys<D>(pf_smem + L::K + buf * PF_BN * LD, kv0, last_pos, rope);
+            __syncthreads();
+        }
+
+        /* scores S = q K^T for the warp's 16 rows x PF_BN keys */
+        float sc[NT][4];
+#pragma unroll
+        for (int i = 0; i < NT; i++) sc[i][0] = sc[i][1] = sc[i][2] = sc[i][3] = 0.0f;
+#pragma unroll
+        for (int ks = 0; ks < KS; ks++) {
+#pragma unroll
+            for (int np = 0; np < NT / 2; np++) {
+                uint32_t b[4];
+                pf_ldsm_x4(b, sk + (np * 16 + (lane / 16) * 8 + lane % 8) * LD + ks * 16 +
+                                  ((lane / 8) % 2) * 8);
+                pf_mma(sc[2 * np], qf[ks], b[0], b[1]);
+                pf_mma(sc[2 * np + 1], qf[ks], b[2], b[3]);
+            }
+        }
+
+        /* causal mask (last step only), then the online softmax in the log2 domain */
+        const bool diag = step == n_steps - 1;
+        float mx_lo = -INFINITY, mx_hi = -INFINITY;
+#pragma unroll
+        for (int i = 0; i < NT; i++) {
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int key = kv0 + i * 8 + cq * 2 + (e & 1);
+                const int rp = e < 2 ? row_pos_lo : row_pos_hi;
+                float x = sc[i][e] * scale_log2;
+                if (diag && key > rp) x = -INFINITY;
+                sc[i][e] = x;
+            }
+            mx_lo = fmaxf(mx_lo, fmaxf(sc[i][0], sc[i][1]));
+            mx_hi = fmaxf(mx_hi, fmaxf(sc[i][2], sc[i][3]));
+        }
+#pragma unroll
+        for (int o2 = 1; o2 < 4; o2 <<= 1) {
+            mx_lo = fmaxf(mx_lo, __shfl_xor_sync(0xffffffffu, mx_lo, o2));
+            mx_hi = fmaxf(mx_hi, __shfl_xor_sync(0xffffffffu, mx_hi, o2));
+        }
+        /* every row has a key <= its position in every step, so the new maxima are finite */
+        const float mn_lo = fmaxf(m_lo, mx_lo), mn_hi = fmaxf(m_hi, mx_hi);
+        const float c_lo = pf_exp2(m_lo - mn_lo), c_hi = pf_exp2(m_hi - mn_hi);
+        m_lo = mn_lo;
+        m_hi = mn_hi;
+        float sum_lo = 0.0f, sum_hi = 0.0f;
+        uint32_t pa[PF_BN / 16][4];
+#pragma unroll
+        for (int i = 0; i < NT; i++) {
+            const float p0 = pf_exp2(sc[i][0] - mn_lo), p1 = pf_exp2(sc[i][1] - mn_lo);
+            const float p2 = pf_exp2(sc[i][2] - mn_hi), p3 = pf_exp2(sc[i][3] - mn_hi);
+            sum_lo += p0 + p1;
+            sum_hi += p2 + p3;
+            /* the C fragments of two adjacent 8-key tiles are the A fragment of 16 keys */
+            pa[i / 2][(i % 2) * 2 + 0] = pf_pack_h2(p0, p1);
+            pa[i / 2][(i % 2) * 2 + 1] = pf_pack_h2(p2, p3);
+        }
+        l_lo = l_lo * c_lo + sum_lo;
+        l_hi = l_hi * c_hi + sum_hi;
+#pragma unroll
+        for (int i = 0; i < DT; i++) {
+            o[i][0] *= c_lo; o[i][1] *= c_lo;
+            o[i][2] *= c_hi; o[i][3] *= c_hi;
+        }
+
+        /* o += P V */
+#pragma unroll
+        for (int kk = 0; kk < PF_BN / 16; kk++) {
+#pragma unroll
+            for (int dp = 0; dp < D / 16; dp++) {
+                uint32_t b[4];
+                pf_ldsm_x4_trans(b, sv + (kk * 16 + lane % 8 + ((lane / 8) % 2) * 8) * LD +
+                                        dp * 16 + (lane / 16) * 8);
+                pf_mma(o[2 * dp], pa[kk], b[0], b[1]);
+                pf_mma(o[2 * dp + 1], pa[kk], b[2], b[3]);
+            }
+        }
+        __syncthreads(); /* the next step's load overwrites the other buffer */
+    }
+
+#pragma unroll
+    for (int o2 = 1; o2 < 4; o2 <<= 1) {
+        l_lo += __shfl_xor_sync(0xffffffffu, l_lo, o2);
+        l_hi += __shfl_xor_sync(0xffffffffu, l_hi, o2);
+    }
+    const float inv_lo = 1.0f / l_lo, inv_hi = 1.0f / l_hi;
+    const int r_lo = warp * 16 + g, r_hi = r_lo + 8;
+    const size_t out_stride = (size_t)n_head * D;
+#pragma unroll
+    for (int i = 0; i < DT; i++) {
+        const int d = h * D + i * 8 + cq * 2;
+        if (r_lo < n_rows)
+            *(float2 *)(out + (size_t)(t0 + r_lo) * out_stride + d) =
+                make_float2(o[i][0] * inv_lo, o[i][1] * inv_lo);
+        if (r_hi < n_rows)
+            *(float2 *)(out + (size_t)(t0 + r_hi) * out_stride + d) =
+                make_float2(o[i][2] * inv_hi, o[i][3] * inv_hi);
+    }
+}
+
+/* scratch: the rotation table for max_blocks * 16 slots, then the tile list (tensor-core path);
+ * the decode kernels' scratch for the other head_dims */
+static size_t pf_table_bytes(const cuda_attn_params *p) {
+    return rope_cos_sin_table_bytes(p->max_blocks * ATTN_KV_BLOCK, p->head_dim);
+}
 
 extern "C" size_t cuda_attention_prefill_scratch_bytes(const cuda_attn_params *p, int max_tokens,
                                                        int max_seqs) {
-    (void)max_seqs;
-    return attn_decode_scratch_bytes(p, max_tokens, p->max_blocks * ATTN_KV_BLOCK);
+    if (!pf_supported(p->head_dim))
+        return attn_decode_scratch_bytes(p, max_tokens, p->max_blocks * ATTN_KV_BLOCK);
+    return pf_table_bytes(p) + (1 + (size_t)pf_max_tiles(max_tokens, max_seqs)) * sizeof(int32_t);
+}
+
+template <int D>
+static void pf_launch(float *out, const float *q, int q_stride, const uint16_t *kc,
+                      const uint16_t *vc, const int32_t *bt, const int32_t *seq,
+                      const int32_t *pos, int n_tokens, int n_tiles_max, attn_rope rope,
+                      const cuda_attn_params *p, const int32_t *tiles, cudaStream_t st) {
+    static bool smem_set = false; /* the opt-in above 48 KB, once per instantiation */
+    if (!smem_set) {
+        CUDA_CHECK(cudaFuncSetAttribute(attn_prefill_kernel<D>,
+                                        cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        (int)pf_layout<D>::bytes));
+        smem_set = true;
+    }
+    const dim3 grid(p->n_head, n_tiles_max);
+    attn_prefill_kernel<D><<<grid, PF_THREADS, pf_layout<D>::bytes, st>>>(
+        out, q, q_stride, q_stride % 4 == 0 && (uintptr_t)q % 16 == 0, (const __half *)kc, (const __half *)vc, bt, seq, pos, n_tokens,
+        p->n_head, p->n_head_kv, p->max_blocks, p->scale * 1.4426950408889634f, rope, tiles);
+    CUDA_CHECK_LAUNCH();
 }
 
 extern "C" int cuda_attention_prefill(float *out, const float *q, int q_stride,
@@ -18,7 +391,27 @@ extern "C" int cuda_attention_prefill(float *out, const float *q, int q_stride,
                                       void *scratch, cudaStream_t stream) {
     if (n_tokens <= 0) return 0;
     if (n_seqs <= 0 || max_kv_len > p->max_blocks * ATTN_KV_BLOCK) return -1;
-    const attn_rows rows = {NULL, seq, pos};
-    return attn_decode_rows(out, q, q_stride, k_cache, v_cache, block_table, rows, n_tokens,
-                            max_kv_len, rope_on_read, rope, p, scratch, stream);
+    if (!pf_supported(p->head_dim)) {
+        const attn_rows rows = {NULL, seq, pos};
+        return attn_decode_rows(out, q, q_stride, k_cache, v_cache, block_table, rows, n_tokens,
+                                max_kv_len, rope_on_read, rope, p, scratch, stream);
+    }
+    if (p->n_head_kv <= 0 || p->n_head % p->n_head_kv || p->n_head / p->n_head_kv > ATTN_MAXG)
+        return -1;
+    if (rope_on_read && (!rope || rope->rope_dim > p->head_dim || rope->rope_dim % 2)) return -1;
+    float2 *table = (float2 *)scratch;
+    int32_t *tiles = (int32_t *)((char *)scratch + pf_table_bytes(p));
+    const attn_rope ar = {rope_on_read, table, rope_on_read ? rope->rope_dim / 2 : 0,
+                          rope_on_read ? rope->neox : 0};
+    if (rope_on_read) rope_cos_sin_table(table, max_kv_len, rope, stream);
+    const int cap = pf_max_tiles(n_tokens, n_seqs);
+    attn_prefill_tiles<<<1, PF_SCAN_THREADS, 0, stream>>>(seq, pos, n_tokens, cap, tiles);
+    CUDA_CHECK_LAUNCH();
+    if (p->head_dim == 64)
+        pf_launch<64>(out, q, q_stride, k_cache, v_cache, block_table, seq, pos, n_tokens, cap,
+                      ar, p, tiles, stream);
+    else
+        pf_launch<128>(out, q, q_stride, k_cache, v_cache, block_table, seq, pos, n_tokens, cap,
+                       ar, p, tiles, stream);
+    return 0;
 }

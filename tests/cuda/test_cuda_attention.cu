@@ -1,0 +1,477 @@
+/* test_cuda_attention.cu — the paged attention kernels (attention.cu, attention_prefill.cu) and
+ * the k_unrotated path of cuda_rope_kv_write against a double-precision CPU reference, then
+ * prefill timings.
+ *
+ * The reference is the CPU backend's (src/backend/cpu/attention.c) in double: q rounded to f16,
+ * K/V read as f16 through shuffled block tables, keys of rope_on_read sequences rotated by slot
+ * index in float (cpu_rope_table's incremental theta, cosf/sinf) and rounded to f16. Its softmax
+ * weights are not rounded, so the tolerances cover the kernels' own rounding:
+ *   - decode kernel (f32 weights; also prefill for head_dim 256): 1e-4 absolute;
+ *   - tensor-core prefill: its softmax weights are rounded to f16 (relative error <= 2^-11), so
+ *     |out - ref| <= 2^-11 * max|V| = 4.9e-4 for V in [-1, 1): tolerance 5e-4 absolute. A wrong
+ *     key, mask or block gives errors of order 0.1 on early rows (few keys).
+ * Inputs are random; q rows have the fused-QKV stride (q_dim + 2 kv_dim) with NaN between rows;
+ * cache slots past what a sequence has written are NaN; outputs are NaN-filled before each
+ * launch, so an unwritten element or a read past the causal limit fails.
+ *
+ * Usage: test_cuda_attention [--small] [--no-bench]
+ *   --small: small shapes only, no timing (for compute-sanitizer memcheck/racecheck).
+ * Exit status 1 on any failure. */
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/cuda_ops.h"
+extern "C" {
+#include "core/fp16.h"
+}
+
+static int g_fail = 0, g_checks = 0;
+static cudaStream_t g_st;
+
+static void report(const char *name, double err, double tol) {
+    const bool ok = err <= tol && !std::isnan(err);
+    g_checks++;
+    if (!ok) g_fail++;
+    printf("%-4s %-78s max abs err %.3e  tol %.1e\n", ok ? "PASS" : "FAIL", name, err, tol);
+    fflush(stdout);
+}
+
+/* ---- random numbers (xorshift, deterministic) ---- */
+static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
+static uint32_t rnd_u32() {
+    g_rng ^= g_rng << 13; g_rng ^= g_rng >> 7; g_rng ^= g_rng << 17;
+    return (uint32_t)(g_rng >> 16);
+}
+static float rnd_f() { return (float)((rnd_u32() & 0xFFFFFF) / 8388608.0 - 1.0); } /* [-1, 1) */
+static int rnd_int(int n) { return (int)(rnd_u32() % (uint32_t)n); }
+
+template <class T> static T *dmalloc(size_t n) {
+    T *p;
+    CUDA_CHECK(cudaMalloc(&p, n * sizeof(T) > 0 ? n * sizeof(T) : 1));
+    return p;
+}
+template <class T> static T *dcopy(const std::vector<T> &h) {
+    T *d = dmalloc<T>(h.size());
+    CUDA_CHECK(cudaMemcpy(d, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
+    return d;
+}
+template <class T> static void poison(T *p, size_t n) { CUDA_CHECK(cudaMemset(p, 0xFF, n * sizeof(T))); }
+template <class T> static std::vector<T> fetch(const T *d, size_t n) {
+    std::vector<T> h(n);
+    CUDA_CHECK(cudaStreamSynchronize(g_st));
+    CUDA_CHECK(cudaMemcpy(h.data(), d, n * sizeof(T), cudaMemcpyDeviceToHost));
+    return h;
+}
+
+/* max |a - b|; NaN anywhere gives NaN */
+static double max_abs_err(const std::vector<float> &a, const std::vector<double> &b) {
+    double mx = 0;
+    for (size_t i = 0; i < b.size(); i++) {
+        if (std::isnan(a[i])) return NAN;
+        mx = std::max(mx, std::fabs(a[i] - b[i]));
+    }
+    return mx;
+}
+
+static float round_f16(float x) { return fp16_to_fp32(fp32_to_fp16(x)); }
+
+static const float k_freq_base = 10000.0f, k_freq_scale = 1.0f;
+
+/* (cos, sin) of slot `pos`, pair i: cpu_rope_table's arithmetic */
+static void ref_cos_sin(int pos, int i, int rope_dim, float *cs, float *sn) {
+    const float theta_scale = powf(k_freq_base, -2.0f / (float)rope_dim);
+    float tb = (float)pos;
+    for (int j = 0; j < i; j++) tb *= theta_scale;
+    const float theta = k_freq_scale * tb;
+    *cs = cosf(theta);
+    *sn = sinf(theta);
+}
+
+/* rotates one head x[hd] to position pos in float, as cpu_rope / rope_head_from_table */
+static void ref_rope_head(float *x, int pos, int rope_dim, bool neox) {
+    const int half = rope_dim / 2;
+    for (int i = 0; i < half; i++) {
+        float cs, sn;
+        ref_cos_sin(pos, i, rope_dim, &cs, &sn);
+        const int a = neox ? i : 2 * i, b = neox ? i + half : 2 * i + 1;
+        const float x0 = x[a], x1 = x[b];
+        x[a] = x0 * cs - x1 * sn;
+        x[b] = x0 * sn + x1 * cs;
+    }
+}
+
+/* ---- a paged cache holding several sequences ---- */
+struct paged {
+    int hd, n_head, n_head_kv, kvd, max_blocks, rope_dim;
+    bool neox;
+    std::vector<int> len;          /* slots written per sequence */
+    std::vector<uint8_t> rotate;   /* rope_on_read per sequence */
+    std::vector<int32_t> bt;       /* [n_seqs][max_blocks], -1 past a sequence's blocks */
+    std::vector<uint16_t> kc, vc;  /* [n_blocks][16][kvd] */
+    uint16_t *dkc = nullptr, *dvc = nullptr;
+    int32_t *dbt = nullptr;
+    uint8_t *drot = nullptr;
+
+    /* slot j of sequence s, KV head kh: the key as attention must see it (rotated by slot when
+     * the sequence is rope_on_read, rounded to f16) and the value */
+    void key(int s, int j, int kh, float *out) const {
+        const size_t row = ((size_t)bt[(size_t)s * max_blocks + j / 16] * 16 + j % 16) * kvd + (size_t)kh * hd;
+        for (int d = 0; d < hd; d++) out[d] = fp16_to_fp32(kc[row + d]);
+        if (rotate[s]) {
+            ref_rope_head(out, j, rope_dim, neox);
+            for (int d = 0; d < hd; d++) out[d] = round_f16(out[d]);
+        }
+    }
+    const uint16_t *value(int s, int j, int kh) const {
+        return &vc[((size_t)bt[(size_t)s * max_blocks + j / 16] * 16 + j % 16) * kvd + (size_t)kh * hd];
+    }
+};
+
+static paged make_paged(int hd, int n_head, int n_head_kv, const std::vector<int> &len,
+                        const std::vector<uint8_t> &rotate, int rope_dim, bool neox) {
+    paged c;
+    c.hd = hd; c.n_head = n_head; c.n_head_kv = n_head_kv; c.kvd = n_head_kv * hd;
+    c.rope_dim = rope_dim; c.neox = neox; c.len = len; c.rotate = rotate;
+    const int n_seqs = (int)len.size();
+    int max_len = 1, total = 0;
+    for (int L : len) { max_len = std::max(max_len, L); total += (L + 15) / 16; }
+    c.max_blocks = (max_len + 15) / 16 + 1; /* one spare column: -1, never to be read */
+    const int n_blocks = total + 3;
+    std::vector<int> perm(n_blocks);
+    for (int i = 0; i < n_blocks; i++) perm[i] = i;
+    for (int i = n_blocks - 1; i > 0; i--) std::swap(perm[i], perm[rnd_int(i + 1)]);
+    c.bt.assign((size_t)n_seqs * c.max_blocks, -1);
+    int next = 0;
+    for (int s = 0; s < n_seqs; s++)
+        for (int b = 0; b < (len[s] + 15) / 16; b++) c.bt[(size_t)s * c.max_blocks + b] = perm[next++];
+    /* every slot NaN, then the written ones random: a read past a sequence's length shows */
+    const size_t n = (size_t)n_blocks * 16 * c.kvd;
+    c.kc.assign(n, 0xFFFF);
+    c.vc.assign(n, 0xFFFF);
+    for (int s = 0; s < n_seqs; s++)
+        for (int j = 0; j < len[s]; j++) {
+            const size_t row = ((size_t)c.bt[(size_t)s * c.max_blocks + j / 16] * 16 + j % 16) * c.kvd;
+            for (int i = 0; i < c.kvd; i++) {
+                c.kc[row + i] = fp32_to_fp16(rnd_f() * 2.0f);
+                c.vc[row + i] = fp32_to_fp16(rnd_f());
+            }
+        }
+    c.dkc = dcopy(c.kc); c.dvc = dcopy(c.vc); c.dbt = dcopy(c.bt); c.drot = dcopy(c.rotate);
+    return c;
+}
+static void free_paged(paged &c) {
+    CUDA_CHECK(cudaFree(c.dkc)); CUDA_CHECK(cudaFree(c.dvc));
+    CUDA_CHECK(cudaFree(c.dbt)); CUDA_CHECK(cudaFree(c.drot));
+}
+
+/* The reference output of query rows: row r (q at q + r * q_stride) is of sequence row_seq[r]
+ * and attends to its slots 0..n_kv[r]-1. Rows are split over threads. */
+static std::vector<double> ref_attention(const paged &c, const std::vector<float> &q, int q_stride,
+                                         const std::vector<int> &row_seq, const std::vector<int> &n_kv,
+                                         float scale) {
+    const int n_rows = (int)row_seq.size(), hd = c.hd, G = c.n_head / c.n_head_kv;
+    std::vector<double> out((size_t)n_rows * c.n_head * hd);
+    auto work = [&](int r0, int r1) {
+        std::vector<float> kr(hd);
+        std::vector<double> sc, qr(hd);
+        for (int r = r0; r < r1; r++) {
+            const int s = row_seq[r], L = n_kv[r];
+            sc.resize(L);
+            for (int h = 0; h < c.n_head; h++) {
+                const int kh = h / G;
+                for (int d = 0; d < hd; d++) qr[d] = round_f16(q[(size_t)r * q_stride + (size_t)h * hd + d]);
+                double mx = -1e300;
+                for (int j = 0; j < L; j++) {
+                    c.key(s, j, kh, kr.data());
+                    double dot = 0;
+                    for (int d = 0; d < hd; d++) dot += qr[d] * kr[d];
+                    sc[j] = dot * scale;
+                    mx = std::max(mx, sc[j]);
+                }
+                double sum = 0;
+                for (int j = 0; j < L; j++) { sc[j] = std::exp(sc[j] - mx); sum += sc[j]; }
+                double *o = &out[((size_t)r * c.n_head + h) * hd];
+                for (int d = 0; d < hd; d++) o[d] = 0;
+                for (int j = 0; j < L; j++) {
+                    const uint16_t *v = c.value(s, j, kh);
+                    const double w = sc[j] / sum;
+                    for (int d = 0; d < hd; d++) o[d] += w * fp16_to_fp32(v[d]);
+                }
+            }
+        }
+    };
+    const int nt = std::max(1, std::min((int)std::thread::hardware_concurrency(), 32));
+    std::vector<std::thread> th;
+    for (int i = 0; i < nt; i++) th.emplace_back(work, (int)((long long)n_rows * i / nt), (int)((long long)n_rows * (i + 1) / nt));
+    for (auto &t : th) t.join();
+    return out;
+}
+
+/* q rows [n_rows][q_stride]: q_dim random values, then NaN (the fused K and V columns) */
+static std::vector<float> random_q(int n_rows, int q_dim, int q_stride) {
+    std::vector<float> q((size_t)n_rows * q_stride, NAN);
+    for (int r = 0; r < n_rows; r++)
+        for (int i = 0; i < q_dim; i++) q[(size_t)r * q_stride + i] = rnd_f();
+    return q;
+}
+
+static cuda_rope_params rope_of(const paged &c) {
+    return cuda_rope_params{c.n_head, c.n_head_kv, c.hd, c.rope_dim, k_freq_base, k_freq_scale, NULL, c.neox ? 1 : 0};
+}
+
+/* ---- prefill ---- */
+
+struct seq_spec { int prefix, n_new; bool rotate; }; /* slots already cached, tokens in the batch */
+
+/* q_pad: extra floats per q row (1: rows not 16-byte aligned, the kernel's scalar q loads) */
+static void test_prefill(const char *what, int hd, int n_head, int n_head_kv,
+                         const std::vector<seq_spec> &seqs, int rope_dim = 0, bool neox = false,
+                         int q_pad = 0) {
+    const int n_seqs = (int)seqs.size();
+    std::vector<int> len;
+    std::vector<uint8_t> rot;
+    bool any_rot = false;
+    for (const seq_spec &s : seqs) { len.push_back(s.prefix + s.n_new); rot.push_back(s.rotate); any_rot |= s.rotate; }
+    paged c = make_paged(hd, n_head, n_head_kv, len, rot, rope_dim ? rope_dim : hd, neox);
+    std::vector<int32_t> seq, pos;
+    std::vector<int> n_kv;
+    int max_kv = 1;
+    for (int s = 0; s < n_seqs; s++)
+        for (int i = 0; i < seqs[s].n_new; i++) {
+            seq.push_back(s);
+            pos.push_back(seqs[s].prefix + i);
+            n_kv.push_back(seqs[s].prefix + i + 1);
+            max_kv = std::max(max_kv, seqs[s].prefix + i + 1);
+        }
+    const int n = (int)seq.size(), q_dim = n_head * hd, q_stride = q_dim + 2 * c.kvd + q_pad;
+    std::vector<float> q = random_q(n, q_dim, q_stride);
+    const float scale = 1.0f / sqrtf((float)hd);
+    const std::vector<double> ref = ref_attention(c, q, q_stride, std::vector<int>(seq.begin(), seq.end()), n_kv, scale);
+
+    float *dq = dcopy(q), *dout = dmalloc<float>((size_t)n * q_dim);
+    int32_t *dseq = dcopy(seq), *dpos = dcopy(pos);
+    const cuda_attn_params p = {n_head, n_head_kv, hd, c.max_blocks, scale};
+    const cuda_rope_params rp = rope_of(c);
+    const size_t sb = cuda_attention_prefill_scratch_bytes(&p, n, n_seqs);
+    uint8_t *ds = dmalloc<uint8_t>(sb);
+    poison(ds, sb);
+    poison(dout, (size_t)n * q_dim);
+    const int rc = cuda_attention_prefill(dout, dq, q_stride, c.dkc, c.dvc, c.dbt, dseq, dpos, n, n_seqs, max_kv,
+                                          any_rot ? c.drot : NULL, any_rot ? &rp : NULL, &p, ds, g_st);
+    const std::vector<float> o = fetch(dout, (size_t)n * q_dim);
+    char name[160];
+    snprintf(name, sizeof name, "prefill %s: hd=%d H=%d/%d tokens=%d seqs=%d%s%s%s", what, hd, n_head, n_head_kv,
+             n, n_seqs, any_rot ? (neox ? " rope_on_read neox" : " rope_on_read norm") : "",
+             q_pad ? " q_stride odd" : "",
+             hd == 64 || hd == 128 ? "" : " (decode-kernel path)");
+    if (rc) printf("     cuda_attention_prefill returned %d (unsupported shape)\n", rc);
+    report(name, rc ? NAN : max_abs_err(o, ref), hd == 64 || hd == 128 ? 5e-4 : 1e-4);
+    CUDA_CHECK(cudaFree(dq)); CUDA_CHECK(cudaFree(dout)); CUDA_CHECK(cudaFree(dseq));
+    CUDA_CHECK(cudaFree(dpos)); CUDA_CHECK(cudaFree(ds));
+    free_paged(c);
+}
+
+/* ---- decode ---- */
+
+static void test_decode(int hd, int n_head, int n_head_kv, const std::vector<int> &len,
+                        const std::vector<uint8_t> &rot, int rope_dim, bool neox) {
+    const int n_seqs = (int)len.size();
+    paged c = make_paged(hd, n_head, n_head_kv, len, rot, rope_dim, neox);
+    const int q_dim = n_head * hd, q_stride = q_dim + 2 * c.kvd;
+    int max_kv = 1;
+    for (int L : len) max_kv = std::max(max_kv, L);
+    std::vector<float> q = random_q(n_seqs, q_dim, q_stride);
+    const float scale = 1.0f / sqrtf((float)hd);
+    std::vector<int> row_seq(n_seqs);
+    for (int s = 0; s < n_seqs; s++) row_seq[s] = s;
+    const std::vector<double> ref = ref_attention(c, q, q_stride, row_seq, len, scale);
+    float *dq = dcopy(q), *dout = dmalloc<float>((size_t)n_seqs * q_dim);
+    int32_t *dlen = dcopy(std::vector<int32_t>(len.begin(), len.end()));
+    const cuda_attn_params p = {n_head, n_head_kv, hd, c.max_blocks, scale};
+    const cuda_rope_params rp = rope_of(c);
+    const size_t sb = cuda_attention_scratch_bytes(&p, n_seqs, max_kv);
+    uint8_t *ds = dmalloc<uint8_t>(sb);
+    poison(ds, sb);
+    poison(dout, (size_t)n_seqs * q_dim);
+    const int rc = cuda_attention_decode(dout, dq, q_stride, c.dkc, c.dvc, c.dbt, dlen, n_seqs, max_kv, c.drot,
+                                         &rp, &p, ds, g_st);
+    const std::vector<float> o = fetch(dout, (size_t)n_seqs * q_dim);
+    char name[160];
+    snprintf(name, sizeof name, "decode rope_on_read %s rd=%d: hd=%d H=%d/%d seqs=%d max_len=%d (mixed)",
+             neox ? "neox" : "norm", rope_dim, hd, n_head, n_head_kv, n_seqs, max_kv);
+    report(name, rc ? NAN : max_abs_err(o, ref), 1e-4);
+    CUDA_CHECK(cudaFree(dq)); CUDA_CHECK(cudaFree(dout)); CUDA_CHECK(cudaFree(dlen)); CUDA_CHECK(cudaFree(ds));
+    free_paged(c);
+}
+
+/* ---- cuda_rope_kv_write with k_unrotated ---- */
+
+/* Tokens flagged k_unrotated keep k as given (in place and in the cache); q is rotated for all. */
+static void test_rope_k_unrotated(int n_tokens, int n_head, int n_head_kv, int hd, bool neox) {
+    const int qd = n_head * hd, kvd = n_head_kv * hd;
+    std::vector<float> q((size_t)n_tokens * qd), k((size_t)n_tokens * kvd), v((size_t)n_tokens * kvd);
+    for (auto &x : q) x = rnd_f();
+    for (auto &x : k) x = rnd_f();
+    for (auto &x : v) x = rnd_f();
+    std::vector<int32_t> pos(n_tokens), slot(n_tokens);
+    std::vector<uint8_t> unrot(n_tokens);
+    for (int t = 0; t < n_tokens; t++) { pos[t] = rnd_int(4096); slot[t] = t; unrot[t] = t % 2; }
+    float *dq = dcopy(q), *dk = dcopy(k), *dv = dcopy(v);
+    int32_t *dpos = dcopy(pos), *dslot = dcopy(slot);
+    uint8_t *dun = dcopy(unrot);
+    const size_t cache_n = (size_t)n_tokens * kvd;
+    uint16_t *dkc = dmalloc<uint16_t>(cache_n), *dvc = dmalloc<uint16_t>(cache_n);
+    poison(dkc, cache_n); poison(dvc, cache_n);
+    const cuda_rope_params p = {n_head, n_head_kv, hd, hd, k_freq_base, k_freq_scale, NULL, neox ? 1 : 0};
+    cuda_rope_kv_write(dq, qd, dk, kvd, dv, kvd, dpos, dslot, dun, n_tokens, dkc, dvc, &p, g_st);
+    const std::vector<float> oq = fetch(dq, q.size()), ok = fetch(dk, k.size());
+    const std::vector<uint16_t> kc = fetch(dkc, cache_n), vc = fetch(dvc, cache_n);
+    double eq = 0, ek = 0, ec = 0;
+    for (int t = 0; t < n_tokens; t++) {
+        for (int h = 0; h < n_head; h++) ref_rope_head(&q[(size_t)t * qd + (size_t)h * hd], pos[t], hd, neox);
+        if (!unrot[t])
+            for (int h = 0; h < n_head_kv; h++) ref_rope_head(&k[(size_t)t * kvd + (size_t)h * hd], pos[t], hd, neox);
+        for (int i = 0; i < qd; i++) eq = std::max(eq, (double)std::fabs(oq[(size_t)t * qd + i] - q[(size_t)t * qd + i]));
+        for (int i = 0; i < kvd; i++) {
+            const size_t e = (size_t)t * kvd + i;
+            ek = std::max(ek, (double)std::fabs(ok[e] - k[e]));
+            /* the cache: f16 of the (un)rotated k, and of v */
+            ec = std::max(ec, (double)std::fabs(fp16_to_fp32(kc[e]) - round_f16(k[e])));
+            ec = std::max(ec, (double)std::fabs(fp16_to_fp32(vc[e]) - round_f16(v[e])));
+            if (std::isnan(ok[e]) || std::isnan(fp16_to_fp32(kc[e])) || std::isnan(fp16_to_fp32(vc[e]))) ec = NAN;
+        }
+    }
+    char name[160];
+    snprintf(name, sizeof name, "rope_kv_write k_unrotated (odd tokens) %s T=%d H=%d/%d hd=%d: q rotated",
+             neox ? "neox" : "norm", n_tokens, n_head, n_head_kv, hd);
+    report(name, eq, 2e-5);
+    snprintf(name, sizeof name, "rope_kv_write k_unrotated %s: k in place (odd tokens as given)", neox ? "neox" : "norm");
+    report(name, ek, 2e-5);
+    /* one f16 ulp where sincosf and cosf/sinf round a rotated k to neighbouring halves */
+    snprintf(name, sizeof name, "rope_kv_write k_unrotated %s: cache = f16(k as given / rotated), f16(v)",
+             neox ? "neox" : "norm");
+    report(name, ec, 1e-3);
+    CUDA_CHECK(cudaFree(dq)); CUDA_CHECK(cudaFree(dk)); CUDA_CHECK(cudaFree(dv)); CUDA_CHECK(cudaFree(dpos));
+    CUDA_CHECK(cudaFree(dslot)); CUDA_CHECK(cudaFree(dun)); CUDA_CHECK(cudaFree(dkc)); CUDA_CHECK(cudaFree(dvc));
+}
+
+/* ---- timing ---- */
+
+/* The prefill kernel on n_seqs sequences of n_new tokens each from position 0 (no reference:
+ * random cache), median of 20 launches. FLOPs: 4 * head_dim * n_head per (query, visible key). */
+static void bench_prefill(int n_seqs, int n_new, int n_head, int n_head_kv, int hd) {
+    std::vector<int> len(n_seqs, n_new);
+    paged c = make_paged(hd, n_head, n_head_kv, len, std::vector<uint8_t>(n_seqs, 0), hd, false);
+    std::vector<int32_t> seq, pos;
+    double flops = 0;
+    for (int s = 0; s < n_seqs; s++)
+        for (int i = 0; i < n_new; i++) {
+            seq.push_back(s);
+            pos.push_back(i);
+            flops += 4.0 * hd * n_head * (i + 1);
+        }
+    const int n = (int)seq.size(), q_dim = n_head * hd, q_stride = q_dim + 2 * c.kvd;
+    std::vector<float> q = random_q(n, q_dim, q_stride);
+    float *dq = dcopy(q), *dout = dmalloc<float>((size_t)n * q_dim);
+    int32_t *dseq = dcopy(seq), *dpos = dcopy(pos);
+    const cuda_attn_params p = {n_head, n_head_kv, hd, c.max_blocks, 1.0f / sqrtf((float)hd)};
+    const size_t sb = cuda_attention_prefill_scratch_bytes(&p, n, n_seqs);
+    uint8_t *ds = dmalloc<uint8_t>(sb);
+    auto run = [&] {
+        if (cuda_attention_prefill(dout, dq, q_stride, c.dkc, c.dvc, c.dbt, dseq, dpos, n, n_seqs, n_new, NULL,
+                                   NULL, &p, ds, g_st) != 0) {
+            printf("FAIL bench: cuda_attention_prefill rejected the shape\n");
+            g_fail++;
+        }
+    };
+    run();
+    CUDA_CHECK(cudaStreamSynchronize(g_st));
+    cudaEvent_t e0, e1;
+    CUDA_CHECK(cudaEventCreate(&e0)); CUDA_CHECK(cudaEventCreate(&e1));
+    std::vector<float> ms;
+    for (int i = 0; i < 20; i++) {
+        CUDA_CHECK(cudaEventRecord(e0, g_st));
+        run();
+        CUDA_CHECK(cudaEventRecord(e1, g_st));
+        CUDA_CHECK(cudaEventSynchronize(e1));
+        float t;
+        CUDA_CHECK(cudaEventElapsedTime(&t, e0, e1));
+        ms.push_back(t);
+    }
+    std::sort(ms.begin(), ms.end());
+    const double us = ms[ms.size() / 2] * 1e3;
+    printf("TIME prefill %d x %-5d tokens H=%d/%d hd=%d (causal): %9.1f us  %6.1f TFLOP/s  (x32 layers: %.2f ms)\n",
+           n_seqs, n_new, n_head, n_head_kv, hd, us, flops / us * 1e-6, us * 32 * 1e-3);
+    CUDA_CHECK(cudaEventDestroy(e0)); CUDA_CHECK(cudaEventDestroy(e1));
+    CUDA_CHECK(cudaFree(dq)); CUDA_CHECK(cudaFree(dout)); CUDA_CHECK(cudaFree(dseq));
+    CUDA_CHECK(cudaFree(dpos)); CUDA_CHECK(cudaFree(ds));
+    free_paged(c);
+}
+
+int main(int argc, char **argv) {
+    bool small = false, bench = true;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--small")) small = true;
+        else if (!strcmp(argv[i], "--no-bench")) bench = false;
+        else { fprintf(stderr, "usage: %s [--small] [--no-bench]\n", argv[0]); return 2; }
+    }
+    if (small) bench = false;
+    cudaDeviceProp prop;
+    CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+    printf("device: %s, %d SMs, cc %d.%d\n", prop.name, prop.multiProcessorCount, prop.major, prop.minor);
+    CUDA_CHECK(cudaStreamCreate(&g_st));
+
+    /* k_unrotated of cuda_rope_kv_write */
+    test_rope_k_unrotated(small ? 6 : 64, 8, 2, 64, false);
+    test_rope_k_unrotated(small ? 6 : 64, 8, 2, 64, true);
+
+    /* prefill: {cached prefix, new tokens, rope_on_read} per sequence */
+    const std::vector<seq_spec> ragged = {{0, 100, false}, {517, 333, false}, {64, 64, false},
+                                          {1000, 1, false}, {37, 200, false}};
+    const std::vector<seq_spec> straddle = {{63, 2, false}, {127, 2, false}, {0, 1, false}, {191, 3, false},
+                                            {62, 67, false}, {255, 2, false}, {5, 1, false}, {319, 2, false}};
+    if (small) {
+        test_prefill("ragged, prefix cached", 64, 4, 1, {{0, 70, false}, {21, 45, false}, {64, 1, false}});
+        test_prefill("ragged, prefix cached", 128, 8, 2, {{0, 17, false}, {100, 30, false}});
+        test_prefill("chunks straddling 64-position windows", 64, 2, 2, straddle, 0, false, 1);
+        test_prefill("mixed streaming", 128, 4, 1, {{0, 40, true}, {30, 20, false}, {70, 9, true}}, 128, true);
+        test_prefill("mixed streaming, partial rope", 64, 8, 1, {{10, 50, true}, {0, 5, false}}, 32, false);
+        test_prefill("fallback", 256, 4, 2, {{0, 20, false}, {9, 7, true}}, 256, true);
+        test_decode(128, 8, 2, {1, 17, 70}, {1, 0, 1}, 128, true);
+        test_decode(64, 4, 4, {40, 33}, {1, 1}, 32, false);
+    } else {
+        test_prefill("one sequence 2048 from pos 0", 128, 8, 8, {{0, 2048, false}});
+        test_prefill("one sequence 2048 from pos 0", 64, 4, 1, {{0, 2048, false}});
+        test_prefill("ragged, prefix cached", 128, 16, 4, ragged);
+        test_prefill("ragged, prefix cached", 128, 32, 4, ragged);
+        test_prefill("ragged, prefix cached", 64, 8, 8, ragged);
+        test_prefill("ragged, prefix cached", 64, 16, 2, ragged);
+        test_prefill("chunks straddling 64-position windows", 128, 8, 1, straddle, 0, false, 1);
+        test_prefill("mixed streaming", 128, 32, 8,
+                     {{0, 300, true}, {200, 77, false}, {1000, 130, true}, {0, 1, true}}, 128, true);
+        test_prefill("mixed streaming, partial rope", 64, 8, 2, {{513, 200, true}, {0, 65, false}}, 32, false);
+        test_prefill("mixed streaming", 128, 8, 1, {{40, 100, true}, {0, 129, true}}, 128, false);
+        test_prefill("fallback", 256, 8, 2, {{0, 100, false}, {300, 70, true}}, 256, true);
+        test_decode(128, 32, 8, {1, 17, 300, 1000}, {1, 0, 1, 1}, 128, true);
+        test_decode(64, 16, 2, {513, 2000}, {1, 0}, 32, false);
+        test_decode(256, 8, 1, {100, 70}, {0, 1}, 256, false);
+    }
+
+    if (bench) {
+        /* Llama-2-7B attention: 32 heads, head_dim 128, no GQA */
+        bench_prefill(1, 512, 32, 32, 128);
+        bench_prefill(1, 2048, 32, 32, 128);
+        bench_prefill(8, 256, 32, 32, 128);
+        bench_prefill(1, 2048, 32, 8, 128); /* Llama-3-8B GQA */
+        bench_prefill(1, 2048, 32, 32, 64);
+    }
+    printf("\n%d checks, %d failed\n%s\n", g_checks, g_fail, g_fail ? "FAILED" : "ALL PASSED");
+    CUDA_CHECK(cudaStreamDestroy(g_st));
+    return g_fail ? 1 : 0;
+}
