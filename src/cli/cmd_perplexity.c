@@ -55,6 +55,8 @@ static void usage(FILE *f) {
             "      --chunk N        tokens per forward pass (default 256)\n"
             "      --score-from I   streaming: score only the tokens after token I (to compare\n"
             "                       with full mode on the same tokens: I = ctx/2 over ctx tokens)\n"
+            "      --score-like-ctx N  streaming: score exactly the predictions full mode with\n"
+            "                       --ctx N scores (the second half of every N-token window)\n"
             "      --json           print the summary as one JSON object\n"
             "  -q, --quiet          no progress on standard error\n");
 }
@@ -107,11 +109,24 @@ static double token_nll(const float *row, int32_t n_vocab, int32_t target) {
     return log(sum) - ((double)row[target] - mx);
 }
 
+/* Which predictions count: those of tokens i >= from and, with a period, only those full mode
+ * with --ctx period scores (positions period/2 .. period-2 of each window: the last one has no
+ * next token inside its window), so that every mode is scored on the same tokens. */
+typedef struct score_rule {
+    int64_t from, period;
+} score_rule;
+
+static bool is_scored(const score_rule *r, int64_t i) {
+    if (i < r->from) return false;
+    return r->period == 0 || (i % r->period >= r->period / 2 && i % r->period < r->period - 1);
+}
+
 /* Runs n tokens at cache positions pos0 .. pos0+n-1 through the blocks of row (n_row ids).
- * Token t is scored against next[t] when t >= score_from and next[t] >= 0. */
+ * tokens[0] is token g0 of the text (or of the window); token t is scored against next[t] when
+ * the rule says so and next[t] >= 0. */
 static void ppl_eval(ppl_ctx *c, const int32_t *tokens, const int32_t *next, int32_t n,
                      int32_t pos0, const int32_t *row, int32_t n_row, uint8_t rope_on_read,
-                     int32_t score_from) {
+                     int64_t g0, const score_rule *rule) {
     int32_t n_out = 0;
     for (int32_t t = 0; t < n; t++) {
         c->tok[t] = tokens[t];
@@ -119,7 +134,7 @@ static void ppl_eval(ppl_ctx *c, const int32_t *tokens, const int32_t *next, int
         c->seq[t] = t; /* one sequence per token, all with the same blocks */
         c->seq_len[t] = pos0 + t + 1;
         c->rope_on_read[t] = rope_on_read;
-        c->logits_row[t] = t >= score_from && next[t] >= 0 ? t : -1;
+        c->logits_row[t] = is_scored(rule, g0 + t) && next[t] >= 0 ? t : -1;
         n_out += c->logits_row[t] >= 0;
         memcpy(c->table + (size_t)t * c->max_blocks, row, (size_t)n_row * sizeof *row);
     }
@@ -154,6 +169,7 @@ static void progress(const ppl_ctx *c, int64_t done, int64_t total, double t0, b
 int cmd_perplexity(int argc, char **argv) {
     const char *model = NULL, *text_file = NULL;
     long ctx = 2048, sink = -1, window = 0, max_tokens = 0, chunk = 256, score_from = 0, iv;
+    long score_period = 0;
     bool no_sink = false, json = false, quiet = false, ctx_given = false;
     si_model_params mp = si_model_default_params();
     for (int i = 1; i < argc; i++) {
@@ -184,6 +200,8 @@ int cmd_perplexity(int argc, char **argv) {
             if (!cli_parse_int(a, argv[++i], 1, 1 << 16, &chunk)) return 2;
         } else if (!strcmp(a, "--score-from") && has) {
             if (!cli_parse_int(a, argv[++i], 0, 1L << 30, &score_from)) return 2;
+        } else if (!strcmp(a, "--score-like-ctx") && has) {
+            if (!cli_parse_int(a, argv[++i], 16, 1 << 20, &score_period)) return 2;
         } else if (!strcmp(a, "--json")) {
             json = true;
         } else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
@@ -200,8 +218,9 @@ int cmd_perplexity(int argc, char **argv) {
         return cli_fail("perplexity: --sink and --no-sink need --window W") + 1;
     if (streaming && ctx_given)
         return cli_fail("perplexity: --ctx is the full-context mode; drop it with --window") + 1;
-    if (!streaming && score_from)
-        return cli_fail("perplexity: --score-from is for streaming mode (--window W)") + 1;
+    if (!streaming && (score_from || score_period))
+        return cli_fail("perplexity: --score-from and --score-like-ctx are for streaming mode "
+                        "(--window W)") + 1;
     if (no_sink && sink > 0) return cli_fail("perplexity: --sink and --no-sink conflict") + 1;
     if (streaming && (no_sink || sink < 0)) sink = no_sink ? 0 : 4;
 
@@ -277,7 +296,8 @@ int cmd_perplexity(int argc, char **argv) {
     int64_t total = 0;
     if (!streaming) {
         /* llama.cpp: windows of ctx tokens from an empty cache, the second half scored */
-        const int32_t n_win = n / (int32_t)ctx, first = (int32_t)ctx / 2;
+        const int32_t n_win = n / (int32_t)ctx;
+        const score_rule rule = {ctx / 2, 0}; /* window-relative */
         total = (int64_t)n_win * ctx;
         for (int32_t i = 0; i < max_blocks; i++) row[i] = i;
         for (int32_t w = 0; w < n_win; w++) {
@@ -287,13 +307,14 @@ int cmd_perplexity(int argc, char **argv) {
             for (int32_t i = 0; i < ctx; i++) next[i] = i + 1 < ctx ? win[i + 1] : -1;
             for (int32_t p = 0; p < ctx; p += c.chunk) {
                 const int32_t k = ctx - p < c.chunk ? (int32_t)ctx - p : c.chunk;
-                ppl_eval(&c, win + p, next + p, k, p, row, (p + k + bs - 1) / bs, 0, first - p);
+                ppl_eval(&c, win + p, next + p, k, p, row, (p + k + bs - 1) / bs, 0, p, &rule);
             }
             win[0] = saved;
             progress(&c, (int64_t)(w + 1) * ctx, total, t0, quiet);
         }
     } else {
         /* one pass; the cache keeps the sink blocks and a sliding window of blocks */
+        const score_rule rule = {score_from, score_period};
         total = n;
         for (int32_t i = 0; i < n; i++) next[i] = i + 1 < n ? ids[i + 1] : -1;
         int32_t n_free = 0, n_row = 0, kv_len = 0;
@@ -311,7 +332,7 @@ int cmd_perplexity(int argc, char **argv) {
                 kv_len -= bs;
             }
             while (n_row * bs < kv_len + k) row[n_row++] = free_ids[--n_free];
-            ppl_eval(&c, ids + g, next + g, k, kv_len, row, n_row, 1, (int32_t)score_from - g);
+            ppl_eval(&c, ids + g, next + g, k, kv_len, row, n_row, 1, g, &rule);
             kv_len += k;
             g += k;
             if (g - last_report >= 2048 || g == n) {

@@ -58,6 +58,23 @@ def test_streaming_without_drops_matches_full_context(tiny):
     assert stream["ppl"] == pytest.approx(full["ppl"], rel=2e-3)
 
 
+def test_score_like_ctx_scores_full_modes_predictions(tiny):
+    """--score-like-ctx N scores the same predictions as full mode with --ctx N over several
+    windows (positions N/2 .. N-2 of each), so long-text comparisons are on equal tokens."""
+    model, text = tiny
+    full = ppl(model, text, "--ctx", "64", "--max-tokens", "320")
+    stream = ppl(model, text, "--sink", "4", "--window", "60", "--max-tokens", "320",
+                 "--score-like-ctx", "64")
+    assert full["n_scored"] == stream["n_scored"] == 5 * 31
+    # inside the first window nothing has been dropped yet: the first window's scores agree
+    first = ppl(model, text, "--ctx", "64", "--max-tokens", "64")
+    first_stream = ppl(model, text, "--sink", "4", "--window", "60", "--max-tokens", "64",
+                       "--score-like-ctx", "64")
+    assert first_stream["ppl"] == pytest.approx(first["ppl"], rel=2e-3)
+    assert run_cli("perplexity", "-m", model, "-f", text, "--ctx", "64", "--score-like-ctx",
+                   "64", check=False).returncode != 0
+
+
 def test_streaming_generation_has_constant_kv_blocks(tiny):
     model, _ = tiny
     proc = run_cli("run", "-m", model, "-p", "Once upon a time", "--parallel", "1",
