@@ -32,6 +32,16 @@ typedef struct backend_stats {
     size_t scratch_bytes; /* per-step scratch */
 } backend_stats;
 
+/* One sequence's sampling for forward_sample: the sampler's chain after the penalties
+ * (src/engine/sampler_pick.h) with u, the uniform draw in [0, 1) its own RNG made for this step
+ * (unused when temperature <= 0: greedy). */
+typedef struct backend_sample {
+    float temperature;
+    int32_t top_k;
+    float top_p, min_p;
+    double u;
+} backend_sample;
+
 typedef struct si_backend {
     const char *name; /* "cpu", "cuda" */
     /* true when attention can rotate keys stored un-rotated (si_batch.rope_on_read), which
@@ -45,6 +55,12 @@ typedef struct si_backend {
      * sequence s with b->logits_row[s] >= 0 (host memory; the call returns when they are
      * there). Rows of sequences that want no logits are unspecified. */
     void (*forward)(void *state, const si_batch *b, float *logits_host);
+    /* Optional (NULL: not offered). forward, then samples on the device: ids[s] = the token
+     * sequence s picks from its logits with smp[s] (sampler_pick's result for the same logits),
+     * -1 for sequences with b->logits_row[s] < 0. smp and ids: [b->n_seqs], host memory; the
+     * logits stay on the device. */
+    void (*forward_sample)(void *state, const si_batch *b, const backend_sample *smp,
+                           int32_t *ids);
     void (*stats)(const void *state, backend_stats *out);
     void (*free)(void *state);
     /* KV blocks of block_bytes that fit in `fraction` of the device's free memory once m's

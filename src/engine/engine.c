@@ -22,6 +22,7 @@
 
 #include "core/error.h"
 #include "engine/kv_pool.h"
+#include "engine/sampler_pick.h"
 #include "engine/scheduler.h"
 #include "backend/backend.h"
 #include "model/forward.h"
@@ -240,9 +241,12 @@ static void fill_logprobs(si_engine *e, ereq *r, const float *logits, int32_t to
     ev->n_top = n;
 }
 
-/* Samples r's next token from its logits and emits it; finishes r when it is done. */
-static void sample_and_emit(si_engine *e, ereq *r, const float *logits) {
-    const int32_t tok = si_sampler_sample(r->smp, logits, r->sq.tokens, r->sq.n_tokens);
+/* Emits r's next token, device_tok when the device sampled it (>= 0), else sampled here from
+ * logits; finishes r when it is done. */
+static void sample_and_emit(si_engine *e, ereq *r, const float *logits, int32_t device_tok) {
+    const int32_t tok = device_tok >= 0
+                            ? device_tok
+                            : si_sampler_sample(r->smp, logits, r->sq.tokens, r->sq.n_tokens);
     ev_reset(e, SI_EVENT_TOKEN);
     e->ev.token = tok;
     if (r->logprobs) fill_logprobs(e, r, logits, tok);
@@ -381,20 +385,55 @@ static bool hold_for_batch(si_engine *e) {
     return true;
 }
 
+/* When the backend can sample (forward_sample) and every sequence of the step that samples
+ * wants no logprobs and has no penalty that reads its history, fills smp[i] for each of them
+ * (drawing u from the request's own RNG, as si_sampler_sample would) and returns true: the step
+ * then brings back ids instead of logits. Otherwise draws nothing and returns false.
+ * NOTE: no logits come to the host then, so e->logits' buffer holds smp and ids. */
+static bool device_samples(si_engine *e, const si_batch *b, int32_t n, backend_sample **smp,
+                           int32_t **ids) {
+    if (!e->be->forward_sample) return false;
+    for (int32_t i = 0; i < n; i++) {
+        const ereq *r = (const ereq *)sched_scheduled(e->s, i);
+        if (b->logits_row[i] >= 0 && (r->logprobs || !sampler_history_free(r->smp, r->sq.n_tokens)))
+            return false;
+    }
+    SI_ASSERT((size_t)e->n_vocab * sizeof(float) >= sizeof(backend_sample) + sizeof(int32_t));
+    *smp = (backend_sample *)e->logits;
+    *ids = (int32_t *)(*smp + n);
+    for (int32_t i = 0; i < n; i++) {
+        backend_sample *q = &(*smp)[i];
+        *q = (backend_sample){0};
+        if (b->logits_row[i] < 0) continue;
+        sampler_chain ch;
+        sampler_draw(((ereq *)sched_scheduled(e->s, i))->smp, &ch, &q->u);
+        q->temperature = ch.temperature;
+        q->top_k = ch.top_k;
+        q->top_p = ch.top_p;
+        q->min_p = ch.min_p;
+    }
+    return true;
+}
+
 static void *engine_main(void *arg) {
     si_engine *e = arg;
     while (intake(e)) {
         if (hold_for_batch(e)) continue;
         const si_batch *b = sched_step(e->s);
         if (b->n_tokens > 0) {
-            e->be->forward(e->bs, b, e->logits);
             const int32_t n = sched_n_scheduled(e->s);
+            backend_sample *smp = NULL;
+            int32_t *ids = NULL;
+            const bool on_device = device_samples(e, b, n, &smp, &ids);
+            if (on_device) e->be->forward_sample(e->bs, b, smp, ids);
+            else e->be->forward(e->bs, b, e->logits);
             sched_update(e->s);
             e->steps++;
             for (int32_t i = 0; i < n; i++) {
                 if (b->logits_row[i] < 0) continue;
                 ereq *r = (ereq *)sched_scheduled(e->s, i); /* sq is ereq's first member */
-                sample_and_emit(e, r, e->logits + (size_t)i * e->n_vocab);
+                if (on_device) sample_and_emit(e, r, NULL, ids[i]);
+                else sample_and_emit(e, r, e->logits + (size_t)i * e->n_vocab, -1);
             }
         }
 #ifndef NDEBUG

@@ -11,19 +11,16 @@
  *
  * The sampler owns a xoshiro256** state (Blackman & Vigna) seeded with splitmix64, so the same
  * seed and the same logits give the same tokens. All scratch is allocated by si_sampler_create:
- * si_sampler_sample does not allocate. */
+ * si_sampler_sample does not allocate. The chain after the penalties is sampler_pick
+ * (sampler_pick.h), a pure function that device samplers are tested against. */
+#include "engine/sampler_pick.h"
+
 #include "core/error.h"
 
 #include <math.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
-
-typedef struct sampler_cand {
-    int32_t id;
-    float logit; /* logit after penalties, later scaled by 1/temperature */
-    float p;     /* probability within the current candidate set */
-} sampler_cand;
 
 struct si_sampler {
     si_sampling_params p;
@@ -149,13 +146,17 @@ void si_sampler_free(si_sampler *s) {
 
 /* ---- Chain steps --------------------------------------------------------------------------- */
 
+bool sampler_history_free(const si_sampler *s, int32_t n_history) {
+    const si_sampling_params *p = &s->p;
+    return n_history <= 0 || p->penalty_last_n == 0 ||
+           (p->repetition_penalty == 1.0f && p->frequency_penalty == 0.0f &&
+            p->presence_penalty == 0.0f);
+}
+
 /* Penalises cands (still indexed by id) for tokens in the window of history. Leaves counts zero. */
 static void apply_penalties(si_sampler *s, const int32_t *history, int32_t n_history) {
     const si_sampling_params *p = &s->p;
-    if (!history || n_history <= 0 || p->penalty_last_n == 0) return;
-    if (p->repetition_penalty == 1.0f && p->frequency_penalty == 0.0f &&
-        p->presence_penalty == 0.0f)
-        return;
+    if (!history || sampler_history_free(s, n_history)) return;
     int32_t start = 0;
     if (p->penalty_last_n > 0 && n_history > p->penalty_last_n)
         start = n_history - p->penalty_last_n;
@@ -243,25 +244,22 @@ static void softmax_sorted(sampler_cand *c, int32_t n) {
         c[i].p = (float)(c[i].p / sum);
 }
 
-int32_t si_sampler_sample(si_sampler *s, const float *logits, const int32_t *history,
-                          int32_t n_history) {
-    SI_ASSERT(s && logits);
+void sampler_draw(si_sampler *s, sampler_chain *chain, double *u) {
     const si_sampling_params *p = &s->p;
-    sampler_cand *c = s->cands;
-    int32_t n = s->n_vocab;
-    for (int32_t i = 0; i < n; i++) {
-        c[i].id = i;
-        c[i].logit = logits[i];
-        c[i].p = 0.0f;
-    }
-    apply_penalties(s, history, n_history);
+    *chain = (sampler_chain){p->temperature, p->top_k, p->top_p, p->min_p};
+    *u = p->temperature > 0.0f ? rng_uniform(s) : 0.0;
+}
 
-    if (p->temperature <= 0.0f) {
-        int32_t best = 0;
-        for (int32_t i = 1; i < n; i++)
-            if (c[i].logit > c[best].logit) best = i;
-        return best;
-    }
+/* The first candidate in the order (every one when called on all). */
+static int32_t first_in_order(const sampler_cand *c, int32_t n) {
+    int32_t best = 0;
+    for (int32_t i = 1; i < n; i++)
+        if (cand_before(&c[i], &c[best])) best = i;
+    return c[best].id;
+}
+
+int32_t sampler_pick(sampler_cand *c, int32_t n, const sampler_chain *p, double u) {
+    if (p->temperature <= 0.0f) return first_in_order(c, n);
 
     /* top-k, leaving c[0..n) sorted best first */
     if (p->top_k > 0 && p->top_k < n) {
@@ -274,8 +272,7 @@ int32_t si_sampler_sample(si_sampler *s, const float *logits, const int32_t *his
     float max = -INFINITY;
     for (int32_t i = 0; i < n; i++)
         if (c[i].logit > max) max = c[i].logit;
-    if (max == -INFINITY)
-        return c[0].id; /* every token is impossible: nothing to draw from */
+    if (max == -INFINITY) return first_in_order(c, n); /* every token is impossible */
     double total = 0.0; /* softmax denominator over the top-k candidates */
     for (int32_t i = 0; i < n; i++)
         total += expf(c[i].logit - max);
@@ -319,10 +316,26 @@ int32_t si_sampler_sample(si_sampler *s, const float *logits, const int32_t *his
         c[i].logit /= p->temperature;
     softmax_sorted(c, n);
 
-    double u = rng_uniform(s), cum = 0.0;
+    double cum = 0.0;
     for (int32_t i = 0; i < n; i++) {
         cum += c[i].p;
         if (u < cum) return c[i].id;
     }
     return c[n - 1].id; /* rounding left u just above the total */
+}
+
+int32_t si_sampler_sample(si_sampler *s, const float *logits, const int32_t *history,
+                          int32_t n_history) {
+    SI_ASSERT(s && logits);
+    sampler_cand *c = s->cands;
+    for (int32_t i = 0; i < s->n_vocab; i++) {
+        c[i].id = i;
+        c[i].logit = logits[i];
+        c[i].p = 0.0f;
+    }
+    apply_penalties(s, history, n_history);
+    sampler_chain chain;
+    double u;
+    sampler_draw(s, &chain, &u);
+    return sampler_pick(c, s->n_vocab, &chain, u);
 }

@@ -8,13 +8,13 @@
  * a flat list of kernel launches mirroring src/model/forward.c, and only the logits rows come
  * back.
  *
- * NOTE: written in C, not CUDA C++: it includes the model's C11 headers; the kernels are
- * behind the C launchers of cuda_ops.h and cuda_fwd.h.
+ * Decode steps (one token per sequence) run as CUDA graphs (cuda_graphs.c): the batch is padded
+ * to a bucket and the whole forward pass replays as one launch. Wq/Wk/Wv of one type are uploaded
+ * as one matrix and so are gate/up, so each is one matmul. forward_sample samples on the GPU
+ * (sample.cu) and brings back only the chosen ids.
  *
- * Not done yet (issue 6): attention for prefill runs the decode (flash-decoding) kernel with
- * one query per token and KV length pos + 1 — correct, not fast; keys are always stored rotated,
- * so streaming (rope_on_read) sequences are rejected by the engine; sampling runs on the host;
- * no CUDA graphs. */
+ * NOTE: written in C, not CUDA C++: it includes the model's C11 headers; the kernels are
+ * behind the C launchers of cuda_ops.h, cuda_fwd.h and cuda_sample.h. */
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -26,7 +26,9 @@
 
 #include "backend/backend.h"
 #include "backend/cuda/cuda_fwd.h"
+#include "backend/cuda/cuda_graphs.h"
 #include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/cuda_sample.h"
 #include "core/error.h"
 #include "model/kv_cache.h"
 #include "quant/quant.h"
@@ -52,10 +54,20 @@ typedef struct dev_mat {
     int M, K; /* rows (outputs), columns (inputs) */
 } dev_mat;
 
+/* NOTE: Wq, Wk and Wv of one type (the usual case) are uploaded as ONE matrix, their rows one
+ * after another (GGUF rows are independent, so the concatenated row bytes are a valid matrix):
+ * Q, K and V are then one matmul into rows [q | k | v]. Gate and up likewise, then a row-wise
+ * SwiGLU reads the two halves. Mixed types keep separate matmuls. */
 typedef struct dev_layer {
     const float *attn_norm, *ffn_norm; /* (n_embd) */
-    const float *bq, *bk, *bv;         /* qwen2 biases or NULL */
-    dev_mat wq, wk, wv, wo, w_gate, w_up, w_down;
+    const float *b_qkv;                /* qwen2: [bq | bk | bv] (q_dim + 2 kv_dim) or NULL */
+    bool qkv_fused, gate_up_fused;
+    dev_mat wqkv;                      /* fused: (q_dim + 2 kv_dim, n_embd) */
+    dev_mat wq, wk, wv;                /* not fused */
+    dev_mat wo;
+    dev_mat w_gate_up;                 /* fused: (2 n_ff, n_embd) */
+    dev_mat w_gate, w_up;              /* not fused */
+    dev_mat w_down;
 } dev_layer;
 
 typedef struct cuda_weights {
@@ -103,44 +115,73 @@ static void upload_bytes(upload *u, void *dst, const void *src, size_t bytes) {
     }
 }
 
-static si_status place_mat(upload *u, const si_tensor *t, const char *name, int layer,
-                           dev_mat *out) {
-    const size_t bytes = cuda_weight_alloc_bytes(t->type, t->n_rows, t->n_cols);
-    if (!bytes || !t->data)
-        return si_error(SI_ERR_UNSUPPORTED, "cuda: tensor %s (layer %d) has type %s, which the "
-                        "CUDA kernels do not support (F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q6_K); "
-                        "use --device cpu", name, layer,
-                        si_type_name(t->type) ? si_type_name(t->type) : "?");
-    *out = (dev_mat){NULL, t->type, (int)t->n_rows, (int)t->n_cols};
+/* True when a and b can be uploaded as one matrix: same type, same row length. */
+static bool fusable(const si_tensor *a, const si_tensor *b) {
+    return a->type == b->type && a->n_cols == b->n_cols;
+}
+
+/* The rows of parts[0..n_parts) (one type and row length) one after another, as one matrix. */
+static si_status place_rows(upload *u, const si_tensor *const *parts, int n_parts,
+                            const char *name, int layer, dev_mat *out) {
+    const si_tensor *t = parts[0];
+    int64_t rows = 0;
+    for (int i = 0; i < n_parts; i++) rows += parts[i]->n_rows;
+    const size_t bytes = cuda_weight_alloc_bytes(t->type, rows, t->n_cols);
+    for (int i = 0; i < n_parts; i++)
+        if (!bytes || !parts[i]->data)
+            return si_error(SI_ERR_UNSUPPORTED, "cuda: tensor %s (layer %d) has type %s, which "
+                            "the CUDA kernels do not support (F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, "
+                            "Q6_K); use --device cpu", name, layer,
+                            si_type_name(t->type) ? si_type_name(t->type) : "?");
+    *out = (dev_mat){NULL, t->type, (int)rows, (int)t->n_cols};
     if (u->base) {
         out->d = u->base + u->off;
-        upload_bytes(u, u->base + u->off, t->data, quant_row_size(t->type, t->n_cols) * t->n_rows);
+        size_t o = 0;
+        for (int i = 0; i < n_parts; i++) {
+            const size_t pb = quant_row_size(t->type, t->n_cols) * parts[i]->n_rows;
+            upload_bytes(u, u->base + u->off + o, parts[i]->data, pb);
+            o += pb;
+        }
     }
     u->off += ALIGN_UP(bytes);
     return SI_OK;
 }
 
-/* A vector (norm weights, biases, RoPE factors) as f32, whatever its stored type. */
+static si_status place_mat(upload *u, const si_tensor *t, const char *name, int layer,
+                           dev_mat *out) {
+    return place_rows(u, &t, 1, name, layer, out);
+}
+
+/* n values of `type` as f32 into dst. */
+static si_status vec_to_f32(const void *data, si_type type, int64_t n, const char *name,
+                            float *dst) {
+    if (type == SI_TYPE_F32) {
+        memcpy(dst, data, (size_t)n * sizeof(float));
+        return SI_OK;
+    }
+    const quant_traits *q = quant_get(type);
+    if (!q || n % q->block_size)
+        return si_error(SI_ERR_UNSUPPORTED, "cuda: vector %s has unsupported type %d", name,
+                        (int)type);
+    q->to_float(data, dst, n);
+    return SI_OK;
+}
+
+/* A vector (norm weights, RoPE factors) as f32, whatever its stored type. */
 static si_status place_vec(upload *u, const void *data, si_type type, int64_t n, const char *name,
                            const float **out) {
     *out = NULL;
     if (!data) return SI_OK;
     if (u->base) {
-        float *tmp = NULL;
-        const float *src = data;
-        if (type != SI_TYPE_F32) {
-            const quant_traits *q = quant_get(type);
-            if (!q || n % q->block_size)
-                return si_error(SI_ERR_UNSUPPORTED, "cuda: vector %s has unsupported type %d",
-                                name, (int)type);
-            if (!(tmp = malloc((size_t)n * sizeof(float))))
-                return si_error(SI_ERR_NOMEM, "cuda: out of memory converting %s", name);
-            q->to_float(data, tmp, n);
-            src = tmp;
+        float *tmp = malloc((size_t)n * sizeof(float));
+        if (!tmp) return si_error(SI_ERR_NOMEM, "cuda: out of memory converting %s", name);
+        const si_status st = vec_to_f32(data, type, n, name, tmp);
+        if (!st) {
+            *out = (const float *)(u->base + u->off);
+            upload_bytes(u, u->base + u->off, tmp, (size_t)n * sizeof(float));
         }
-        *out = (const float *)(u->base + u->off);
-        upload_bytes(u, u->base + u->off, src, (size_t)n * sizeof(float));
         free(tmp);
+        if (st) return st;
     }
     u->off += ALIGN_UP((size_t)n * sizeof(float));
     return SI_OK;
@@ -148,6 +189,62 @@ static si_status place_vec(upload *u, const void *data, si_type type, int64_t n,
 
 static si_status place_tvec(upload *u, const si_tensor *t, const char *name, const float **out) {
     return place_vec(u, t->data, t->type, t->n_cols * t->n_rows, name, out);
+}
+
+/* qwen2's Q, K and V biases as one f32 vector [bq | bk | bv] matching the fused rows (a missing
+ * one is zeros); NULL when the layer has none. */
+static si_status place_qkv_bias(upload *u, const model_layer *L, int64_t q_dim, int64_t kv_dim,
+                                int layer, const float **out) {
+    const si_tensor *b[3] = {&L->bq, &L->bk, &L->bv};
+    const int64_t len[3] = {q_dim, kv_dim, kv_dim};
+    const char *names[3] = {"attn_q.bias", "attn_k.bias", "attn_v.bias"};
+    *out = NULL;
+    if (!b[0]->data && !b[1]->data && !b[2]->data) return SI_OK;
+    for (int i = 0; i < 3; i++)
+        if (b[i]->data && b[i]->n_cols * b[i]->n_rows != len[i])
+            return si_error(SI_ERR_INVALID_ARG, "cuda: %s (layer %d) has %lld values, not %lld",
+                            names[i], layer, (long long)(b[i]->n_cols * b[i]->n_rows),
+                            (long long)len[i]);
+    const int64_t n = q_dim + 2 * kv_dim;
+    if (u->base) {
+        float *tmp = calloc((size_t)n, sizeof(float));
+        if (!tmp) return si_error(SI_ERR_NOMEM, "cuda: out of memory converting biases");
+        si_status st = SI_OK;
+        for (int i = 0, o = 0; i < 3 && !st; o += (int)len[i], i++)
+            if (b[i]->data) st = vec_to_f32(b[i]->data, b[i]->type, len[i], names[i], tmp + o);
+        if (!st) {
+            *out = (const float *)(u->base + u->off);
+            upload_bytes(u, u->base + u->off, tmp, (size_t)n * sizeof(float));
+        }
+        free(tmp);
+        if (st) return st;
+    }
+    u->off += ALIGN_UP((size_t)n * sizeof(float));
+    return SI_OK;
+}
+
+static si_status place_layer(upload *u, const model_hparams *hp, const model_layer *L, int il,
+                             dev_layer *D) {
+    const int64_t q_dim = (int64_t)hp->n_head * hp->head_dim;
+    const int64_t kv_dim = (int64_t)hp->n_head_kv * hp->head_dim;
+    const si_tensor *qkv[3] = {&L->wq, &L->wk, &L->wv}, *gu[2] = {&L->w_gate, &L->w_up};
+    D->qkv_fused = fusable(&L->wq, &L->wk) && fusable(&L->wq, &L->wv);
+    D->gate_up_fused = fusable(&L->w_gate, &L->w_up);
+    si_status st;
+    if ((st = place_tvec(u, &L->attn_norm, "attn_norm", &D->attn_norm)) ||
+        (st = place_tvec(u, &L->ffn_norm, "ffn_norm", &D->ffn_norm)) ||
+        (st = place_qkv_bias(u, L, q_dim, kv_dim, il, &D->b_qkv)))
+        return st;
+    if (D->qkv_fused) st = place_rows(u, qkv, 3, "attn_q/k/v", il, &D->wqkv);
+    else if (!(st = place_mat(u, &L->wq, "attn_q", il, &D->wq)) &&
+             !(st = place_mat(u, &L->wk, "attn_k", il, &D->wk)))
+        st = place_mat(u, &L->wv, "attn_v", il, &D->wv);
+    if (st || (st = place_mat(u, &L->wo, "attn_output", il, &D->wo))) return st;
+    if (D->gate_up_fused) st = place_rows(u, gu, 2, "ffn_gate/up", il, &D->w_gate_up);
+    else if (!(st = place_mat(u, &L->w_gate, "ffn_gate", il, &D->w_gate)))
+        st = place_mat(u, &L->w_up, "ffn_up", il, &D->w_up);
+    if (st) return st;
+    return place_mat(u, &L->w_down, "ffn_down", il, &D->w_down);
 }
 
 static si_status place_all(upload *u, const si_model *m, cuda_weights *w) {
@@ -160,23 +257,8 @@ static si_status place_all(upload *u, const si_model *m, cuda_weights *w) {
     if ((st = place_vec(u, m->rope_freqs, SI_TYPE_F32, hp->rope_dim / 2, "rope_freqs",
                         &w->rope_freqs)))
         return st;
-    for (int il = 0; il < hp->n_layer; il++) {
-        const model_layer *L = &m->layers[il];
-        dev_layer *D = &w->layers[il];
-        if ((st = place_tvec(u, &L->attn_norm, "attn_norm", &D->attn_norm)) ||
-            (st = place_tvec(u, &L->ffn_norm, "ffn_norm", &D->ffn_norm)) ||
-            (st = place_tvec(u, &L->bq, "attn_q.bias", &D->bq)) ||
-            (st = place_tvec(u, &L->bk, "attn_k.bias", &D->bk)) ||
-            (st = place_tvec(u, &L->bv, "attn_v.bias", &D->bv)) ||
-            (st = place_mat(u, &L->wq, "attn_q", il, &D->wq)) ||
-            (st = place_mat(u, &L->wk, "attn_k", il, &D->wk)) ||
-            (st = place_mat(u, &L->wv, "attn_v", il, &D->wv)) ||
-            (st = place_mat(u, &L->wo, "attn_output", il, &D->wo)) ||
-            (st = place_mat(u, &L->w_gate, "ffn_gate", il, &D->w_gate)) ||
-            (st = place_mat(u, &L->w_up, "ffn_up", il, &D->w_up)) ||
-            (st = place_mat(u, &L->w_down, "ffn_down", il, &D->w_down)))
-            return st;
-    }
+    for (int il = 0; il < hp->n_layer; il++)
+        if ((st = place_layer(u, hp, &m->layers[il], il, &w->layers[il]))) return st;
     return SI_OK;
 }
 
@@ -273,6 +355,7 @@ typedef struct cuda_state {
     int32_t max_blocks; /* block-table columns: ceil(max_kv / KV_BLOCK_SIZE) */
     cudaStream_t st;
     cuda_gemm_ctx *gemm;
+    cuda_graphs *graphs; /* decode-step graphs, or NULL (SI_CUDA_GRAPHS=0) */
     cuda_rope_params rope;
     cuda_attn_params attn;
     char device[256];
@@ -280,40 +363,59 @@ typedef struct cuda_state {
     void *kv_buf;
     size_t kv_bytes, layer_elems;
     uint16_t *kc, *vc;
-    /* per-step scratch, one allocation */
+    /* per-step scratch, one allocation; [max_tokens][...] rows as forward.c */
     void *scr_buf;
     size_t scr_bytes;
-    float *x, *xb, *q, *k, *v, *att, *hb, *hb2; /* [max_tokens][...] as forward.c */
+    float *x, *xb, *att;
+    float *qkv; /* rows [q | k | v] (fused), or blocks q, k, v (see qkv_of) */
+    float *ffn; /* rows [gate | up] (fused), or blocks gate, up */
+    float *act; /* silu(gate) * up, the input of w_down */
     float *xo;     /* [max_seqs][n_embd] the rows that give logits */
     float *logits; /* [max_seqs][n_vocab] */
     void *gemm_scr, *attn_scr;
-    int32_t *d_in;      /* the packed batch (layout: batch_layout) */
-    int32_t *d_tok_bt;  /* [max_tokens][max_blocks] each token's sequence's block table */
+    int32_t *d_in;                /* the packed batch (layout: batch_layout) */
+    cuda_sample_params *d_smp;    /* [max_seqs] per logits row */
+    int32_t *d_ids;               /* [max_seqs] sampled ids */
     /* pinned host copies */
     int32_t *h_in;
-    float *h_logits;    /* [max_seqs][n_vocab] */
-    size_t in_ints;
-    int32_t *out_seq;   /* [max_seqs] host: the sequence of each logits row */
+    float *h_logits; /* [max_seqs][n_vocab] */
+    cuda_sample_params *h_smp;
+    int32_t *h_ids;
+    int32_t *out_seq; /* [max_seqs] host: the sequence of each logits row */
 } cuda_state;
 
 /* The packed batch, in int32 units: token, pos, slot, kv_len, seq [max_tokens] each, out_row
- * [max_seqs], block_table [max_seqs][max_blocks]. */
+ * [max_seqs], k_unrot (bytes) [max_tokens], row_ror (bytes) and block tables
+ * [rows][bt_stride] for the attention rows (tokens in a decode step, sequences otherwise; at
+ * most max(max_tokens, max_seqs) rows of at most max_blocks columns). The block tables come
+ * last so that a step copies only the rows it has. */
 typedef struct batch_layout {
-    size_t token, pos, slot, kv_len, seq, out_row, bt, total;
+    size_t token, pos, slot, kv_len, seq, out_row, k_unrot, row_ror, bt, total;
 } batch_layout;
 
 static batch_layout layout_of(const backend_params *p, int32_t max_blocks) {
     batch_layout l;
-    const size_t T = (size_t)p->max_tokens;
+    const size_t T = (size_t)p->max_tokens, S = (size_t)p->max_seqs, R = T > S ? T : S;
     l.token = 0;
     l.pos = T;
     l.slot = 2 * T;
     l.kv_len = 3 * T;
     l.seq = 4 * T;
     l.out_row = 5 * T;
-    l.bt = l.out_row + (size_t)p->max_seqs;
-    l.total = l.bt + (size_t)p->max_seqs * max_blocks;
+    l.k_unrot = l.out_row + S;
+    l.row_ror = l.k_unrot + (T + 3) / 4;
+    l.bt = l.row_ror + (R + 3) / 4;
+    l.total = l.bt + R * max_blocks;
     return l;
+}
+
+/* Floats between the blocks of an unfused Q/K/V or gate/up split: keeps each block 256-byte
+ * aligned, as cuBLASLt's outputs prefer. */
+#define SPLIT_PAD 64
+static size_t split_at(size_t n_floats) { return (n_floats + SPLIT_PAD - 1) / SPLIT_PAD * SPLIT_PAD; }
+
+static size_t gemm_need(const si_tensor *t, int64_t rows, size_t T) {
+    return cuda_gemm_scratch_bytes(t->type, (int)rows, (int)t->n_cols, (int)T);
 }
 
 /* Scratch layout; with base NULL only sizes it. */
@@ -322,6 +424,7 @@ static size_t scratch_layout(cuda_state *c, const si_model *m, const backend_par
     const model_hparams *hp = &m->hp;
     const size_t T = (size_t)p->max_tokens, S = (size_t)p->max_seqs;
     const size_t q_dim = (size_t)hp->n_head * hp->head_dim, kv_dim = (size_t)hp->n_head_kv * hp->head_dim;
+    const size_t ff = (size_t)hp->n_ff;
     size_t off = 0;
 #define TAKE(field, bytes)                                                                     \
     do {                                                                                       \
@@ -330,32 +433,35 @@ static size_t scratch_layout(cuda_state *c, const si_model *m, const backend_par
     } while (0)
     TAKE(x, T * hp->n_embd * 4);
     TAKE(xb, T * hp->n_embd * 4);
-    TAKE(q, T * q_dim * 4);
-    TAKE(k, T * kv_dim * 4);
-    TAKE(v, T * kv_dim * 4);
+    TAKE(qkv, (T * (q_dim + 2 * kv_dim) + 2 * SPLIT_PAD) * 4);
     TAKE(att, T * q_dim * 4);
-    TAKE(hb, T * hp->n_ff * 4);
-    TAKE(hb2, T * hp->n_ff * 4);
+    TAKE(ffn, (T * 2 * ff + SPLIT_PAD) * 4);
+    TAKE(act, T * ff * 4);
     TAKE(xo, S * hp->n_embd * 4);
     TAKE(logits, S * hp->n_vocab * 4);
     /* the GEMM's f16 copies of x and of a dequantised weight: the largest any matmul needs */
-    size_t g = cuda_gemm_scratch_bytes(m->output.type, (int)m->output.n_rows,
-                                       (int)m->output.n_cols, (int)S);
+    size_t g = gemm_need(&m->output, m->output.n_rows, S);
     for (int il = 0; il < hp->n_layer; il++) {
         const model_layer *L = &m->layers[il];
         const si_tensor *mats[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up,
                                    &L->w_down};
         for (size_t i = 0; i < sizeof mats / sizeof mats[0]; i++) {
-            const size_t n = cuda_gemm_scratch_bytes(mats[i]->type, (int)mats[i]->n_rows,
-                                                     (int)mats[i]->n_cols, (int)T);
+            const size_t n = gemm_need(mats[i], mats[i]->n_rows, T);
             if (n > g) g = n;
         }
+        const size_t nq = gemm_need(&L->wq, (int64_t)(q_dim + 2 * kv_dim), T);
+        const size_t ng = gemm_need(&L->w_gate, 2 * (int64_t)ff, T);
+        if (fusable(&L->wq, &L->wk) && fusable(&L->wq, &L->wv) && nq > g) g = nq;
+        if (fusable(&L->w_gate, &L->w_up) && ng > g) g = ng;
     }
     TAKE(gemm_scr, g);
     const cuda_attn_params ap = {hp->n_head, hp->n_head_kv, hp->head_dim, max_blocks, 1.0f};
-    TAKE(attn_scr, cuda_attention_scratch_bytes(&ap, (int)T, p->max_kv));
+    const size_t a_dec = cuda_attention_scratch_bytes(&ap, (int)T, p->max_kv);
+    const size_t a_pre = cuda_attention_prefill_scratch_bytes(&ap, (int)T, (int)S);
+    TAKE(attn_scr, a_dec > a_pre ? a_dec : a_pre);
     TAKE(d_in, layout_of(p, max_blocks).total * 4);
-    TAKE(d_tok_bt, T * max_blocks * 4);
+    TAKE(d_smp, S * sizeof(cuda_sample_params));
+    TAKE(d_ids, S * 4);
 #undef TAKE
     return off;
 }
@@ -397,7 +503,10 @@ static void cuda_free_state(void *state) {
     if (c->scr_buf) CK(cudaFree(c->scr_buf));
     if (c->h_in) CK(cudaFreeHost(c->h_in));
     if (c->h_logits) CK(cudaFreeHost(c->h_logits));
+    if (c->h_smp) CK(cudaFreeHost(c->h_smp));
+    if (c->h_ids) CK(cudaFreeHost(c->h_ids));
     free(c->out_seq);
+    cuda_graphs_free(c->graphs);
     if (c->gemm) cuda_gemm_free(c->gemm);
     if (c->st) CK(cudaStreamDestroy(c->st));
     if (c->w) weights_put(c->w);
@@ -440,7 +549,6 @@ static si_status cuda_create(si_model *m, const backend_params *p, void **state)
     c->kv_bytes = 2 * (size_t)hp->n_layer * c->layer_elems * sizeof(uint16_t);
     c->scr_bytes = scratch_layout(c, m, p, c->max_blocks, NULL);
     const size_t in_ints = layout_of(p, c->max_blocks).total;
-    c->in_ints = in_ints;
     if (!(c->out_seq = malloc((size_t)p->max_seqs * sizeof(int32_t)))) {
         cuda_free_state(c);
         return si_error(SI_ERR_NOMEM, "cuda: out of memory");
@@ -449,6 +557,10 @@ static si_status cuda_create(si_model *m, const backend_params *p, void **state)
         cudaMalloc(&c->scr_buf, c->scr_bytes) != cudaSuccess ||
         cudaMallocHost((void **)&c->h_in, in_ints * 4) != cudaSuccess ||
         cudaMallocHost((void **)&c->h_logits, (size_t)p->max_seqs * hp->n_vocab * 4) !=
+            cudaSuccess ||
+        cudaMallocHost((void **)&c->h_smp, (size_t)p->max_seqs * sizeof *c->h_smp) !=
+            cudaSuccess ||
+        cudaMallocHost((void **)&c->h_ids, (size_t)p->max_seqs * sizeof *c->h_ids) !=
             cudaSuccess) {
         (void)cudaGetLastError();
         size_t free_b = 0, total_b = 0;
@@ -461,9 +573,14 @@ static si_status cuda_create(si_model *m, const backend_params *p, void **state)
                         "--device cpu", p->n_blocks, MiB(kvb), MiB(sb), p->max_tokens,
                         MiB(free_b), MiB(total_b));
     }
+    /* NOTE: zeroed once so that the padding rows of a graphed step, which read block 0, see
+     * finite values (their results are never used, but NaN/Inf there would be confusing) */
+    CK(cudaMemset(c->kv_buf, 0, c->kv_bytes));
     c->kc = c->kv_buf;
     c->vc = c->kc + (size_t)hp->n_layer * c->layer_elems;
     scratch_layout(c, m, p, c->max_blocks, c->scr_buf);
+    c->graphs = cuda_graphs_create(p->max_seqs < p->max_tokens ? p->max_seqs : p->max_tokens,
+                                   p->max_kv);
     c->rope = (cuda_rope_params){hp->n_head,     hp->n_head_kv,         hp->head_dim,
                                  hp->rope_dim,   hp->rope_freq_base,    hp->rope_freq_scale,
                                  c->w->rope_freqs, hp->rope == ROPE_NEOX};
@@ -479,6 +596,19 @@ static si_status cuda_create(si_model *m, const backend_params *p, void **state)
 
 /* ---- the forward pass -------------------------------------------------------------------- */
 
+/* What one step launches: every kernel's grid depends on these only, so that a decode step's
+ * launches can be captured once per bucket and replayed. */
+typedef struct step_shape {
+    int n_tokens;   /* rows through the layers (a graphed step: its bucket, padding included) */
+    int n_out;      /* logits rows computed (graphed: the bucket) */
+    int n_seqs;     /* the batch's sequences */
+    int kv_cap;     /* bound on every row's KV length: sizes attention's grid */
+    int bt_stride;  /* columns of the packed block tables: ceil(kv_cap / KV_BLOCK_SIZE) */
+    bool decode;    /* one token per sequence: decode attention, one row per token */
+    bool streaming; /* some sequence keeps its keys un-rotated (rope_on_read) */
+    bool graphed;   /* run through the graph cache */
+} step_shape;
+
 /* y[n][M] = x[n][K] W^T: GEMV for up to 8 rows (decode), cuBLASLt GEMM beyond (prefill). */
 static void matmul(cuda_state *c, const dev_mat *w, const float *x, int n, float *y) {
     const int r = n <= 8 ? cuda_gemv(w->type, w->d, w->M, w->K, x, n, y, c->st)
@@ -487,28 +617,139 @@ static void matmul(cuda_state *c, const dev_mat *w, const float *x, int n, float
     SI_ASSERT(r == 0);
 }
 
-static void cuda_forward(void *state, const si_batch *b, float *logits) {
-    cuda_state *c = state;
-    const si_model *m = c->m;
-    const model_hparams *hp = &m->hp;
+/* Q, K and V of n rows in the qkv scratch and their row strides: rows [q | k | v] when the
+ * weights are fused, three blocks otherwise. */
+typedef struct qkv_view {
+    float *q, *k, *v;
+    int qs, ks, vs;
+} qkv_view;
+
+static qkv_view qkv_of(const cuda_state *c, const dev_layer *D, int n) {
+    const model_hparams *hp = &c->m->hp;
+    const int q_dim = hp->n_head * hp->head_dim, kv_dim = hp->n_head_kv * hp->head_dim;
+    if (D->qkv_fused) {
+        const int s = q_dim + 2 * kv_dim;
+        return (qkv_view){c->qkv, c->qkv + q_dim, c->qkv + q_dim + kv_dim, s, s, s};
+    }
+    float *k = c->qkv + split_at((size_t)n * q_dim), *v = k + split_at((size_t)n * kv_dim);
+    return (qkv_view){c->qkv, k, v, q_dim, kv_dim, kv_dim};
+}
+
+static void attention_block(cuda_state *c, const dev_layer *D, int il, const step_shape *sh) {
+    const model_hparams *hp = &c->m->hp;
+    const batch_layout L = layout_of(&c->p, c->max_blocks);
+    const int n = sh->n_tokens, dim = hp->n_embd;
+    const int q_dim = hp->n_head * hp->head_dim, kv_dim = hp->n_head_kv * hp->head_dim;
+    cudaStream_t st = c->st;
+    uint16_t *kc = c->kc + il * c->layer_elems, *vc = c->vc + il * c->layer_elems;
+    const int32_t *d_pos = c->d_in + L.pos, *d_bt = c->d_in + L.bt;
+    const uint8_t *k_unrot = sh->streaming ? (const uint8_t *)(c->d_in + L.k_unrot) : NULL;
+    const uint8_t *row_ror = sh->streaming ? (const uint8_t *)(c->d_in + L.row_ror) : NULL;
+
+    SI_ASSERT(cuda_rmsnorm(c->xb, NULL, SI_TYPE_F16, c->x, D->attn_norm, dim, n, hp->rms_eps,
+                           st) == 0);
+    const qkv_view v = qkv_of(c, D, n);
+    if (D->qkv_fused) {
+        matmul(c, &D->wqkv, c->xb, n, c->qkv);
+        if (D->b_qkv) cuda_fwd_add_bias(c->qkv, D->b_qkv, q_dim + 2 * kv_dim, n, st);
+    } else {
+        matmul(c, &D->wq, c->xb, n, v.q);
+        matmul(c, &D->wk, c->xb, n, v.k);
+        matmul(c, &D->wv, c->xb, n, v.v);
+        if (D->b_qkv) {
+            cuda_fwd_add_bias(v.q, D->b_qkv, q_dim, n, st);
+            cuda_fwd_add_bias(v.k, D->b_qkv + q_dim, kv_dim, n, st);
+            cuda_fwd_add_bias(v.v, D->b_qkv + q_dim + kv_dim, kv_dim, n, st);
+        }
+    }
+    cuda_rope_kv_write(v.q, v.qs, v.k, v.ks, v.v, v.vs, d_pos, c->d_in + L.slot, k_unrot, n, kc,
+                       vc, &c->rope, st);
+    cuda_attn_params ap = c->attn;
+    ap.max_blocks = sh->bt_stride;
+    if (sh->decode)
+        SI_ASSERT(cuda_attention_decode(c->att, v.q, v.qs, kc, vc, d_bt, c->d_in + L.kv_len, n,
+                                        sh->kv_cap, row_ror, &c->rope, &ap, c->attn_scr,
+                                        st) == 0);
+    else
+        SI_ASSERT(cuda_attention_prefill(c->att, v.q, v.qs, kc, vc, d_bt, c->d_in + L.seq,
+                                         d_pos, n, sh->n_seqs, sh->kv_cap, row_ror, &c->rope,
+                                         &ap, c->attn_scr, st) == 0);
+    matmul(c, &D->wo, c->att, n, c->xb);
+    cuda_add(c->x, c->xb, (int64_t)n * dim, st);
+}
+
+/* down(silu(gate(x)) * up(x)) */
+static void ffn_block(cuda_state *c, const dev_layer *D, const step_shape *sh) {
+    const model_hparams *hp = &c->m->hp;
+    const int n = sh->n_tokens, dim = hp->n_embd, ff = hp->n_ff;
+    cudaStream_t st = c->st;
+    SI_ASSERT(cuda_rmsnorm(c->xb, NULL, SI_TYPE_F16, c->x, D->ffn_norm, dim, n, hp->rms_eps,
+                           st) == 0);
+    if (D->gate_up_fused) {
+        matmul(c, &D->w_gate_up, c->xb, n, c->ffn);
+        cuda_fwd_swiglu_rows(c->act, c->ffn, ff, n, st);
+    } else {
+        float *up = c->ffn + split_at((size_t)n * ff);
+        matmul(c, &D->w_gate, c->xb, n, c->ffn);
+        matmul(c, &D->w_up, c->xb, n, up);
+        cuda_swiglu(c->act, c->ffn, up, (int64_t)n * ff, st);
+    }
+    matmul(c, &D->w_down, c->act, n, c->xb);
+    cuda_add(c->x, c->xb, (int64_t)n * dim, st);
+}
+
+/* The whole forward pass of a packed step, device work only (capturable): embeddings, the
+ * layers, and logits for the first sh->n_out rows of out_row into c->logits. */
+static void forward_launches(cuda_state *c, const step_shape *sh) {
+    const model_hparams *hp = &c->m->hp;
     const cuda_weights *w = c->w;
+    const batch_layout L = layout_of(&c->p, c->max_blocks);
+    const int dim = hp->n_embd;
+    cudaStream_t st = c->st;
+    SI_ASSERT(cuda_get_rows(w->tok_embd.type, w->tok_embd.d, dim, c->d_in + L.token,
+                            sh->n_tokens, c->x, st) == 0);
+    for (int il = 0; il < hp->n_layer; il++) {
+        attention_block(c, &w->layers[il], il, sh);
+        ffn_block(c, &w->layers[il], sh);
+    }
+    if (sh->n_out > 0) {
+        cuda_fwd_gather_rows(c->xo, c->x, c->d_in + L.out_row, sh->n_out, dim, st);
+        SI_ASSERT(cuda_rmsnorm(c->xb, NULL, SI_TYPE_F16, c->xo, w->output_norm, dim, sh->n_out,
+                               hp->rms_eps, st) == 0);
+        matmul(c, &w->output, c->xb, sh->n_out, c->logits);
+    }
+}
+
+typedef struct graph_ctx {
+    cuda_state *c;
+    const step_shape *sh;
+} graph_ctx;
+
+static void forward_body(void *ctx, cudaStream_t stream) {
+    const graph_ctx *g = ctx;
+    SI_ASSERT(stream == g->c->st);
+    forward_launches(g->c, g->sh);
+}
+
+/* Packs b into h_in and chooses the step's shape: a decode step with graphs on is padded to its
+ * bucket with harmless rows (token 0 at position 0, not cached (slot -1), KV length 1, reading
+ * block 0, logits row 0). Returns the number of real logits rows (c->out_seq: their sequences)
+ * and the bytes of h_in to copy. */
+static int pack_step(cuda_state *c, const si_batch *b, step_shape *sh, size_t *bytes) {
+    const model_hparams *hp = &c->m->hp;
+    const batch_layout L = layout_of(&c->p, c->max_blocks);
     const int n = b->n_tokens, mb = b->max_blocks;
-    const int dim = hp->n_embd, q_dim = hp->n_head * hp->head_dim;
-    const int kv_dim = hp->n_head_kv * hp->head_dim, ff = hp->n_ff;
-    const size_t nv = (size_t)hp->n_vocab;
     SI_ASSERT(n > 0 && n <= c->p.max_tokens && b->n_seqs > 0 && b->n_seqs <= c->p.max_seqs);
     SI_ASSERT(mb > 0 && mb <= c->max_blocks);
-
-    /* pack the batch: per token its id, position, KV slot, attention length and sequence */
-    const batch_layout L = layout_of(&c->p, c->max_blocks);
     int32_t *h = c->h_in;
+    uint8_t *k_unrot = (uint8_t *)(h + L.k_unrot), *row_ror = (uint8_t *)(h + L.row_ror);
     int max_kv_len = 1;
+    bool streaming = false;
     for (int t = 0; t < n; t++) {
         const int32_t s = b->seq[t], pos = b->pos[t];
         SI_ASSERT(s >= 0 && s < b->n_seqs && pos >= 0 && pos < b->seq_len[s] &&
                   pos < c->p.max_kv && b->token[t] >= 0 && b->token[t] < hp->n_vocab);
-        /* NOTE: keys are stored rotated; the engine refuses streaming requests on CUDA */
-        SI_ASSERT(!b->rope_on_read || !b->rope_on_read[s]);
+        const bool ror = b->rope_on_read && b->rope_on_read[s];
         const int32_t blk = b->block_table[(size_t)s * mb + pos / KV_BLOCK_SIZE];
         SI_ASSERT(blk >= 0 && blk < c->p.n_blocks);
         h[L.token + t] = b->token[t];
@@ -516,71 +757,101 @@ static void cuda_forward(void *state, const si_batch *b, float *logits) {
         h[L.slot + t] = blk * KV_BLOCK_SIZE + pos % KV_BLOCK_SIZE;
         h[L.kv_len + t] = pos + 1;
         h[L.seq + t] = s;
+        k_unrot[t] = ror;
+        streaming |= ror;
         if (pos + 1 > max_kv_len) max_kv_len = pos + 1;
     }
     int n_out = 0;
-    int32_t *out_seq = c->out_seq;
     for (int s = 0; s < b->n_seqs; s++) {
         if (b->logits_row[s] < 0) continue;
         SI_ASSERT(b->logits_row[s] < n && b->seq[b->logits_row[s]] == s);
         h[L.out_row + n_out] = b->logits_row[s];
-        out_seq[n_out++] = s;
+        c->out_seq[n_out++] = s;
     }
-    memcpy(h + L.bt, b->block_table, (size_t)b->n_seqs * mb * sizeof(int32_t));
-    const size_t in_bytes = (L.bt + (size_t)b->n_seqs * mb) * sizeof(int32_t);
-    cudaStream_t st = c->st;
-    CK(cudaMemcpyAsync(c->d_in, h, in_bytes, cudaMemcpyHostToDevice, st));
-    const int32_t *d_token = c->d_in + L.token, *d_pos = c->d_in + L.pos;
-    const int32_t *d_slot = c->d_in + L.slot, *d_kv_len = c->d_in + L.kv_len;
-    cuda_fwd_token_block_tables(c->d_tok_bt, c->d_in + L.bt, c->d_in + L.seq, n, mb, st);
-    cuda_attn_params ap = c->attn;
-    ap.max_blocks = mb;
-
-    SI_ASSERT(cuda_get_rows(w->tok_embd.type, w->tok_embd.d, dim, d_token, n, c->x, st) == 0);
-    for (int il = 0; il < hp->n_layer; il++) {
-        const dev_layer *D = &w->layers[il];
-        uint16_t *kc = c->kc + il * c->layer_elems, *vc = c->vc + il * c->layer_elems;
-
-        /* attention block */
-        SI_ASSERT(cuda_rmsnorm(c->xb, NULL, SI_TYPE_F16, c->x, D->attn_norm, dim, n,
-                               hp->rms_eps, st) == 0);
-        matmul(c, &D->wq, c->xb, n, c->q);
-        matmul(c, &D->wk, c->xb, n, c->k);
-        matmul(c, &D->wv, c->xb, n, c->v);
-        if (D->bq) cuda_fwd_add_bias(c->q, D->bq, q_dim, n, st);
-        if (D->bk) cuda_fwd_add_bias(c->k, D->bk, kv_dim, n, st);
-        if (D->bv) cuda_fwd_add_bias(c->v, D->bv, kv_dim, n, st);
-        cuda_rope_kv_write(c->q, q_dim, c->k, kv_dim, c->v, kv_dim, d_pos, d_slot, NULL, n, kc,
-                           vc, &c->rope, st);
-        /* NOTE: one query per token with KV length pos + 1 (causal within its sequence): the
-         * decode kernel serves prefill too until the tensor-core prefill kernel exists */
-        SI_ASSERT(cuda_attention_decode(c->att, c->q, q_dim, kc, vc, c->d_tok_bt, d_kv_len, n,
-                                        max_kv_len, NULL, NULL, &ap, c->attn_scr, st) == 0);
-        matmul(c, &D->wo, c->att, n, c->xb);
-        cuda_add(c->x, c->xb, (int64_t)n * dim, st);
-
-        /* feed-forward block: down(silu(gate(x)) * up(x)) */
-        SI_ASSERT(cuda_rmsnorm(c->xb, NULL, SI_TYPE_F16, c->x, D->ffn_norm, dim, n,
-                               hp->rms_eps, st) == 0);
-        matmul(c, &D->w_gate, c->xb, n, c->hb);
-        matmul(c, &D->w_up, c->xb, n, c->hb2);
-        cuda_swiglu(c->hb, c->hb, c->hb2, (int64_t)n * ff, st);
-        matmul(c, &D->w_down, c->hb, n, c->xb);
-        cuda_add(c->x, c->xb, (int64_t)n * dim, st);
+    *sh = (step_shape){n, n_out, b->n_seqs, max_kv_len, 0, n == b->n_seqs, streaming, false};
+    if (sh->decode && c->graphs) {
+        int rows, kv_cap;
+        cuda_graphs_bucket(c->graphs, n, max_kv_len, &rows, &kv_cap);
+        if (rows >= n && kv_cap >= max_kv_len) {
+            for (int t = n; t < rows; t++) {
+                h[L.token + t] = 0;
+                h[L.pos + t] = 0;
+                h[L.slot + t] = -1;
+                h[L.kv_len + t] = 1;
+                h[L.seq + t] = 0;
+                k_unrot[t] = 0;
+            }
+            for (int i = n_out; i < rows; i++) h[L.out_row + i] = 0;
+            sh->n_tokens = sh->n_out = rows;
+            sh->kv_cap = kv_cap;
+            sh->graphed = true;
+        }
     }
+    /* block tables of the attention rows: one per token in a decode step, else per sequence */
+    sh->bt_stride = (sh->kv_cap + KV_BLOCK_SIZE - 1) / KV_BLOCK_SIZE;
+    SI_ASSERT(sh->bt_stride <= c->max_blocks);
+    const int rows = sh->decode ? sh->n_tokens : b->n_seqs;
+    const int cols = sh->bt_stride < mb ? sh->bt_stride : mb;
+    for (int r = 0; r < rows; r++) {
+        const int s = !sh->decode ? r : r < n ? b->seq[r] : -1;
+        int32_t *dst = h + L.bt + (size_t)r * sh->bt_stride;
+        const int have = s >= 0 ? cols : 0;
+        if (have) memcpy(dst, b->block_table + (size_t)s * mb, (size_t)have * sizeof(int32_t));
+        memset(dst + have, 0, (size_t)(sh->bt_stride - have) * sizeof(int32_t));
+        row_ror[r] = s >= 0 && b->rope_on_read && b->rope_on_read[s];
+    }
+    *bytes = (L.bt + (size_t)rows * sh->bt_stride) * sizeof(int32_t);
+    return n_out;
+}
 
-    /* logits for the rows asked for: gather, final norm, one matmul, one copy back */
-    if (n_out > 0) {
-        cuda_fwd_gather_rows(c->xo, c->x, c->d_in + L.out_row, n_out, dim, st);
-        SI_ASSERT(cuda_rmsnorm(c->xb, NULL, SI_TYPE_F16, c->xo, w->output_norm, dim, n_out,
-                               hp->rms_eps, st) == 0);
-        matmul(c, &w->output, c->xb, n_out, c->logits);
+/* Packs b, copies it over and enqueues its forward pass (a graph replay for a decode step).
+ * Returns the number of real logits rows, in c->logits in the order of c->out_seq. */
+static int run_step(cuda_state *c, const si_batch *b) {
+    step_shape sh;
+    size_t bytes;
+    const int n_out = pack_step(c, b, &sh, &bytes);
+    CK(cudaMemcpyAsync(c->d_in, c->h_in, bytes, cudaMemcpyHostToDevice, c->st));
+    graph_ctx g = {c, &sh};
+    if (sh.graphed)
+        cuda_graphs_run(c->graphs, sh.n_tokens, sh.kv_cap, sh.streaming, c->st, forward_body, &g);
+    else
+        forward_launches(c, &sh);
+    return n_out;
+}
+
+static void cuda_forward(void *state, const si_batch *b, float *logits) {
+    cuda_state *c = state;
+    const size_t nv = (size_t)c->m->hp.n_vocab;
+    const int n_out = run_step(c, b);
+    if (n_out > 0)
         CK(cudaMemcpyAsync(c->h_logits, c->logits, (size_t)n_out * nv * sizeof(float),
-                           cudaMemcpyDeviceToHost, st));
-    }
-    CK(cudaStreamSynchronize(st));
+                           cudaMemcpyDeviceToHost, c->st));
+    CK(cudaStreamSynchronize(c->st));
     for (int i = 0; i < n_out; i++)
-        memcpy(logits + (size_t)out_seq[i] * nv, c->h_logits + (size_t)i * nv, nv * sizeof(float));
+        memcpy(logits + (size_t)c->out_seq[i] * nv, c->h_logits + (size_t)i * nv,
+               nv * sizeof(float));
+}
+
+/* forward_sample: the forward pass, then the sampling kernel on the logits rows where they
+ * are; only the ids come back. */
+static void cuda_forward_sample(void *state, const si_batch *b, const backend_sample *smp,
+                                int32_t *ids) {
+    cuda_state *c = state;
+    const int n_out = run_step(c, b);
+    for (int i = 0; i < n_out; i++) {
+        const backend_sample *q = &smp[c->out_seq[i]];
+        c->h_smp[i] = (cuda_sample_params){q->u, q->temperature, q->top_k, q->top_p, q->min_p};
+    }
+    if (n_out > 0) {
+        CK(cudaMemcpyAsync(c->d_smp, c->h_smp, (size_t)n_out * sizeof *c->h_smp,
+                           cudaMemcpyHostToDevice, c->st));
+        cuda_sample(c->logits, c->m->hp.n_vocab, n_out, c->d_smp, c->d_ids, c->st);
+        CK(cudaMemcpyAsync(c->h_ids, c->d_ids, (size_t)n_out * sizeof *c->h_ids,
+                           cudaMemcpyDeviceToHost, c->st));
+    }
+    CK(cudaStreamSynchronize(c->st));
+    for (int s = 0; s < b->n_seqs; s++) ids[s] = -1;
+    for (int i = 0; i < n_out; i++) ids[c->out_seq[i]] = c->h_ids[i];
 }
 
 static void cuda_stats(const void *state, backend_stats *out) {
@@ -590,9 +861,10 @@ static void cuda_stats(const void *state, backend_stats *out) {
 
 static const si_backend CUDA_BACKEND = {
     .name = "cuda",
-    .rope_on_read = false,
+    .rope_on_read = true,
     .create = cuda_create,
     .forward = cuda_forward,
+    .forward_sample = cuda_forward_sample,
     .stats = cuda_stats,
     .free = cuda_free_state,
     .kv_blocks_for_fraction = cuda_kv_blocks_for_fraction,

@@ -23,12 +23,12 @@ __global__ void gather_rows_kernel(float *dst, const float *src, const int32_t *
     }
 }
 
-__global__ void token_bt_kernel(int32_t *dst, const int32_t *bt, const int32_t *tok_seq,
-                                int max_blocks, long long total) {
+__global__ void swiglu_rows_kernel(float *out, const float *gu, int n_ff, long long total) {
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total;
          i += (long long)gridDim.x * blockDim.x) {
-        const long long t = i / max_blocks, j = i % max_blocks;
-        dst[i] = bt[(long long)tok_seq[t] * max_blocks + j];
+        const long long r = i / n_ff, j = i % n_ff;
+        const float g = gu[r * 2 * n_ff + j];
+        out[i] = g / (1.0f + expf(-g)) * gu[r * 2 * n_ff + n_ff + j]; /* as cuda_swiglu */
     }
 }
 
@@ -48,11 +48,10 @@ extern "C" void cuda_fwd_gather_rows(float *dst, const float *src, const int32_t
     CUDA_CHECK_LAUNCH();
 }
 
-extern "C" void cuda_fwd_token_block_tables(int32_t *dst, const int32_t *bt,
-                                            const int32_t *tok_seq, int n_tokens, int max_blocks,
-                                            cudaStream_t stream) {
-    const long long total = (long long)n_tokens * max_blocks;
+extern "C" void cuda_fwd_swiglu_rows(float *out, const float *gu, int n_ff, int n_rows,
+                                     cudaStream_t stream) {
+    const long long total = (long long)n_ff * n_rows;
     if (total <= 0) return;
-    token_bt_kernel<<<fwd_grid(total), 256, 0, stream>>>(dst, bt, tok_seq, max_blocks, total);
+    swiglu_rows_kernel<<<fwd_grid(total), 256, 0, stream>>>(out, gu, n_ff, total);
     CUDA_CHECK_LAUNCH();
 }

@@ -1,5 +1,5 @@
 /* cuda_fwd.h — the few small kernels the CUDA forward pass (cuda_backend.c) needs beside the
- * kernel layer of cuda_ops.h: bias rows, row gathers and per-token block tables. C-callable;
+ * kernel layer of cuda_ops.h: bias rows, row gathers, and the fused gate/up SwiGLU. C-callable;
  * each enqueues on `stream` and returns at once. */
 #ifndef SI_BACKEND_CUDA_FWD_H
 #define SI_BACKEND_CUDA_FWD_H
@@ -19,11 +19,10 @@ void cuda_fwd_add_bias(float *x, const float *bias, int n, int n_rows, cudaStrea
 void cuda_fwd_gather_rows(float *dst, const float *src, const int32_t *rows, int n_rows,
                           int n_cols, cudaStream_t stream);
 
-/* dst[t][:] = bt[tok_seq[t]][:] for t < n_tokens, rows of max_blocks ids: one block-table row
- * per query token, so that prefill can run the decode attention kernel with one "sequence"
- * per token. */
-void cuda_fwd_token_block_tables(int32_t *dst, const int32_t *bt, const int32_t *tok_seq,
-                                 int n_tokens, int max_blocks, cudaStream_t stream);
+/* out[r][i] = silu(gu[r][i]) * gu[r][n_ff + i] for r < n_rows, i < n_ff: SwiGLU over the rows
+ * of the fused gate/up matmul ([gate | up], 2 n_ff floats each); out: [n_rows][n_ff]. */
+void cuda_fwd_swiglu_rows(float *out, const float *gu, int n_ff, int n_rows,
+                          cudaStream_t stream);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,112 @@
+/* cuda_graphs.c — the decode-step graph cache (cuda_graphs.h).
+ *
+ * Buckets are few (rows: log2(max_rows) + 1, KV: log2(max_kv / 256) + 1, two variants), so the
+ * cache is a flat array searched linearly; it never evicts. A graph is captured with
+ * cudaStreamCaptureModeThreadLocal: other threads (another session uploading weights) may keep
+ * calling the runtime while this one captures. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cuda/cuda_graphs.h"
+
+#define CG_CHECK(call)                                                                         \
+    do {                                                                                       \
+        cudaError_t err_ = (call);                                                             \
+        if (err_ != cudaSuccess) {                                                             \
+            fprintf(stderr, "CUDA error %s at %s:%d: %s\n", cudaGetErrorName(err_), __FILE__,  \
+                    __LINE__, cudaGetErrorString(err_));                                       \
+            abort();                                                                           \
+        }                                                                                      \
+    } while (0)
+
+#define CG_MIN_KV 256
+
+typedef struct cg_entry {
+    int rows, kv_cap, variant;
+    int uses;             /* 1: ran eagerly once; 2+: exec holds its graph */
+    cudaGraphExec_t exec; /* NULL until captured */
+} cg_entry;
+
+struct cuda_graphs {
+    int max_rows, max_kv;
+    cg_entry *e;
+    int n, cap;
+    long long replays;
+};
+
+cuda_graphs *cuda_graphs_create(int max_rows, int max_kv) {
+    const char *env = getenv("SI_CUDA_GRAPHS");
+    if (env && !strcmp(env, "0")) {
+        fprintf(stderr, "cuda: CUDA graphs off (SI_CUDA_GRAPHS=0): every step runs eagerly\n");
+        return NULL;
+    }
+    if (max_rows < 1 || max_kv < 1) return NULL;
+    cuda_graphs *g = calloc(1, sizeof *g);
+    if (!g) return NULL; /* no cache: steps run eagerly, which is only slower */
+    g->max_rows = max_rows;
+    g->max_kv = max_kv;
+    return g;
+}
+
+static int round_up_pow2(int n, int lo, int hi) {
+    int b = lo;
+    while (b < n && b < hi) b *= 2;
+    return b < hi ? b : hi;
+}
+
+void cuda_graphs_bucket(const cuda_graphs *g, int n_rows, int kv_len, int *rows, int *kv_cap) {
+    *rows = round_up_pow2(n_rows, 1, g->max_rows);
+    *kv_cap = round_up_pow2(kv_len, CG_MIN_KV, g->max_kv);
+}
+
+static cg_entry *find_or_add(cuda_graphs *g, int rows, int kv_cap, int variant) {
+    for (int i = 0; i < g->n; i++)
+        if (g->e[i].rows == rows && g->e[i].kv_cap == kv_cap && g->e[i].variant == variant)
+            return &g->e[i];
+    if (g->n == g->cap) {
+        const int cap = g->cap ? 2 * g->cap : 32;
+        cg_entry *e = realloc(g->e, (size_t)cap * sizeof *e);
+        if (!e) return NULL;
+        g->e = e;
+        g->cap = cap;
+    }
+    cg_entry *e = &g->e[g->n++];
+    *e = (cg_entry){rows, kv_cap, variant, 0, NULL};
+    return e;
+}
+
+void cuda_graphs_run(cuda_graphs *g, int rows, int kv_cap, int variant, cudaStream_t stream,
+                     cuda_graph_body body, void *ctx) {
+    cg_entry *e = find_or_add(g, rows, kv_cap, variant);
+    if (!e || e->uses++ == 0) { /* first use (or no room to remember it): eagerly */
+        body(ctx, stream);
+        return;
+    }
+    if (!e->exec) {
+        cudaGraph_t graph;
+        CG_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+        body(ctx, stream);
+        CG_CHECK(cudaStreamEndCapture(stream, &graph));
+        CG_CHECK(cudaGraphInstantiate(&e->exec, graph, 0));
+        CG_CHECK(cudaGraphDestroy(graph));
+    } else {
+        g->replays++;
+    }
+    CG_CHECK(cudaGraphLaunch(e->exec, stream));
+}
+
+void cuda_graphs_free(cuda_graphs *g) {
+    if (!g) return;
+    int captured = 0;
+    for (int i = 0; i < g->n; i++)
+        if (g->e[i].exec) {
+            captured++;
+            CG_CHECK(cudaGraphExecDestroy(g->e[i].exec));
+        }
+    if (g->n > 0)
+        fprintf(stderr, "cuda: %d decode-step graphs captured, %lld steps replayed from them "
+                "(SI_CUDA_GRAPHS=0 turns them off)\n", captured, g->replays);
+    free(g->e);
+    free(g);
+}

@@ -1,0 +1,36 @@
+/* cuda_sample.h — token sampling on the GPU (sample.cu): the CPU sampler's chain after the
+ * penalties (src/engine/sampler_pick.h) on logits that never leave the device; only the ids come
+ * back. C-callable; enqueues on `stream` and returns at once. */
+#ifndef SI_BACKEND_CUDA_SAMPLE_H
+#define SI_BACKEND_CUDA_SAMPLE_H
+
+#include <stdint.h>
+
+#include <cuda_runtime_api.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* One row's sampling parameters, as sampler_pick's: temperature <= 0 is greedy (argmax, ties to
+ * the lowest id); otherwise top-k (0: off) -> top-p (1: off) -> min-p (0: off) -> temperature ->
+ * softmax -> the token where the cumulative probability, in the order higher logit first then
+ * lower id, first exceeds u (a uniform draw in [0, 1) made by the host's sampler). */
+typedef struct cuda_sample_params {
+    double u;
+    float temperature;
+    int32_t top_k;
+    float top_p, min_p;
+} cuda_sample_params;
+
+/* ids[r] = the token sampled from logits row r (f32 [n_rows][n_vocab]) with params[r], for
+ * r < n_rows; params and ids are device pointers. One CTA per row; no sort: the cut-offs are
+ * found by radix selection over the row (see sample.cu). */
+void cuda_sample(const float *logits, int n_vocab, int n_rows, const cuda_sample_params *params,
+                 int32_t *ids, cudaStream_t stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,55 @@
+/* sampler_pick.h — the sampler's chain after the penalties (sampler.c) as a pure function of the
+ * logits, the parameters and one uniform draw. si_sampler_sample is penalties + sampler_pick; a
+ * device that samples (the backend's forward_sample, e.g. src/backend/cuda/sample.cu) follows
+ * the same chain and is tested against sampler_pick. The engine lets the device sample only for
+ * requests whose penalties cannot change the logits (sampler_history_free), with the u that
+ * sampler_draw takes from the request's own RNG, so seeds keep their meaning. Internal. */
+#ifndef SI_ENGINE_SAMPLER_PICK_H
+#define SI_ENGINE_SAMPLER_PICK_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "swiftinfer.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct sampler_cand {
+    int32_t id;
+    float logit; /* logit after penalties, later scaled by 1/temperature */
+    float p;     /* probability within the current candidate set */
+} sampler_cand;
+
+/* The chain's parameters (si_sampling_params without the penalties and the seed). */
+typedef struct sampler_chain {
+    float temperature; /* <= 0: greedy */
+    int32_t top_k;     /* 0: off */
+    float top_p;       /* 1: off */
+    float min_p;       /* 0: off */
+} sampler_chain;
+
+/* The token picked from the n candidates c[0..n) (every token's id and logit; c is used as
+ * scratch and reordered). Order: higher logit first, then lower id.
+ * temperature <= 0: the first token in that order (argmax, ties to the lowest id).
+ * Otherwise: top-k (the first top_k tokens) -> top-p (the shortest prefix whose probabilities,
+ * softmax before temperature, sum to >= top_p) -> min-p (logit >= max + log(min_p)) ->
+ * temperature -> softmax -> the first token at which the cumulative probability exceeds u
+ * (u uniform in [0, 1); the last kept token if rounding leaves u above the total). When every
+ * logit is -inf: the first token in the order. */
+int32_t sampler_pick(sampler_cand *c, int32_t n, const sampler_chain *p, double u);
+
+/* True when s's penalties leave the logits unchanged for a history of n_history tokens (none
+ * configured, or no history to look at): sampling then depends on the logits and u only. */
+bool sampler_history_free(const si_sampler *s, int32_t n_history);
+
+/* s's chain, and *u: the uniform draw s's RNG makes for one token, exactly as si_sampler_sample
+ * does (one draw when temperature > 0; none, and *u = 0, when greedy). */
+void sampler_draw(si_sampler *s, sampler_chain *chain, double *u);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,155 @@
+/* test_sampler_pick.c — sampler_pick (the chain after the penalties as a pure function) against
+ * its definition computed the slow way (sort everything, cut, renormalise, walk), and
+ * sampler_draw + sampler_pick against si_sampler_sample on the same seed: the pair the engine
+ * uses when a device samples must give the very tokens the host sampler gives. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "engine/sampler_pick.h"
+
+#define NV 3000
+
+static uint32_t rng(uint64_t *s) {
+    *s = *s * 6364136223846793005ull + 1442695040888963407ull;
+    return (uint32_t)(*s >> 33);
+}
+
+static double uniform(uint64_t *s) { return rng(s) / 4294967296.0; }
+
+/* Logits with a few repeated values (ties are ordered by id) and a peaked head. */
+static void fill_logits(float *l, int n, uint64_t *s) {
+    for (int i = 0; i < n; i++) l[i] = (float)(uniform(s) * 12.0 - 8.0);
+    for (int i = 0; i < n / 50; i++) l[rng(s) % n] = l[rng(s) % n];
+    for (int i = 0; i < 5; i++) l[rng(s) % n] += 6.0f;
+}
+
+static void to_cands(const float *l, int n, sampler_cand *c) {
+    for (int i = 0; i < n; i++) c[i] = (sampler_cand){i, l[i], 0.0f};
+}
+
+static int by_order(const void *pa, const void *pb) {
+    const sampler_cand *a = pa, *b = pb;
+    if (a->logit != b->logit) return a->logit > b->logit ? -1 : 1;
+    return a->id < b->id ? -1 : a->id > b->id;
+}
+
+/* The chain's definition on a fully sorted vocabulary. */
+static int32_t pick_slow(const float *l, int n, const sampler_chain *p, double u) {
+    static sampler_cand c[NV];
+    to_cands(l, n, c);
+    qsort(c, (size_t)n, sizeof *c, by_order);
+    if (p->temperature <= 0.0f) return c[0].id;
+    int k = p->top_k > 0 && p->top_k < n ? p->top_k : n;
+    const float max = c[0].logit;
+    if (p->top_p < 1.0f) {
+        double total = 0.0, cum = 0.0;
+        for (int i = 0; i < k; i++) total += expf(c[i].logit - max);
+        for (int i = 0; i < k; i++) {
+            cum += (float)(expf(c[i].logit - max) / total);
+            if (cum >= p->top_p) {
+                k = i + 1;
+                break;
+            }
+        }
+    }
+    if (p->min_p > 0.0f)
+        for (int i = 1; i < k; i++)
+            if (c[i].logit < max + logf(p->min_p)) {
+                k = i;
+                break;
+            }
+    double sum = 0.0, cum = 0.0;
+    for (int i = 0; i < k; i++) sum += expf(c[i].logit / p->temperature - max / p->temperature);
+    for (int i = 0; i < k; i++) {
+        cum += (float)(expf(c[i].logit / p->temperature - max / p->temperature) / sum);
+        if (u < cum) return c[i].id;
+    }
+    return c[k - 1].id;
+}
+
+static sampler_chain random_chain(uint64_t *s) {
+    static const int32_t ks[] = {0, 1, 5, 40, 1000};
+    static const float ps[] = {1.0f, 0.5f, 0.9f, 0.99f};
+    static const float mps[] = {0.0f, 0.01f, 0.1f, 0.5f};
+    static const float ts[] = {0.0f, 0.3f, 0.8f, 1.0f, 1.7f};
+    return (sampler_chain){ts[rng(s) % 5], ks[rng(s) % 5], ps[rng(s) % 4], mps[rng(s) % 4]};
+}
+
+static void test_pick_matches_definition(void **state) {
+    (void)state;
+    static float l[NV];
+    static sampler_cand c[NV];
+    uint64_t s = 1;
+    int non_greedy_differs_from_argmax = 0;
+    for (int it = 0; it < 400; it++) {
+        fill_logits(l, NV, &s);
+        const sampler_chain p = random_chain(&s);
+        const double u = uniform(&s);
+        to_cands(l, NV, c);
+        const int32_t got = sampler_pick(c, NV, &p, u), want = pick_slow(l, NV, &p, u);
+        if (got != want)
+            fail_msg("iteration %d (t %g k %d p %g min_p %g u %.17g): sampler_pick %d, definition "
+                     "%d", it, (double)p.temperature, p.top_k, (double)p.top_p,
+                     (double)p.min_p, u, got, want);
+        non_greedy_differs_from_argmax += p.temperature > 0 && got != pick_slow(l, NV, &(sampler_chain){0}, 0);
+    }
+    assert_true(non_greedy_differs_from_argmax > 50); /* the draws do reach past the argmax */
+}
+
+static void test_all_impossible_is_first(void **state) {
+    (void)state;
+    float l[8];
+    sampler_cand c[8];
+    for (int i = 0; i < 8; i++) l[i] = -INFINITY;
+    const sampler_chain p = {0.8f, 3, 0.9f, 0.05f};
+    to_cands(l, 8, c);
+    assert_int_equal(sampler_pick(c, 8, &p, 0.7), 0);
+}
+
+/* sampler_draw + sampler_pick reproduce si_sampler_sample token for token (same seed). */
+static void test_draw_then_pick_is_sample(void **state) {
+    (void)state;
+    static float l[NV];
+    static sampler_cand c[NV];
+    si_sampling_params sp = si_sampling_default_params();
+    sp.top_p = 0.9f;
+    sp.seed = 1234;
+    si_sampler *a = NULL, *b = NULL;
+    assert_int_equal(si_sampler_create(&sp, NV, &a), SI_OK);
+    assert_int_equal(si_sampler_create(&sp, NV, &b), SI_OK);
+    const int32_t hist[3] = {1, 2, 3};
+    assert_true(sampler_history_free(b, 3)); /* default penalties are off */
+    uint64_t s = 99;
+    for (int it = 0; it < 200; it++) {
+        fill_logits(l, NV, &s);
+        sampler_chain ch;
+        double u;
+        sampler_draw(b, &ch, &u);
+        to_cands(l, NV, c);
+        assert_int_equal(si_sampler_sample(a, l, hist, 3), sampler_pick(c, NV, &ch, u));
+    }
+    si_sampler_free(a);
+    si_sampler_free(b);
+
+    sp.repetition_penalty = 1.3f;
+    assert_int_equal(si_sampler_create(&sp, NV, &a), SI_OK);
+    assert_false(sampler_history_free(a, 3));
+    assert_true(sampler_history_free(a, 0));
+    si_sampler_free(a);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_pick_matches_definition),
+        cmocka_unit_test(test_all_impossible_is_first),
+        cmocka_unit_test(test_draw_then_pick_is_sample),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
