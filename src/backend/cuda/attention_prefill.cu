@@ -37,13 +37,25 @@ static int pf_max_tiles(int n_tokens, int n_seqs) {
     return (int)(bound < n_tokens ? bound : n_tokens);
 }
 
-/* ---- the tile list: tiles[0] = count, tiles[1 + i] = first token of tile i ---- */
+/* ---- the tile list ---- */
 
-/* A token starts a tile when it starts its sequence's run or an aligned window. One CTA scans
- * the batch in chunks: warp ballots, then a scan of the warp counts. */
+/* One query tile: rows t0 .. t0 + n_rows - 1 of the batch, sequence seq, positions from pos0. */
+struct __align__(16) pf_tile {
+    int t0, n_rows, seq, pos0;
+};
+/* in scratch: the count, padded to 16 bytes, then the tiles in batch order */
+struct pf_tile_list {
+    int count, pad_[3];
+    pf_tile tile[1]; /* [cap] */
+};
+static size_t pf_tile_list_bytes(int cap) { return sizeof(pf_tile_list) + (size_t)(cap - 1) * sizeof(pf_tile); }
+
+/* A token starts a tile when it starts its sequence's run or an aligned window; the tiles
+ * partition the batch in order, so a tile ends where the next starts. One CTA scans the batch
+ * in chunks (warp ballots, then a scan of the warp counts), then fills in each tile. */
 __global__ void __launch_bounds__(PF_SCAN_THREADS)
     attn_prefill_tiles(const int32_t *__restrict__ seq, const int32_t *__restrict__ pos,
-                       int n_tokens, int cap, int32_t *tiles) {
+                       int n_tokens, int cap, pf_tile_list *list) {
     __shared__ int warp_off[PF_SCAN_THREADS / 32];
     __shared__ int chunk_total;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -71,12 +83,20 @@ __global__ void __launch_bounds__(PF_SCAN_THREADS)
             /* more tiles than the grid holds: the batch broke its contract (a sequence's tokens
              * not contiguous); fail loudly rather than skip rows */
             if (idx >= cap) __trap();
-            tiles[1 + idx] = t;
+            list->tile[idx].t0 = t;
         }
         base += chunk_total;
-        __syncthreads(); /* warp_off and chunk_total are rewritten by the next chunk */
+        __syncthreads(); /* warp_off and chunk_total are rewritten by the next chunk; the starts
+                          * are read below */
     }
-    if (threadIdx.x == 0) tiles[0] = base;
+    for (int i = threadIdx.x; i < base; i += PF_SCAN_THREADS) {
+        pf_tile *tl = &list->tile[i];
+        const int t0 = tl->t0;
+        tl->n_rows = (i + 1 < base ? list->tile[i + 1].t0 : n_tokens) - t0;
+        tl->seq = seq[t0];
+        tl->pos0 = pos[t0];
+    }
+    if (threadIdx.x == 0) list->count = base;
 }
 
 /* ---- tensor-core helpers (PTX ISA: ldmatrix, mma.sync.m16n8k16) ---- */
@@ -169,28 +189,20 @@ __global__ void __launch_bounds__(PF_THREADS, 2)
     attn_prefill_kernel(float *__restrict__ out, const float *__restrict__ q, int q_stride,
                         int q_vec4 /* q rows 16-byte aligned: float4 loads */,
                         const __half *__restrict__ kc, const __half *__restrict__ vc,
-                        const int32_t *__restrict__ block_table, const int32_t *__restrict__ seq,
-                        const int32_t *__restrict__ pos, int n_tokens, int n_head, int n_head_kv,
+                        const int32_t *__restrict__ block_table, int n_head, int n_head_kv,
                         int max_blocks, float scale_log2, attn_rope rope,
-                        const int32_t *__restrict__ tiles) {
+                        const pf_tile_list *__restrict__ tiles) {
     using L = pf_layout<D>;
     constexpr int LD = L::LD, KS = D / 16, NT = PF_BN / 8, DT = D / 8;
     extern __shared__ __align__(16) __half pf_smem[];
     __half *sq = pf_smem + L::Q;
 
-    const int tile = tiles[0] - 1 - (int)blockIdx.y; /* the latest tiles first */
+    const int tile = tiles->count - 1 - (int)blockIdx.y; /* the latest tiles first */
     if (tile < 0) return;
     const int h = blockIdx.x, kvh = h / (n_head / n_head_kv), kv_dim = n_head_kv * D;
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-    const int t0 = tiles[1 + tile], s = seq[t0], pos0 = pos[t0];
-    const int window_end = (pos0 / PF_BM + 1) * PF_BM;
-    /* the tile's rows: the tokens of s from t0 on, up to the end of the position window */
-    bool row_ok = false;
-    if (tid < PF_BM) {
-        const int t = t0 + tid;
-        row_ok = t < n_tokens && seq[t] == s && pos0 + tid < window_end;
-    }
-    const int n_rows = __syncthreads_count(row_ok);
+    const pf_tile tl = tiles->tile[tile];
+    const int t0 = tl.t0, n_rows = tl.n_rows, s = tl.seq, pos0 = tl.pos0;
     const int last_pos = pos0 + n_rows - 1;
     const int n_steps = last_pos / PF_BN + 1;
     const int32_t *bt = block_table + (size_t)s * max_blocks;
@@ -356,29 +368,35 @@ static size_t pf_table_bytes(const cuda_attn_params *p) {
     return rope_cos_sin_table_bytes(p->max_blocks * ATTN_KV_BLOCK, p->head_dim);
 }
 
+/* Kernels above 48 KB of shared memory must opt in, once (not a stream operation: done from
+ * cuda_attention_prefill_scratch_bytes too, so it has happened before any graph capture). */
+static void pf_raise_smem_limit(void) {
+    static bool done = false;
+    if (done) return;
+    CUDA_CHECK(cudaFuncSetAttribute(attn_prefill_kernel<64>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    (int)pf_layout<64>::bytes));
+    CUDA_CHECK(cudaFuncSetAttribute(attn_prefill_kernel<128>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    (int)pf_layout<128>::bytes));
+    done = true;
+}
+
 extern "C" size_t cuda_attention_prefill_scratch_bytes(const cuda_attn_params *p, int max_tokens,
                                                        int max_seqs) {
     if (!pf_supported(p->head_dim))
         return attn_decode_scratch_bytes(p, max_tokens, p->max_blocks * ATTN_KV_BLOCK);
-    return pf_table_bytes(p) + (1 + (size_t)pf_max_tiles(max_tokens, max_seqs)) * sizeof(int32_t);
+    pf_raise_smem_limit();
+    return pf_table_bytes(p) + pf_tile_list_bytes(pf_max_tiles(max_tokens, max_seqs));
 }
 
 template <int D>
 static void pf_launch(float *out, const float *q, int q_stride, const uint16_t *kc,
-                      const uint16_t *vc, const int32_t *bt, const int32_t *seq,
-                      const int32_t *pos, int n_tokens, int n_tiles_max, attn_rope rope,
-                      const cuda_attn_params *p, const int32_t *tiles, cudaStream_t st) {
-    static bool smem_set = false; /* the opt-in above 48 KB, once per instantiation */
-    if (!smem_set) {
-        CUDA_CHECK(cudaFuncSetAttribute(attn_prefill_kernel<D>,
-                                        cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        (int)pf_layout<D>::bytes));
-        smem_set = true;
-    }
+                      const uint16_t *vc, const int32_t *bt, int n_tiles_max, attn_rope rope,
+                      const cuda_attn_params *p, const pf_tile_list *tiles, cudaStream_t st) {
     const dim3 grid(p->n_head, n_tiles_max);
+    const int q_vec4 = q_stride % 4 == 0 && (uintptr_t)q % 16 == 0;
     attn_prefill_kernel<D><<<grid, PF_THREADS, pf_layout<D>::bytes, st>>>(
-        out, q, q_stride, q_stride % 4 == 0 && (uintptr_t)q % 16 == 0, (const __half *)kc, (const __half *)vc, bt, seq, pos, n_tokens,
-        p->n_head, p->n_head_kv, p->max_blocks, p->scale * 1.4426950408889634f, rope, tiles);
+        out, q, q_stride, q_vec4, (const __half *)kc, (const __half *)vc, bt, p->n_head,
+        p->n_head_kv, p->max_blocks, p->scale * 1.4426950408889634f, rope, tiles);
     CUDA_CHECK_LAUNCH();
 }
 
@@ -400,18 +418,17 @@ extern "C" int cuda_attention_prefill(float *out, const float *q, int q_stride,
         return -1;
     if (rope_on_read && (!rope || rope->rope_dim > p->head_dim || rope->rope_dim % 2)) return -1;
     float2 *table = (float2 *)scratch;
-    int32_t *tiles = (int32_t *)((char *)scratch + pf_table_bytes(p));
+    pf_tile_list *tiles = (pf_tile_list *)((char *)scratch + pf_table_bytes(p));
     const attn_rope ar = {rope_on_read, table, rope_on_read ? rope->rope_dim / 2 : 0,
                           rope_on_read ? rope->neox : 0};
     if (rope_on_read) rope_cos_sin_table(table, max_kv_len, rope, stream);
     const int cap = pf_max_tiles(n_tokens, n_seqs);
     attn_prefill_tiles<<<1, PF_SCAN_THREADS, 0, stream>>>(seq, pos, n_tokens, cap, tiles);
     CUDA_CHECK_LAUNCH();
+    pf_raise_smem_limit();
     if (p->head_dim == 64)
-        pf_launch<64>(out, q, q_stride, k_cache, v_cache, block_table, seq, pos, n_tokens, cap,
-                      ar, p, tiles, stream);
+        pf_launch<64>(out, q, q_stride, k_cache, v_cache, block_table, cap, ar, p, tiles, stream);
     else
-        pf_launch<128>(out, q, q_stride, k_cache, v_cache, block_table, seq, pos, n_tokens, cap,
-                       ar, p, tiles, stream);
+        pf_launch<128>(out, q, q_stride, k_cache, v_cache, block_table, cap, ar, p, tiles, stream);
     return 0;
 }

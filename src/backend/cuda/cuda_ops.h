@@ -136,7 +136,8 @@ int cuda_attention_decode(float *out, const float *q, int q_stride, const uint16
  * other head_dims run the decode kernel with one query row per token. The grid depends on
  * n_tokens, n_seqs and max_kv_len only (the query tiles are listed on the device), so the
  * launch can be captured into a CUDA graph. scratch: cuda_attention_prefill_scratch_bytes for
- * n_tokens <= max_tokens and n_seqs <= max_seqs. */
+ * n_tokens <= max_tokens and n_seqs <= max_seqs; that call also raises the kernel's shared
+ * memory limit (once per process, not a stream operation), so make it before capturing. */
 size_t cuda_attention_prefill_scratch_bytes(const cuda_attn_params *p, int max_tokens, int max_seqs);
 int cuda_attention_prefill(float *out, const float *q, int q_stride, const uint16_t *k_cache,
                            const uint16_t *v_cache, const int32_t *block_table,
