@@ -12,8 +12,9 @@
  *   (x * id = k + 0.5), 0.49999997, zero blocks, negative maxima and +-equal maxima.
  * - dispatch: SWIFTINFER_ISA=scalar gives the reference functions; levels above the CPU's are
  *   NULL; unsupported types are NULL.
- * - vec_dot_rows (multi-row): bit-identical to the same level's vec_dot (batch invariance)
- *   and within the same tolerances of the reference, 1..11 rows, padded activation rows, strided outputs (see check_dot_rows).
+ * - gemm (multi-row): every element bit-identical to the same level's vec_dot (batch
+ *   invariance) and within the same tolerances of the reference; 1, 2, 5 weight rows x 1..11
+ *   activation rows, padded rows, strided and poisoned outputs (see check_gemm).
  * Outputs are poisoned (0xA5 bytes, NaN results) before every call. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -208,101 +209,110 @@ static void test_vec_dot_all(void **state) {
     print_message("%d dot products checked over %d ISA levels\n", checked, (int)cpu_isa_detected() + 1);
 }
 
-/* vec_dot_rows against the same level's single-row vec_dot (itself checked against the
- * reference above) and against the scalar reference: n_rows 1..11 (groups of 8 and 4 and their
- * remainders), activation rows with padding between them (x_stride > row bytes), output stride
- * 3 with the slots in between poisoned and checked untouched. Tolerance as check_dot: both sides
- * compute the same exact integer sums per block, only the float accumulation order differs. */
-static void check_dot_rows(si_type t, cpu_isa isa, int64_t n, int n_rows, int random_bytes) {
+/* gemm (multi-row) against the same level's single-row vec_dot (itself checked against the
+ * reference above) and against the scalar reference: n_w weight rows x n_x activation rows
+ * (n_x 1..11: tile groups and their remainders; n_w 1..5: pairs of weight rows and a single
+ * one), activation rows with padding between them (x_stride > row bytes), prepared rows
+ * likewise, an output row stride of n_w + 2 with the slots in between poisoned and checked
+ * untouched. Every element must be bit-identical to vec_dot of its own weight and activation
+ * row: that is batch invariance (a row's result never depends on what else is in the call). */
+static void check_gemm(si_type t, cpu_isa isa, int64_t n, int n_w, int n_x, int random_bytes) {
     const quant_traits *q = quant_get(t);
     const cpu_kernels *k = cpu_kernels_get_isa(t, isa);
     const cpu_kernels *ref = cpu_kernels_get_isa(t, CPU_ISA_SCALAR);
     assert_non_null(k);
     static float x[MAX_N], tw[MAX_N], tx[MAX_N];
-    const size_t wbytes = quant_row_size(t, n);
-    const size_t xbytes = quant_row_size(k->vec_dot_type, n);
-    const size_t xs = xbytes + 40; /* padding between activation rows */
-    const size_t os = 3;
-    uint8_t *w = malloc(wbytes), *xq = malloc(xs * (size_t)n_rows);
-    float *out = malloc(sizeof(float) * os * (size_t)n_rows), *out2 = malloc(sizeof(float) * os * (size_t)n_rows);
+    const size_t wbytes = quant_row_size(t, n), ws = wbytes + 24;
+    const size_t xbytes = quant_row_size(k->vec_dot_type, n), xs = xbytes + 40;
+    const size_t ps = k->prep_row ? k->prep_size(n) + 64 : 0;
+    const size_t os = (size_t)n_w + 2;
+    uint8_t *w = malloc(ws * (size_t)n_w), *xq = malloc(xs * (size_t)n_x);
+    uint8_t *xp = ps ? malloc(ps * (size_t)n_x) : NULL;
+    float *out = malloc(sizeof(float) * os * (size_t)n_x);
     assert_non_null(w);
     assert_non_null(xq);
     assert_non_null(out);
-    assert_non_null(out2);
-    if (random_bytes) {
-        random_blocks(t, w, n / q->block_size);
-    } else {
-        fill_random(x, n, 0.05f);
-        q->from_float(x, w, n);
+    assert_true(!ps || xp != NULL);
+    if (ps) assert_int_equal(k->prep_size(n) % 64, 0);
+    memset(w, 0xA5, ws * (size_t)n_w);
+    for (int o = 0; o < n_w; o++) {
+        if (random_bytes) {
+            random_blocks(t, w + (size_t)o * ws, n / q->block_size);
+        } else {
+            fill_random(x, n, 0.05f);
+            q->from_float(x, w + (size_t)o * ws, n);
+        }
     }
-    memset(xq, 0xA5, xs * (size_t)n_rows);
-    for (int r = 0; r < n_rows; r++) {
+    memset(xq, 0xA5, xs * (size_t)n_x);
+    if (xp) memset(xp, 0xA5, ps * (size_t)n_x);
+    for (int r = 0; r < n_x; r++) {
         fill_random(x, n, 1.0f);
         k->quantize_row(x, xq + (size_t)r * xs, n);
+        if (xp) k->prep_row(xq + (size_t)r * xs, xp + (size_t)r * ps, n);
     }
-    for (size_t i = 0; i < os * (size_t)n_rows; i++) out[i] = out2[i] = NAN;
-    if (k->vec_dot_rows) k->vec_dot_rows(w, xq, xs, n_rows, n, out, os);
-    cpu_vec_dot_rows(k, w, xq, xs, n_rows, n, out2, os);
+    for (size_t i = 0; i < os * (size_t)n_x; i++) out[i] = NAN;
+    cpu_gemm(k, w, ws, n_w, xq, xs, xp, ps, n_x, n, out, os);
     const double tol = is_float_type(t) ? 1e-4 : 1e-5;
-    for (int r = 0; r < n_rows; r++) {
+    for (int r = 0; r < n_x; r++) {
         const uint8_t *xr = xq + (size_t)r * xs;
-        const float single = k->vec_dot(w, xr, n), rr = ref->vec_dot(w, xr, n);
-        const double scale = abs_dot(t, w, k->vec_dot_type, xr, n, tw, tx);
-        const float got[2] = {k->vec_dot_rows ? out[r * os] : single, out2[r * os]};
-        /* batch invariance: a row's result must not depend on how many rows share the call */
-        for (int v = 0; v < 2; v++)
-            if (memcmp(&got[v], &single, sizeof single) != 0)
-                fail_msg("%s %s n=%lld rows=%d row %d: multi-row %.9g is not bit-identical to "
-                         "single-row %.9g (results would depend on the batch)", q->name,
-                         cpu_isa_level_name(isa), (long long)n, n_rows, r, got[v], single);
-        for (int v = 0; v < 2; v++) {
-            const double e1 = fabs((double)got[v] - single), e2 = fabs((double)got[v] - rr);
-            if (!(e1 <= tol * scale + 1e-30) || !(e2 <= tol * scale + 1e-30))
-                fail_msg("%s %s n=%lld rows=%d row %d (%s): rows %.9g single %.9g ref %.9g (tol %.3g * %.6g)",
-                         q->name, cpu_isa_level_name(isa), (long long)n, n_rows, r,
-                         v ? "cpu_vec_dot_rows" : "vec_dot_rows", got[v], single, rr, tol, scale);
+        for (int o = 0; o < n_w; o++) {
+            const uint8_t *wr = w + (size_t)o * ws;
+            const float got = out[(size_t)r * os + (size_t)o];
+            const float single = k->vec_dot(wr, xr, n), rr = ref->vec_dot(wr, xr, n);
+            if (memcmp(&got, &single, sizeof single) != 0)
+                fail_msg("%s %s n=%lld gemm %dx%d element (w %d, x %d): %.9g is not bit-identical to "
+                         "vec_dot's %.9g (results would depend on the batch)", q->name,
+                         cpu_isa_level_name(isa), (long long)n, n_w, n_x, o, r, got, single);
+            const double scale = abs_dot(t, wr, k->vec_dot_type, xr, n, tw, tx);
+            const double err = fabs((double)got - rr);
+            if (!(err <= tol * scale + 1e-30))
+                fail_msg("%s %s n=%lld gemm %dx%d element (w %d, x %d): %.9g ref %.9g err %.3g > %.3g * %.6g",
+                         q->name, cpu_isa_level_name(isa), (long long)n, n_w, n_x, o, r, got, rr, err, tol,
+                         scale);
         }
-        for (size_t g = 1; g < os; g++) { /* the slots between outputs stay poisoned */
-            assert_true(isnan(out[r * os + g]));
-            assert_true(isnan(out2[r * os + g]));
-        }
+        for (size_t g = (size_t)n_w; g < os; g++) /* the slots between output rows stay poisoned */
+            assert_true(isnan(out[(size_t)r * os + g]));
     }
     free(w);
     free(xq);
+    free(xp);
     free(out);
-    free(out2);
 }
 
-static void test_vec_dot_rows_all(void **state) {
+static void test_gemm_all(void **state) {
     (void)state;
-    const int64_t nblocks[] = {1, 2, 3, 7, 18, 33};
+    const int64_t nblocks[] = {1, 2, 3, 7, 18};
     const int64_t nfloat[] = {1, 7, 33, 255, 576, 1061};
+    const int n_ws[] = {1, 2, 5};
     int checked = 0, fast = 0;
     for (int isa = 0; isa <= (int)cpu_isa_detected(); isa++) {
         for (size_t ti = 0; ti < N_TYPES; ti++) {
             const si_type t = all_types[ti];
             const quant_traits *q = quant_get(t);
-            fast += cpu_kernels_get_isa(t, (cpu_isa)isa)->vec_dot_rows != NULL;
-            for (int rows = 1; rows <= 11; rows++) {
-                if (is_float_type(t)) {
-                    for (size_t j = 0; j < sizeof(nfloat) / sizeof(nfloat[0]); j++, checked++)
-                        check_dot_rows(t, (cpu_isa)isa, nfloat[j], rows, 0);
-                    continue;
-                }
-                for (size_t j = 0; j < sizeof(nblocks) / sizeof(nblocks[0]); j++, checked += 2) {
-                    check_dot_rows(t, (cpu_isa)isa, nblocks[j] * q->block_size, rows, 0);
-                    check_dot_rows(t, (cpu_isa)isa, nblocks[j] * q->block_size, rows, 1);
+            fast += cpu_kernels_get_isa(t, (cpu_isa)isa)->gemm != NULL;
+            for (size_t wi = 0; wi < sizeof(n_ws) / sizeof(n_ws[0]); wi++) {
+                for (int rows = 1; rows <= 11; rows++) {
+                    if (is_float_type(t)) {
+                        for (size_t j = 0; j < sizeof(nfloat) / sizeof(nfloat[0]); j++, checked++)
+                            check_gemm(t, (cpu_isa)isa, nfloat[j], n_ws[wi], rows, 0);
+                        continue;
+                    }
+                    for (size_t j = 0; j < sizeof(nblocks) / sizeof(nblocks[0]); j++, checked += 2) {
+                        check_gemm(t, (cpu_isa)isa, nblocks[j] * q->block_size, n_ws[wi], rows, 0);
+                        check_gemm(t, (cpu_isa)isa, nblocks[j] * q->block_size, n_ws[wi], rows, 1);
+                    }
                 }
             }
         }
     }
-    /* the default model's types have multi-row kernels on AVX-512 (AVX2 has none yet that is
-     * bit-identical to its single-row kernel) */
+    /* the benchmarked types have matrix kernels on AVX-512 */
     if (cpu_isa_detected() >= CPU_ISA_AVX512) {
-        assert_non_null(cpu_kernels_get_isa(SI_TYPE_Q4_1, CPU_ISA_AVX512)->vec_dot_rows);
-        assert_non_null(cpu_kernels_get_isa(SI_TYPE_Q8_0, CPU_ISA_AVX512)->vec_dot_rows);
+        const si_type with_gemm[] = {SI_TYPE_Q4_0, SI_TYPE_Q4_1, SI_TYPE_Q8_0, SI_TYPE_F16};
+        for (size_t i = 0; i < sizeof(with_gemm) / sizeof(with_gemm[0]); i++)
+            assert_non_null(cpu_kernels_get_isa(with_gemm[i], CPU_ISA_AVX512)->gemm);
     }
-    print_message("%d multi-row dots checked (%d type x level entries with a multi-row kernel)\n", checked, fast);
+    print_message("%d gemm calls checked element by element (%d type x level entries with a gemm kernel)\n",
+                  checked, fast);
 }
 
 /* One row of 8 blocks of 32 / 1 super-block of 256 with the awkward cases. */
@@ -382,7 +392,7 @@ int main(void) {
         cmocka_unit_test(test_env_override_scalar),
         cmocka_unit_test(test_dispatch_edges),
         cmocka_unit_test(test_vec_dot_all),
-        cmocka_unit_test(test_vec_dot_rows_all),
+        cmocka_unit_test(test_gemm_all),
         cmocka_unit_test(test_quantize_bit_identical),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

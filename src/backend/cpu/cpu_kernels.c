@@ -126,14 +126,19 @@ const char *cpu_isa_level_name(cpu_isa isa) {
     return l >= 0 && l < (int)CPU_ISA_COUNT ? names[l] : "?";
 }
 
-void cpu_vec_dot_rows(const cpu_kernels *k, const void *w, const void *x, size_t x_stride,
-                      int n_rows, int64_t n, float *out, size_t out_stride) {
-    if (k->vec_dot_rows) {
-        k->vec_dot_rows(w, x, x_stride, n_rows, n, out, out_stride);
+void cpu_gemm(const cpu_kernels *k, const void *w, size_t w_stride, int n_w, const void *x,
+              size_t x_stride, const void *xp, size_t xp_stride, int n_x, int64_t n, float *out,
+              size_t out_stride) {
+    if (k->gemm) {
+        k->gemm(w, w_stride, n_w, k->prep_row ? xp : x, k->prep_row ? xp_stride : x_stride, n_x, n,
+                out, out_stride);
         return;
     }
-    for (int r = 0; r < n_rows; r++)
-        out[(size_t)r * out_stride] = k->vec_dot(w, (const uint8_t *)x + (size_t)r * x_stride, n);
+    for (int r = 0; r < n_x; r++)
+        for (int o = 0; o < n_w; o++)
+            out[(size_t)r * out_stride + (size_t)o] =
+                k->vec_dot((const uint8_t *)w + (size_t)o * w_stride,
+                           (const uint8_t *)x + (size_t)r * x_stride, n);
 }
 
 const char *cpu_isa_name(void) { return cpu_isa_level_name(cpu_isa_active()); }

@@ -32,22 +32,28 @@ typedef struct cpu_kernels {
     /* sum over n elements of w[i] * x[i]; w a row of the weight type, x of vec_dot_type;
      * n a multiple of the weight type's block size; no alignment needed */
     float (*vec_dot)(const void *w, const void *x, int64_t n);
-    /* Multi-row dot: out[r * out_stride] = vec_dot(w, x + r * x_stride bytes, n) for r in
-     * [0, n_rows), n_rows >= 1 (any count: the kernel works in groups of up to
-     * CPU_KERNELS_MAX_ROWS). Each weight block is decoded once into registers and reused for
-     * every activation row, each row accumulates in its own registers and is reduced once at the
-     * end, so the results equal vec_dot's up to the float accumulation order. NULL when the type
-     * has no such kernel at this level: callers then loop vec_dot (cpu_vec_dot_rows does). */
-    void (*vec_dot_rows)(const void *w, const void *x, size_t x_stride, int n_rows, int64_t n,
-                         float *out, size_t out_stride);
+    /* Matrix product for prefill and batched decode, NULL when the type has none at this level
+     * (callers then loop vec_dot; cpu_gemm does): for o in [0, n_w) and r in [0, n_x)
+     *     out[r * out_stride + o] = vec_dot(w + o * w_stride bytes, x_r, n)
+     * bit-identical, element by element, to vec_dot (batch invariance: a row's result never
+     * depends on how many rows share the call or which). x_r is activation row r in
+     * vec_dot_type; gemm reads it at xp + r * xp_stride bytes in prep_row's layout, or as it is
+     * when prep_row is NULL. Weight blocks are decoded once per group of activation rows and the
+     * activation side once per row (prep_row), not once per weight row x activation row. */
+    void (*gemm)(const void *w, size_t w_stride, int n_w, const void *xp, size_t xp_stride,
+                 int n_x, int64_t n, float *out, size_t out_stride);
+    /* x: one activation row of n elements in vec_dot_type -> xp: prep_size(n) bytes (a multiple
+     * of 64) in the layout gemm streams; both NULL when gemm reads vec_dot_type rows directly. */
+    void (*prep_row)(const void *x, void *xp, int64_t n);
+    size_t (*prep_size)(int64_t n);
 } cpu_kernels;
 
-/* The largest activation-row group a vec_dot_rows kernel keeps in registers at once. */
-#define CPU_KERNELS_MAX_ROWS 8
-
-/* k->vec_dot_rows when there is one, else the same results by looping k->vec_dot. */
-void cpu_vec_dot_rows(const cpu_kernels *k, const void *w, const void *x, size_t x_stride,
-                      int n_rows, int64_t n, float *out, size_t out_stride);
+/* The same products as k->gemm (which needs xp prepared by k->prep_row when there is one):
+ * k->gemm when there is one, else a loop over k->vec_dot reading x (rows of vec_dot_type,
+ * x_stride bytes apart). */
+void cpu_gemm(const cpu_kernels *k, const void *w, size_t w_stride, int n_w, const void *x,
+              size_t x_stride, const void *xp, size_t xp_stride, int n_x, int64_t n, float *out,
+              size_t out_stride);
 
 /* The best kernels for weights of type t on this CPU (after SWIFTINFER_ISA), falling back per
  * type to a lower level and finally to the reference; NULL only when quant_get(t) is NULL.

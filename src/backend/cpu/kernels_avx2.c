@@ -13,7 +13,6 @@ static inline __m256i mul_sum_us8(__m256i acc, __m256i u, __m256i s) {
     return _mm256_add_epi32(acc, _mm256_madd_epi16(p16, _mm256_set1_epi16(1)));
 }
 
-#define KX86_MAX_ROWS 4 /* 16 ymm registers */
 #include "backend/cpu/kernels_x86.h"
 
 const cpu_kernels *cpu_kernels_avx2_entry(si_type t);

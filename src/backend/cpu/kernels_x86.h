@@ -589,158 +589,45 @@ static float vec_dot_bf16_x86(const void *vw, const void *vx, int64_t n) {
     return sum;
 }
 
-/* ---- multi-row dots (cpu_kernels.h's vec_dot_rows) ----
- * One weight row against R activation rows: each group of weight blocks is decoded once (nibbles
- * unpacked, fp16 heads converted, q4_0 / q8_0 signs taken) and reused for every row; every row
- * has its own accumulators and one horizontal reduction at the end. The block arithmetic is
- * the single-row kernels' own, so only the float accumulation order differs from them.
- * R is a compile-time constant in every instantiation (KX86_ROWS below switches on it) so the
- * per-row accumulator arrays live in registers. The includer defines KX86_MAX_ROWS: 4 for AVX2
- * (16 ymm registers), 8 where AVX-512VL gives 32. */
+/* ---- helpers for multi-row kernels (cpu_kernels.h's gemm) ----
+ * A multi-row kernel keeps one accumulator set per (weight row, activation row) in registers;
+ * the row counts are compile-time constants in every instantiation (KX86_SWITCH_R below) so the
+ * accumulator arrays are registers, not memory. */
 
 #define KX86_ALWAYS_INLINE static inline __attribute__((always_inline))
 
-/* out[r * os] = kern(..., R) for groups of up to KX86_MAX_ROWS rows, R a constant per case */
-#define KX86_ROWS(kern, w, x, xs, n_rows, n, out, os)                                               \
+/* kern(args..., R) with R = r (1 <= r <= 8) as a compile-time constant */
+#define KX86_SWITCH_R(r, kern, ...)                                                                \
     do {                                                                                          \
-        const uint8_t *x_ = (const uint8_t *)(x);                                                 \
-        float *o_ = (out);                                                                        \
-        for (int left_ = (n_rows); left_ > 0;) {                                                  \
-            const int g_ = left_ > KX86_MAX_ROWS ? KX86_MAX_ROWS : left_;                          \
-            switch (g_) {                                                                         \
-            case 1: kern(w, x_, xs, 1, n, o_, os); break;                                         \
-            case 2: kern(w, x_, xs, 2, n, o_, os); break;                                         \
-            case 3: kern(w, x_, xs, 3, n, o_, os); break;                                         \
-            case 4: kern(w, x_, xs, 4, n, o_, os); break;                                         \
-            case 5: kern(w, x_, xs, 5, n, o_, os); break;                                         \
-            case 6: kern(w, x_, xs, 6, n, o_, os); break;                                         \
-            case 7: kern(w, x_, xs, 7, n, o_, os); break;                                         \
-            default: kern(w, x_, xs, 8, n, o_, os); break;                                        \
-            }                                                                                     \
-            x_ += (size_t)g_ * (xs);                                                              \
-            o_ += (size_t)g_ * (os);                                                              \
-            left_ -= g_;                                                                          \
+        switch (r) {                                                                              \
+        case 1: kern(__VA_ARGS__, 1); break;                                                      \
+        case 2: kern(__VA_ARGS__, 2); break;                                                      \
+        case 3: kern(__VA_ARGS__, 3); break;                                                      \
+        case 4: kern(__VA_ARGS__, 4); break;                                                      \
+        case 5: kern(__VA_ARGS__, 5); break;                                                      \
+        case 6: kern(__VA_ARGS__, 6); break;                                                      \
+        case 7: kern(__VA_ARGS__, 7); break;                                                      \
+        default: kern(__VA_ARGS__, 8); break;                                                     \
         }                                                                                         \
     } while (0)
 
-KX86_ALWAYS_INLINE void q4_1_rows_x86(const void *vw, const uint8_t *x, size_t xs, const int R, int64_t n,
-                                      float *out, size_t os) {
-    const block_q4_1 *w = vw;
-    const int64_t nb = n / QK4_1;
-    __m256 acc[8], accm[8];
-    for (int r = 0; r < R; r++) acc[r] = accm[r] = _mm256_setzero_ps();
-    int64_t i = 0;
-    for (; i + 4 <= nb; i += 4) {
-        const __m256 hw = head_halves4(&w[i], sizeof(*w));
-        __m256i q[4];
-        for (int k = 0; k < 4; k++) q[k] = unpack_nibbles(w[i + k].qs);
-        for (int r = 0; r < R; r++) {
-            const block_q8_1 *y = (const block_q8_1 *)(x + (size_t)r * xs) + i;
-            const __m256 p = _mm256_mul_ps(hw, head_halves4(y, sizeof(*y)));
-            accm[r] = _mm256_add_ps(accm[r], p);
-            for (int k = 0; k < 4; k++)
-                acc[r] = _mm256_fmadd_ps(spread_scale(p, k), _mm256_cvtepi32_ps(mul_sum_us8(_mm256_setzero_si256(), q[k], load256(y[k].qs))), acc[r]);
-        }
-    }
-    float summ[8] = {0};
-    for (; i < nb; i++) { /* tail blocks: still decoded once */
-        const __m256i q = unpack_nibbles(w[i].qs);
-        const float dw = h2f(w[i].d), mw = h2f(w[i].m);
-        for (int r = 0; r < R; r++) {
-            const block_q8_1 *y = (const block_q8_1 *)(x + (size_t)r * xs) + i;
-            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(dw * h2f(y->d)), _mm256_cvtepi32_ps(mul_sum_us8(_mm256_setzero_si256(), q, load256(y->qs))), acc[r]);
-            summ[r] += mw * h2f(y->s);
-        }
-    }
-    for (int r = 0; r < R; r++) out[(size_t)r * os] = hsum_ps(acc[r]) + sum_odd(accm[r]) + summ[r];
-}
-
-/* q4_0 and q8_0: signed weights, so the sign trick's |w| is taken once and only the activation
- * side is re-signed per row */
-KX86_ALWAYS_INLINE void q4_0_rows_x86(const void *vw, const uint8_t *x, size_t xs, const int R, int64_t n,
-                                      float *out, size_t os) {
-    const block_q4_0 *w = vw;
-    const int64_t nb = n / QK4_0;
-    __m256 acc[8];
-    for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
-    int64_t i = 0;
-    for (; i + 4 <= nb; i += 4) {
-        const __m256 hw = head_halves4(&w[i], sizeof(*w));
-        __m256i q[4], a[4];
-        for (int k = 0; k < 4; k++) {
-            q[k] = q4_0_bytes(&w[i + k]);
-            a[k] = _mm256_sign_epi8(q[k], q[k]);
-        }
-        for (int r = 0; r < R; r++) {
-            const block_q8_0 *y = (const block_q8_0 *)(x + (size_t)r * xs) + i;
-            const __m256 p = _mm256_mul_ps(hw, head_halves4(y, sizeof(*y)));
-            for (int k = 0; k < 4; k++)
-                acc[r] = _mm256_fmadd_ps(spread_scale(p, k), _mm256_cvtepi32_ps(mul_sum_us8(_mm256_setzero_si256(), a[k], _mm256_sign_epi8(load256(y[k].qs), q[k]))), acc[r]);
-        }
-    }
-    for (; i < nb; i++) { /* tail blocks: still decoded once */
-        const __m256i q = q4_0_bytes(&w[i]), a = _mm256_sign_epi8(q, q);
-        const float dw = h2f(w[i].d);
-        for (int r = 0; r < R; r++) {
-            const block_q8_0 *y = (const block_q8_0 *)(x + (size_t)r * xs) + i;
-            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(dw * h2f(y->d)), _mm256_cvtepi32_ps(mul_sum_us8(_mm256_setzero_si256(), a, _mm256_sign_epi8(load256(y->qs), q))), acc[r]);
-        }
-    }
-    for (int r = 0; r < R; r++) out[(size_t)r * os] = hsum_ps(acc[r]);
-}
-
-KX86_ALWAYS_INLINE void q8_0_rows_x86(const void *vw, const uint8_t *x, size_t xs, const int R, int64_t n,
-                                      float *out, size_t os) {
-    const block_q8_0 *w = vw;
-    const int64_t nb = n / QK8_0;
-    __m256 acc[8];
-    for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
-    int64_t i = 0;
-    for (; i + 4 <= nb; i += 4) {
-        const __m256 hw = head_halves4(&w[i], sizeof(*w));
-        __m256i q[4], a[4];
-        for (int k = 0; k < 4; k++) {
-            q[k] = load256(w[i + k].qs);
-            a[k] = _mm256_sign_epi8(q[k], q[k]);
-        }
-        for (int r = 0; r < R; r++) {
-            const block_q8_0 *y = (const block_q8_0 *)(x + (size_t)r * xs) + i;
-            const __m256 p = _mm256_mul_ps(hw, head_halves4(y, sizeof(*y)));
-            for (int k = 0; k < 4; k++)
-                acc[r] = _mm256_fmadd_ps(spread_scale(p, k), _mm256_cvtepi32_ps(mul_sum_us8(_mm256_setzero_si256(), a[k], _mm256_sign_epi8(load256(y[k].qs), q[k]))), acc[r]);
-        }
-    }
-    for (; i < nb; i++) { /* tail blocks: still decoded once */
-        const __m256i q = load256(w[i].qs), a = _mm256_sign_epi8(q, q);
-        const float dw = h2f(w[i].d);
-        for (int r = 0; r < R; r++) {
-            const block_q8_0 *y = (const block_q8_0 *)(x + (size_t)r * xs) + i;
-            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(dw * h2f(y->d)), _mm256_cvtepi32_ps(mul_sum_us8(_mm256_setzero_si256(), a, _mm256_sign_epi8(load256(y->qs), q))), acc[r]);
-        }
-    }
-    for (int r = 0; r < R; r++) out[(size_t)r * os] = hsum_ps(acc[r]);
-}
-
-/* NOTE: multi-row kernels exist only where they are bit-identical to the single-row kernel
- * for every row (integer block sums, then the same per-block float accumulation order), so a
- * sequence's logits never depend on what else is in the batch (batch invariance: the engine's
- * "alone = batched" exactness rests on it). Multi-row F16, Q4_K and Q6_K kernels summed in a
- * different order and were removed (commit ac2e9a7 has them) until they match. */
+/* NOTE: the 256-bit table has no multi-row kernels: the AVX2 ones were not bit-identical to the
+ * single-row kernels (batch invariance, cpu_kernels.h's gemm), so matmul loops vec_dot there. */
 /* The 256-bit table: one entry per weight type that has a kernel here. */
 static const cpu_kernels *kernels_x86_entry(si_type t) {
-    static const cpu_kernels k_q4_0 = {SI_TYPE_Q8_0, quantize_row_q8_0_x86, vec_dot_q4_0_x86, NULL};
-    static const cpu_kernels k_q8_0 = {SI_TYPE_Q8_0, quantize_row_q8_0_x86, vec_dot_q8_0_x86, NULL};
-    static const cpu_kernels k_q4_1 = {SI_TYPE_Q8_1, quantize_row_q8_1_x86, vec_dot_q4_1_x86, NULL};
-    static const cpu_kernels k_q5_0 = {SI_TYPE_Q8_0, quantize_row_q8_0_x86, vec_dot_q5_0_x86, NULL};
-    static const cpu_kernels k_q5_1 = {SI_TYPE_Q8_1, quantize_row_q8_1_x86, vec_dot_q5_1_x86, NULL};
-    static const cpu_kernels k_q2_k = {SI_TYPE_Q8_K, quantize_row_q8_k_x86, vec_dot_q2_k_x86, NULL};
-    static const cpu_kernels k_q3_k = {SI_TYPE_Q8_K, quantize_row_q8_k_x86, vec_dot_q3_k_x86, NULL};
-    static const cpu_kernels k_q4_k = {SI_TYPE_Q8_K, quantize_row_q8_k_x86, vec_dot_q4_k_x86, NULL};
-    static const cpu_kernels k_q5_k = {SI_TYPE_Q8_K, quantize_row_q8_k_x86, vec_dot_q5_k_x86, NULL};
-    static const cpu_kernels k_q6_k = {SI_TYPE_Q8_K, quantize_row_q8_k_x86, vec_dot_q6_k_x86, NULL};
-    static const cpu_kernels k_f32 = {SI_TYPE_F32, quantize_row_f32_x86, vec_dot_f32_x86, NULL};
-    static const cpu_kernels k_f16 = {SI_TYPE_F16, quantize_row_f16_x86, vec_dot_f16_x86, NULL};
-    static const cpu_kernels k_bf16 = {SI_TYPE_BF16, quantize_row_bf16_x86, vec_dot_bf16_x86, NULL};
+    static const cpu_kernels k_q4_0 = {.vec_dot_type = SI_TYPE_Q8_0, .quantize_row = quantize_row_q8_0_x86, .vec_dot = vec_dot_q4_0_x86};
+    static const cpu_kernels k_q8_0 = {.vec_dot_type = SI_TYPE_Q8_0, .quantize_row = quantize_row_q8_0_x86, .vec_dot = vec_dot_q8_0_x86};
+    static const cpu_kernels k_q4_1 = {.vec_dot_type = SI_TYPE_Q8_1, .quantize_row = quantize_row_q8_1_x86, .vec_dot = vec_dot_q4_1_x86};
+    static const cpu_kernels k_q5_0 = {.vec_dot_type = SI_TYPE_Q8_0, .quantize_row = quantize_row_q8_0_x86, .vec_dot = vec_dot_q5_0_x86};
+    static const cpu_kernels k_q5_1 = {.vec_dot_type = SI_TYPE_Q8_1, .quantize_row = quantize_row_q8_1_x86, .vec_dot = vec_dot_q5_1_x86};
+    static const cpu_kernels k_q2_k = {.vec_dot_type = SI_TYPE_Q8_K, .quantize_row = quantize_row_q8_k_x86, .vec_dot = vec_dot_q2_k_x86};
+    static const cpu_kernels k_q3_k = {.vec_dot_type = SI_TYPE_Q8_K, .quantize_row = quantize_row_q8_k_x86, .vec_dot = vec_dot_q3_k_x86};
+    static const cpu_kernels k_q4_k = {.vec_dot_type = SI_TYPE_Q8_K, .quantize_row = quantize_row_q8_k_x86, .vec_dot = vec_dot_q4_k_x86};
+    static const cpu_kernels k_q5_k = {.vec_dot_type = SI_TYPE_Q8_K, .quantize_row = quantize_row_q8_k_x86, .vec_dot = vec_dot_q5_k_x86};
+    static const cpu_kernels k_q6_k = {.vec_dot_type = SI_TYPE_Q8_K, .quantize_row = quantize_row_q8_k_x86, .vec_dot = vec_dot_q6_k_x86};
+    static const cpu_kernels k_f32 = {.vec_dot_type = SI_TYPE_F32, .quantize_row = quantize_row_f32_x86, .vec_dot = vec_dot_f32_x86};
+    static const cpu_kernels k_f16 = {.vec_dot_type = SI_TYPE_F16, .quantize_row = quantize_row_f16_x86, .vec_dot = vec_dot_f16_x86};
+    static const cpu_kernels k_bf16 = {.vec_dot_type = SI_TYPE_BF16, .quantize_row = quantize_row_bf16_x86, .vec_dot = vec_dot_bf16_x86};
     switch (t) {
     case SI_TYPE_Q4_0: return &k_q4_0;
     case SI_TYPE_Q8_0: return &k_q8_0;

@@ -43,14 +43,10 @@
 #define MM_CHUNK_DECODE (16 * 1024)
 #define MM_CHUNK_PREFILL (96 * 1024)
 #define MM_MIN_CHUNKS_PER_THREAD 4
-#define MM_ROW_TILE CPU_KERNELS_MAX_ROWS
 
 /* The kernels one matmul uses: where to quantise activations to and how to dot. */
 typedef struct {
-    si_type vec_dot_type;
-    void (*quantize_row)(const float *x, void *y, int64_t n);
-    float (*vec_dot)(const void *w, const void *x, int64_t n);
-    const cpu_kernels *ck; /* for cpu_vec_dot_rows */
+    const cpu_kernels *ck;
     int64_t x_block; /* elements per block of vec_dot_type */
     size_t x_block_bytes;
 } mm_kernels;
@@ -61,15 +57,27 @@ static mm_kernels mm_kernels_for(si_type t) {
     SI_ASSERT(ck != NULL && ck->vec_dot != NULL && ck->quantize_row != NULL);
     const quant_traits *xt = quant_get(ck->vec_dot_type);
     SI_ASSERT(xt != NULL);
-    return (mm_kernels){ck->vec_dot_type, ck->quantize_row, ck->vec_dot, ck, xt->block_size,
-                        (size_t)xt->type_size};
+    return (mm_kernels){ck, xt->block_size, (size_t)xt->type_size};
 }
+
+/* NOTE: one activation row takes vec_dot (decode: nothing to amortise over); two or more take
+ * gemm. Both give bit-identical results per row (cpu_kernels.h), so the split is only speed. */
+static int mm_uses_gemm(const cpu_kernels *ck, int n_rows) { return ck->gemm != NULL && n_rows > 1; }
+
+/* bytes of gemm's prepared layout per activation row (0: gemm reads the quantised rows) */
+static size_t mm_prep_row(const cpu_kernels *ck, int64_t n_cols, int n_rows) {
+    return mm_uses_gemm(ck, n_rows) && ck->prep_row ? ck->prep_size(n_cols) : 0;
+}
+
+#define MM_ALIGN 64 /* the prepared rows start on a cache line */
 
 size_t cpu_matmul_scratch(const si_tensor *W, int n_rows) {
     /* the larger of what the dispatched kernels and the reference quantise to */
-    const size_t fast = quant_row_size(mm_kernels_for(W->type).vec_dot_type, W->n_cols);
+    const cpu_kernels *ck = mm_kernels_for(W->type).ck;
+    const size_t fast = quant_row_size(ck->vec_dot_type, W->n_cols);
     const size_t ref = quant_row_size(quant_get(W->type)->vec_dot_type, W->n_cols);
-    return (fast > ref ? fast : ref) * (size_t)n_rows;
+    const size_t prep = mm_prep_row(ck, W->n_cols, n_rows);
+    return (fast > ref ? fast : ref) * (size_t)n_rows + (prep ? MM_ALIGN + prep * (size_t)n_rows : 0);
 }
 
 typedef struct {
@@ -77,10 +85,11 @@ typedef struct {
     float *out;      /* [n_rows][W->n_rows] */
     const float *x;  /* [n_rows][n_cols] */
     uint8_t *xq;     /* [n_rows][xq_row]: x in vec_dot_type */
+    uint8_t *xp;     /* [n_rows][xp_row]: xq in gemm's prepared layout (xp_row 0: none) */
     const uint8_t *w;
     int64_t n_cols, n_out; /* W's columns (input) and rows (output) */
     int n_rows;            /* activation rows */
-    size_t xq_row, w_row;  /* bytes per quantised activation row and per weight row */
+    size_t xq_row, xp_row, w_row; /* bytes per quantised / prepared activation row, weight row */
     int q_parts;           /* pieces each activation row is quantised in */
     int64_t chunk_rows, n_chunks;
     atomic_int_fast64_t next_piece; /* the next quantisation piece nobody has claimed */
@@ -90,6 +99,7 @@ typedef struct {
 
 /* Phase 1: claims quantisation pieces until none is left, then waits for the others' pieces. */
 static void mm_quantise(mm_job *j) {
+    const cpu_kernels *ck = j->k.ck;
     const int64_t blocks = j->n_cols / j->k.x_block;
     const int64_t n_pieces = (int64_t)j->n_rows * j->q_parts;
     for (int64_t u; (u = atomic_fetch_add_explicit(&j->next_piece, 1, memory_order_relaxed)) <
@@ -97,10 +107,11 @@ static void mm_quantise(mm_job *j) {
         const int64_t r = u / j->q_parts;
         int64_t b0, b1;
         pool_split(blocks, (int)(u % j->q_parts), j->q_parts, &b0, &b1);
+        uint8_t *xq = j->xq + (size_t)r * j->xq_row;
         if (b1 > b0)
-            j->k.quantize_row(j->x + r * j->n_cols + b0 * j->k.x_block,
-                              j->xq + (size_t)r * j->xq_row + (size_t)b0 * j->k.x_block_bytes,
-                              (b1 - b0) * j->k.x_block);
+            ck->quantize_row(j->x + r * j->n_cols + b0 * j->k.x_block,
+                             xq + (size_t)b0 * j->k.x_block_bytes, (b1 - b0) * j->k.x_block);
+        if (j->xp_row) ck->prep_row(xq, j->xp + (size_t)r * j->xp_row, j->n_cols); /* whole rows */
         atomic_fetch_add_explicit(&j->q_done, 1, memory_order_release);
     }
     for (uint32_t i = 0; atomic_load_explicit(&j->q_done, memory_order_acquire) < n_pieces; i++) {
@@ -109,21 +120,20 @@ static void mm_quantise(mm_job *j) {
     }
 }
 
-/* Phase 2 for weight rows [o0, o1): every activation row, in tiles of MM_ROW_TILE rows. */
+/* Phase 2 for weight rows [o0, o1): every activation row. */
 static void mm_chunk(const mm_job *j, int64_t o0, int64_t o1) {
-    if (j->n_rows == 1) {
-        for (int64_t o = o0; o < o1; o++)
-            j->out[o] = j->k.vec_dot(j->w + (size_t)o * j->w_row, j->xq, j->n_cols);
+    const cpu_kernels *ck = j->k.ck;
+    if (!mm_uses_gemm(ck, j->n_rows)) {
+        for (int r = 0; r < j->n_rows; r++)
+            for (int64_t o = o0; o < o1; o++)
+                j->out[(size_t)r * j->n_out + o] =
+                    ck->vec_dot(j->w + (size_t)o * j->w_row, j->xq + (size_t)r * j->xq_row, j->n_cols);
         return;
     }
-    for (int r0 = 0; r0 < j->n_rows; r0 += MM_ROW_TILE) {
-        const int r1 = r0 + MM_ROW_TILE < j->n_rows ? r0 + MM_ROW_TILE : j->n_rows;
-        /* one multi-row call per weight row: its blocks are decoded once for the whole tile */
-        for (int64_t o = o0; o < o1; o++)
-            cpu_vec_dot_rows(j->k.ck, j->w + (size_t)o * j->w_row, j->xq + (size_t)r0 * j->xq_row,
-                             j->xq_row, r1 - r0, j->n_cols, j->out + (size_t)r0 * j->n_out + o,
-                             (size_t)j->n_out);
-    }
+    /* gemm decodes each weight block once per group of activation rows; the chunk of weight
+     * rows stays in L2 while the activation rows pass */
+    cpu_gemm(ck, j->w + (size_t)o0 * j->w_row, j->w_row, (int)(o1 - o0), j->xq, j->xq_row, j->xp,
+             j->xp_row, j->n_rows, j->n_cols, j->out + o0, (size_t)j->n_out);
 }
 
 static void mm_worker(void *ctx, int ith, int nth) {
@@ -152,9 +162,15 @@ void cpu_matmul(thread_pool *pool, float *out, const si_tensor *W, const float *
         .n_rows = n_rows,
         .w_row = quant_row_size(W->type, W->n_cols),
     };
-    job.xq_row = quant_row_size(job.k.vec_dot_type, W->n_cols);
-    /* with fewer activation rows than threads, split each row's blocks so nobody idles */
-    job.q_parts = n_rows >= nth ? 1 : (nth + n_rows - 1) / n_rows;
+    job.xq_row = quant_row_size(job.k.ck->vec_dot_type, W->n_cols);
+    job.xp_row = mm_prep_row(job.k.ck, W->n_cols, n_rows);
+    if (job.xp_row) {
+        const uintptr_t end = (uintptr_t)(job.xq + job.xq_row * (size_t)n_rows);
+        job.xp = (uint8_t *)((end + MM_ALIGN - 1) / MM_ALIGN * MM_ALIGN);
+    }
+    /* with fewer activation rows than threads, split each row's blocks so nobody idles (not
+     * when the rows are prepared for gemm: prep_row takes whole rows) */
+    job.q_parts = n_rows >= nth || job.xp_row ? 1 : (nth + n_rows - 1) / n_rows;
 
     const size_t target = n_rows == 1 ? MM_CHUNK_DECODE : MM_CHUNK_PREFILL;
     int64_t rows = (int64_t)(target / job.w_row);
