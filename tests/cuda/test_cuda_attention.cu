@@ -363,8 +363,46 @@ static void test_rope_k_unrotated(int n_tokens, int n_head, int n_head_kv, int h
 
 /* ---- timing ---- */
 
+/* Median time of 20 runs of f in microseconds, each after reading a buffer of 4x the L2 (so
+ * every run starts from cold caches, as a layer of a real forward pass does for its K/V). */
+__global__ void flush_l2_kernel(const float4 *p, size_t n, float *sink) {
+    float a = 0.0f;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        const float4 v = p[i];
+        a += v.x + v.y + v.z + v.w;
+    }
+    if (a == 1234.5678f) *sink = a; /* keeps the loads */
+}
+template <class F> static double time_us(F f) {
+    static float4 *flush = nullptr;
+    static float *sink = nullptr;
+    const size_t flush_n = (256u << 20) / sizeof(float4);
+    if (!flush) {
+        CUDA_CHECK(cudaMalloc(&flush, flush_n * sizeof(float4)));
+        CUDA_CHECK(cudaMemset(flush, 0, flush_n * sizeof(float4)));
+        CUDA_CHECK(cudaMalloc(&sink, sizeof(float)));
+    }
+    cudaEvent_t e0, e1;
+    CUDA_CHECK(cudaEventCreate(&e0)); CUDA_CHECK(cudaEventCreate(&e1));
+    f(); /* warm-up */
+    std::vector<float> ms;
+    for (int i = 0; i < 20; i++) {
+        flush_l2_kernel<<<1024, 256, 0, g_st>>>(flush, flush_n, sink);
+        CUDA_CHECK(cudaEventRecord(e0, g_st));
+        f();
+        CUDA_CHECK(cudaEventRecord(e1, g_st));
+        CUDA_CHECK(cudaEventSynchronize(e1));
+        float t;
+        CUDA_CHECK(cudaEventElapsedTime(&t, e0, e1));
+        ms.push_back(t);
+    }
+    CUDA_CHECK(cudaEventDestroy(e0)); CUDA_CHECK(cudaEventDestroy(e1));
+    std::sort(ms.begin(), ms.end());
+    return ms[ms.size() / 2] * 1e3;
+}
+
 /* The prefill kernel on n_seqs sequences of n_new tokens each from position 0 (no reference:
- * random cache), median of 20 launches. FLOPs: 4 * head_dim * n_head per (query, visible key). */
+ * random cache), L2 flushed. FLOPs: 4 * head_dim * n_head per (query, visible key). */
 static void bench_prefill(int n_seqs, int n_new, int n_head, int n_head_kv, int hd) {
     std::vector<int> len(n_seqs, n_new);
     paged c = make_paged(hd, n_head, n_head_kv, len, std::vector<uint8_t>(n_seqs, 0), hd, false);
@@ -383,34 +421,44 @@ static void bench_prefill(int n_seqs, int n_new, int n_head, int n_head_kv, int 
     const cuda_attn_params p = {n_head, n_head_kv, hd, c.max_blocks, 1.0f / sqrtf((float)hd)};
     const size_t sb = cuda_attention_prefill_scratch_bytes(&p, n, n_seqs);
     uint8_t *ds = dmalloc<uint8_t>(sb);
-    auto run = [&] {
+    const double us = time_us([&] {
         if (cuda_attention_prefill(dout, dq, q_stride, c.dkc, c.dvc, c.dbt, dseq, dpos, n, n_seqs, n_new, NULL,
                                    NULL, &p, ds, g_st) != 0) {
             printf("FAIL bench: cuda_attention_prefill rejected the shape\n");
             g_fail++;
         }
-    };
-    run();
-    CUDA_CHECK(cudaStreamSynchronize(g_st));
-    cudaEvent_t e0, e1;
-    CUDA_CHECK(cudaEventCreate(&e0)); CUDA_CHECK(cudaEventCreate(&e1));
-    std::vector<float> ms;
-    for (int i = 0; i < 20; i++) {
-        CUDA_CHECK(cudaEventRecord(e0, g_st));
-        run();
-        CUDA_CHECK(cudaEventRecord(e1, g_st));
-        CUDA_CHECK(cudaEventSynchronize(e1));
-        float t;
-        CUDA_CHECK(cudaEventElapsedTime(&t, e0, e1));
-        ms.push_back(t);
-    }
-    std::sort(ms.begin(), ms.end());
-    const double us = ms[ms.size() / 2] * 1e3;
+    });
     printf("TIME prefill %d x %-5d tokens H=%d/%d hd=%d (causal): %9.1f us  %6.1f TFLOP/s  (x32 layers: %.2f ms)\n",
            n_seqs, n_new, n_head, n_head_kv, hd, us, flops / us * 1e-6, us * 32 * 1e-3);
-    CUDA_CHECK(cudaEventDestroy(e0)); CUDA_CHECK(cudaEventDestroy(e1));
     CUDA_CHECK(cudaFree(dq)); CUDA_CHECK(cudaFree(dout)); CUDA_CHECK(cudaFree(dseq));
     CUDA_CHECK(cudaFree(dpos)); CUDA_CHECK(cudaFree(ds));
+    free_paged(c);
+}
+
+/* The decode kernel: n_seqs sequences of len keys, L2 flushed; GB/s of K and V read
+ * (test_cuda_kernels times the same shapes without rope_on_read). */
+static void bench_decode(int n_seqs, int len, int n_head, int n_head_kv, int hd, bool rotate) {
+    paged c = make_paged(hd, n_head, n_head_kv, std::vector<int>(n_seqs, len),
+                         std::vector<uint8_t>(n_seqs, rotate), hd, true);
+    const int q_dim = n_head * hd;
+    std::vector<float> q = random_q(n_seqs, q_dim, q_dim);
+    float *dq = dcopy(q), *dout = dmalloc<float>((size_t)n_seqs * q_dim);
+    int32_t *dlen = dcopy(std::vector<int32_t>(n_seqs, len));
+    const cuda_attn_params p = {n_head, n_head_kv, hd, c.max_blocks, 1.0f / sqrtf((float)hd)};
+    const cuda_rope_params rp = rope_of(c);
+    const size_t sb = cuda_attention_scratch_bytes(&p, n_seqs, len);
+    uint8_t *ds = dmalloc<uint8_t>(sb);
+    const double us = time_us([&] {
+        if (cuda_attention_decode(dout, dq, q_dim, c.dkc, c.dvc, c.dbt, dlen, n_seqs, len, rotate ? c.drot : NULL,
+                                  &rp, &p, ds, g_st) != 0) {
+            printf("FAIL bench: cuda_attention_decode rejected the shape\n");
+            g_fail++;
+        }
+    });
+    const double bytes = (double)n_seqs * len * c.kvd * 2 * 2;
+    printf("TIME decode %2d seqs x len %-5d H=%d/%d hd=%d%s: %8.1f us  %7.1f GB/s\n", n_seqs, len, n_head,
+           n_head_kv, hd, rotate ? " rope_on_read" : "             ", us, bytes / us * 1e-3);
+    CUDA_CHECK(cudaFree(dq)); CUDA_CHECK(cudaFree(dout)); CUDA_CHECK(cudaFree(dlen)); CUDA_CHECK(cudaFree(ds));
     free_paged(c);
 }
 
@@ -445,6 +493,7 @@ int main(int argc, char **argv) {
         test_prefill("fallback", 256, 4, 2, {{0, 20, false}, {9, 7, true}}, 256, true);
         test_decode(128, 8, 2, {1, 17, 70}, {1, 0, 1}, 128, true);
         test_decode(64, 4, 4, {40, 33}, {1, 1}, 32, false);
+        test_decode(64, 8, 2, {50, 30}, {1, 1}, 36, true); /* rope_dim / 2 odd: per-element path */
     } else {
         test_prefill("one sequence 2048 from pos 0", 128, 8, 8, {{0, 2048, false}});
         test_prefill("one sequence 2048 from pos 0", 64, 4, 1, {{0, 2048, false}});
@@ -461,6 +510,9 @@ int main(int argc, char **argv) {
         test_decode(128, 32, 8, {1, 17, 300, 1000}, {1, 0, 1, 1}, 128, true);
         test_decode(64, 16, 2, {513, 2000}, {1, 0}, 32, false);
         test_decode(256, 8, 1, {100, 70}, {0, 1}, 256, false);
+        test_decode(64, 8, 2, {50, 300}, {1, 1}, 36, true); /* rope_dim / 2 odd: per-element path */
+        test_decode(64, 8, 2, {50, 300}, {1, 1}, 36, false);
+        test_prefill("streaming, rope_dim 36", 64, 8, 2, {{100, 50, true}}, 36, false);
     }
 
     if (bench) {
@@ -470,6 +522,11 @@ int main(int argc, char **argv) {
         bench_prefill(8, 256, 32, 32, 128);
         bench_prefill(1, 2048, 32, 8, 128); /* Llama-3-8B GQA */
         bench_prefill(1, 2048, 32, 32, 64);
+        for (bool rotate : {false, true}) {
+            bench_decode(1, 4096, 32, 32, 128, rotate);
+            bench_decode(8, 2048, 32, 8, 128, rotate);
+            bench_decode(64, 640, 32, 32, 128, rotate);
+        }
     }
     printf("\n%d checks, %d failed\n%s\n", g_checks, g_fail, g_fail ? "FAILED" : "ALL PASSED");
     CUDA_CHECK(cudaStreamDestroy(g_st));

@@ -11,8 +11,47 @@
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/attention.cuh"
 
-template <int HD>
-__global__ void __launch_bounds__(ATTN_WARPS * 32)
+/* Rotates the 8 elements d0..d0+7 of a key that a lane holds (kf, stored un-rotated; the head's
+ * row is krow) to slot j, rounded to f16: attn_rotated_key's values, from registers and vector
+ * loads where the pairing allows (NORM: the pairs are inside the 8; NEOX with rope_dim / 2 a
+ * multiple of 8: the partners are the 8 elements half away). */
+__device__ __forceinline__ void attn_rotate_key8(float kf[8], const __half *krow, int d0, int j,
+                                                 const attn_rope &r) {
+    if (d0 >= 2 * r.half) return; /* past rope_dim: not rotated */
+    const float2 *cs = r.table + (size_t)j * r.half;
+    float y0, y1;
+    if (!r.neox && d0 + 8 <= 2 * r.half) {
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            const float2 c = cs[d0 / 2 + k];
+            rope_rotate(kf[2 * k], kf[2 * k + 1], c.x, c.y, &y0, &y1);
+            kf[2 * k] = __half2float(__float2half_rn(y0));
+            kf[2 * k + 1] = __half2float(__float2half_rn(y1));
+        }
+    } else if (r.neox && r.half % 8 == 0) {
+        const bool first = d0 < r.half; /* e0 of its pairs, else e1 */
+        const int i0 = first ? d0 : d0 - r.half;
+        const uint4 pv = __ldg((const uint4 *)(krow + (first ? d0 + r.half : d0 - r.half)));
+        const __half *ph = (const __half *)&pv;
+#pragma unroll
+        for (int k = 0; k < 8; k++) {
+            const float2 c = cs[i0 + k];
+            const float partner = __half2float(ph[k]);
+            if (first) rope_rotate(kf[k], partner, c.x, c.y, &y0, &y1);
+            else rope_rotate(partner, kf[k], c.x, c.y, &y0, &y1);
+            kf[k] = __half2float(__float2half_rn(first ? y0 : y1));
+        }
+    } else {
+#pragma unroll
+        for (int k = 0; k < 8; k++) kf[k] = attn_rotated_key(krow, d0 + k, j, r);
+    }
+}
+
+/* ROT: the batch may hold streaming sequences (rope.on_read not NULL). A separate instantiation,
+ * so that the rotation's registers do not cost the usual case its third CTA per SM (measured:
+ * 64 sequences x 640 keys 360 us at 3 CTAs/SM, 490 us at 2; head_dim 256 would spill at 3). */
+template <int HD, bool ROT>
+__global__ void __launch_bounds__(ATTN_WARPS * 32, ROT || HD > 128 ? 2 : 3)
     attn_decode_part(const float *__restrict__ q, int q_stride, const __half *__restrict__ kc,
                      const __half *__restrict__ vc, const int32_t *__restrict__ block_table,
                      attn_rows rows, int n_head, int n_head_kv, int max_blocks, float scale,
@@ -23,7 +62,7 @@ __global__ void __launch_bounds__(ATTN_WARPS * 32)
     const int kvh = blockIdx.x, r = blockIdx.y, part = blockIdx.z;
     const int s = rows.row_seq ? rows.row_seq[r] : r;
     const int len = rows.row_pos ? rows.row_pos[r] + 1 : rows.seq_len[r];
-    const bool rotate = rope.on_read && rope.on_read[s];
+    const bool rotate = ROT && rope.on_read[s];
     const int G = n_head / n_head_kv, kv_dim = n_head_kv * HD;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int tsub = lane / LPT, dc = lane % LPT;
@@ -59,11 +98,7 @@ __global__ void __launch_bounds__(ATTN_WARPS * 32)
                 kf[2 * j] = a.x; kf[2 * j + 1] = a.y;
                 vf[2 * j] = b.x; vf[2 * j + 1] = b.y;
             }
-            if (rotate) {
-                const __half *krow = kc + off - dc * 8; /* the key's head, un-rotated */
-#pragma unroll
-                for (int j = 0; j < 8; j++) kf[j] = attn_rotated_key(krow, dc * 8 + j, p, rope);
-            }
+            if (rotate) attn_rotate_key8(kf, kc + off - dc * 8, dc * 8, p, rope);
         }
 #pragma unroll
         for (int g = 0; g < ATTN_MAXG; g++) {
@@ -168,9 +203,14 @@ static void attn_launch(float *out, const float *q, int q_stride, const uint16_t
                         cudaStream_t st) {
     float *part_ml = part_acc + (size_t)n_rows * p->n_head * n_parts * HD;
     dim3 grid(p->n_head_kv, n_rows, n_parts);
-    attn_decode_part<HD><<<grid, ATTN_WARPS * 32, 0, st>>>(
-        q, q_stride, (const __half *)kc, (const __half *)vc, bt, rows, p->n_head, p->n_head_kv,
-        p->max_blocks, p->scale, rope, n_parts, part_acc, part_ml);
+    if (rope.on_read)
+        attn_decode_part<HD, true><<<grid, ATTN_WARPS * 32, 0, st>>>(
+            q, q_stride, (const __half *)kc, (const __half *)vc, bt, rows, p->n_head,
+            p->n_head_kv, p->max_blocks, p->scale, rope, n_parts, part_acc, part_ml);
+    else
+        attn_decode_part<HD, false><<<grid, ATTN_WARPS * 32, 0, st>>>(
+            q, q_stride, (const __half *)kc, (const __half *)vc, bt, rows, p->n_head,
+            p->n_head_kv, p->max_blocks, p->scale, rope, n_parts, part_acc, part_ml);
     CUDA_CHECK_LAUNCH();
     attn_decode_combine<HD><<<dim3(p->n_head, n_rows), HD, 0, st>>>(out, part_acc, part_ml,
                                                                     p->n_head, n_parts);
