@@ -29,20 +29,24 @@ template <class T> struct q8x_layout {
     static constexpr int SEG = ((32 * T::UBYTES + 16 + 15) / 16) * 16; /* one row's staged segment */
 };
 
-/* shared memory: xq [nb][units][XUB] | xd f32 [nb][K/32] | xs i32 [nb][K/32] | stages */
-template <class T> static size_t q8x_smem_bytes(int K, int nb, int warps, int R) {
+/* shared memory: xq [nb][units][XUB] | xd f32 [nb][K/32] | xs i32 [nb][K/32] | per warp S
+ * stages of R row segments */
+template <class T> static size_t q8x_smem_bytes(int K, int nb, int warps, int R, int S) {
     const size_t units = K / (32 * T::UB), nblk = K / 32;
     return (size_t)nb * units * q8x_layout<T>::XUB + (size_t)nb * nblk * 8 +
-           (size_t)warps * 2 * R * q8x_layout<T>::SEG;
+           (size_t)warps * S * R * q8x_layout<T>::SEG;
 }
 
-/* x (nb rows of K floats) -> q8_0 in shared memory, 8 lanes per block of 32 (a float4 each) */
-template <class T>
+/* x (nb rows of K floats) -> q8_0 in shared memory, 8 lanes per block of 32 (a float4 each).
+ * issued() runs once per warp, right after its first x loads are issued and before their use:
+ * the caller issues its weight copies there, so that they queue behind x (x is needed first). */
+template <class T, class F>
 __device__ __forceinline__ void q8x_quantize_x(const float *__restrict__ x, int K, int nb, uint8_t *xq,
-                                               float *xd, int *xs) {
+                                               float *xd, int *xs, F issued) {
     constexpr int XUB = q8x_layout<T>::XUB, UNR = 4;
     const int nwarps = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int units = K / (32 * T::UB), nblk = K / 32, total = nb * nblk, sub = lane & 7;
+    bool first = true;
     for (int wb = warp * 4; wb < total; wb += nwarps * 4 * UNR) { /* warp-uniform */
         const int base = wb + (lane >> 3);
         float4 v[UNR];
@@ -52,6 +56,10 @@ __device__ __forceinline__ void q8x_quantize_x(const float *__restrict__ x, int 
             const int bi = blk / nblk, bb = blk - bi * nblk;
             v[i] = blk < total ? __ldg((const float4 *)(x + (size_t)bi * K + 32 * bb + 4 * sub))
                                : make_float4(0.f, 0.f, 0.f, 0.f);
+        }
+        if (first) {
+            issued();
+            first = false;
         }
 #pragma unroll
         for (int i = 0; i < UNR; i++) {
@@ -77,9 +85,10 @@ __device__ __forceinline__ void q8x_quantize_x(const float *__restrict__ x, int 
             }
         }
     }
+    if (first) issued(); /* this warp had no x blocks */
 }
 
-template <class T, int NB, int R>
+template <class T, int NB, int R, int S>
 __global__ void __launch_bounds__(256)
     gemv_q8x_kernel(const uint8_t *__restrict__ W, int M, int K, size_t row_bytes,
                     const float *__restrict__ x, int nb, float *__restrict__ y) {
@@ -90,32 +99,45 @@ __global__ void __launch_bounds__(256)
     uint8_t *xq = smem;
     float *xd = (float *)(smem + (size_t)nb * units * XUB);
     int *xs = (int *)(xd + (size_t)nb * nblk);
-    uint8_t *sw = (uint8_t *)(xs + (size_t)nb * nblk) + (size_t)warp * 2 * R * SEG;
+    uint8_t *sw = (uint8_t *)(xs + (size_t)nb * nblk) + (size_t)warp * S * R * SEG;
 
-    const int gstep = gridDim.x * nwarps; /* row groups of R rows, strided over all warps */
-    int rg = blockIdx.x * nwarps + warp, seg = 0;
-
+    /* A warp's work is a sequence of items (row group g of R rows, segment sg): all segments of
+     * group g, then group g + gstep (groups strided over all warps of the grid). */
+    const int gstep = gridDim.x * nwarps;
+    auto next = [&](int &g, int &sg) {
+        if (++sg == nseg) { sg = 0; g += gstep; }
+    };
     /* first byte of segment sg of row r of group g (rows past M repeat the last row) */
     auto seg_src = [&](int g, int r, int sg) {
         return (uintptr_t)(W + (size_t)min(g * R + r, M - 1) * row_bytes + (size_t)sg * SEGBYTES);
     };
-    auto issue = [&](int g, int sg, int stage) {
-        const int n = min(32, units - sg * 32);
+    /* the producer: issues item (pg, psg) into stage ps and moves on; one commit group per call
+     * (empty past the last item), so that wait_group<S - 1> always means "the oldest is in" */
+    int pg = blockIdx.x * nwarps + warp, psg = 0, ps = 0;
+    auto produce = [&]() {
+        if (pg * R < M) {
+            const int n = min(32, units - psg * 32);
 #pragma unroll
-        for (int r = 0; r < R; r++) {
-            const uintptr_t s = seg_src(g, r, sg);
-            /* n * UBYTES is whole: Q6_K's odd UBYTES comes with an even unit count per row */
-            const uintptr_t a0 = s & ~(uintptr_t)15, a1 = (s + (size_t)n * T::UBYTES + 15) & ~(uintptr_t)15;
-            uint8_t *dst = sw + (stage * R + r) * SEG;
-            const int nc = (int)((a1 - a0) / 16);
-            for (int i = lane; i < nc; i += 32) si_cp_async16(dst + 16 * i, (const void *)(a0 + 16 * i));
+            for (int r = 0; r < R; r++) {
+                const uintptr_t s = seg_src(pg, r, psg);
+                /* n * UBYTES is whole: Q6_K's odd UBYTES comes with an even unit count per row */
+                const uintptr_t a0 = s & ~(uintptr_t)15, a1 = (s + (size_t)n * T::UBYTES + 15) & ~(uintptr_t)15;
+                uint8_t *dst = sw + (ps * R + r) * SEG;
+                const int nc = (int)((a1 - a0) / 16);
+                for (int i = lane; i < nc; i += 32) si_cp_async16(dst + 16 * i, (const void *)(a0 + 16 * i));
+            }
+            next(pg, psg);
         }
         si_cp_async_commit();
+        if (++ps == S) ps = 0;
     };
-    /* the first weights are in flight while x is quantised */
-    if (rg * R < M) issue(rg, 0, 0);
-    q8x_quantize_x<T>(x, K, nb, xq, xd, xs);
+    /* the first S - 1 items are in flight while x is quantised */
+    q8x_quantize_x<T>(x, K, nb, xq, xd, xs, [&]() {
+#pragma unroll
+        for (int i = 0; i < S - 1; i++) produce();
+    });
     __syncthreads();
+    int rg = blockIdx.x * nwarps + warp, seg = 0, stage = 0;
     if (rg * R >= M) return; /* no CTA-wide barrier below */
 
     float acc[R][NB];
@@ -124,16 +146,9 @@ __global__ void __launch_bounds__(256)
 #pragma unroll
         for (int b = 0; b < NB; b++) acc[r][b] = 0.0f;
 
-    for (int stage = 0;; stage ^= 1) {
-        /* next item: the next segment of this row group, or the next row group */
-        const int nrg = seg + 1 < nseg ? rg : rg + gstep, nsg = seg + 1 < nseg ? seg + 1 : 0;
-        const bool more = nrg * R < M;
-        if (more) {
-            issue(nrg, nsg, stage ^ 1);
-            si_cp_async_wait<1>();
-        } else {
-            si_cp_async_wait<0>();
-        }
+    for (;;) {
+        produce(); /* into the stage consumed in the previous iteration */
+        si_cp_async_wait<S - 1>();
         __syncwarp();
         const int u = seg * 32 + lane;
         if (u < units) {
@@ -162,7 +177,7 @@ __global__ void __launch_bounds__(256)
                 for (int r = 0; r < R; r++) acc[r][b] += T::dot(w[r], xw, d, sq);
             }
         }
-        __syncwarp();
+        __syncwarp(); /* this stage is refilled by the next produce() */
         if (seg == nseg - 1) {
 #pragma unroll
             for (int r = 0; r < R; r++)
@@ -173,13 +188,20 @@ __global__ void __launch_bounds__(256)
                     if (lane == 0 && b < nb && rg * R + r < M) y[(size_t)b * M + rg * R + r] = v;
                 }
         }
-        if (!more) break;
-        rg = nrg;
-        seg = nsg;
+        next(rg, seg);
+        if (rg * R >= M) break;
+        if (++stage == S) stage = 0;
     }
+    si_cp_async_wait<0>(); /* no copy outlives the warp (the trailing groups are empty) */
 }
 
-template <class T, int NB, int R>
+/* At most this many CTAs per SM (0: as many as fit). Every CTA reads and quantises all of x, so
+ * fewer CTAs, each walking more rows, cut that cost. */
+#ifndef GEMV_Q8X_CTAS_PER_SM
+#define GEMV_Q8X_CTAS_PER_SM 0
+#endif
+
+template <class T, int NB, int R, int S>
 static int gemv_q8x_launch_nb(const void *W, int M, int K, const float *x, int nb, float *y,
                               cudaStream_t st) {
     static int smem_optin = 0, n_sm = 0; /* per instance: the attribute is per kernel */
@@ -189,44 +211,60 @@ static int gemv_q8x_launch_nb(const void *W, int M, int K, const float *x, int n
         CUDA_CHECK(cudaDeviceGetAttribute(&n_sm, cudaDevAttrMultiProcessorCount, dev));
         int optin;
         CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-        CUDA_CHECK(cudaFuncSetAttribute(gemv_q8x_kernel<T, NB, R>, cudaFuncAttributeMaxDynamicSharedMemorySize, optin));
+        CUDA_CHECK(cudaFuncSetAttribute(gemv_q8x_kernel<T, NB, R, S>, cudaFuncAttributeMaxDynamicSharedMemorySize, optin));
         smem_optin = optin;
     }
+    /* 8 warps, or fewer where x (nb up to 8 rows of K up to GEMV_Q8X_MAX_K) and the stages
+     * would not fit: with 1 warp every supported shape fits */
     int warps = 8;
-    size_t smem = q8x_smem_bytes<T>(K, nb, warps, R);
-    if (smem > (size_t)smem_optin) {
-        warps = 4;
-        smem = q8x_smem_bytes<T>(K, nb, warps, R);
-        if (smem > (size_t)smem_optin) return -1;
+    size_t smem = q8x_smem_bytes<T>(K, nb, warps, R, S);
+    while (smem > (size_t)smem_optin && warps > 1) {
+        warps /= 2;
+        smem = q8x_smem_bytes<T>(K, nb, warps, R, S);
     }
+    if (smem > (size_t)smem_optin) return -1;
     int per_sm = 0;
-    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, gemv_q8x_kernel<T, NB, R>, warps * 32, smem));
+    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, gemv_q8x_kernel<T, NB, R, S>, warps * 32, smem));
+    if (GEMV_Q8X_CTAS_PER_SM > 0) per_sm = min(per_sm, GEMV_Q8X_CTAS_PER_SM);
     const int need = si_div_up(M, warps * R);
     const int grid = min(need, max(1, per_sm) * n_sm);
     const size_t row_bytes = (size_t)(K / (32 * T::UB)) * T::UBYTES; /* units x bytes */
-    gemv_q8x_kernel<T, NB, R><<<grid, warps * 32, smem, st>>>((const uint8_t *)W, M, K, row_bytes, x, nb, y);
+    gemv_q8x_kernel<T, NB, R, S><<<grid, warps * 32, smem, st>>>((const uint8_t *)W, M, K, row_bytes, x, nb, y);
     CUDA_CHECK_LAUNCH();
     return 0;
 }
 
-/* Rows per warp for batch 1 with K < 8192, batch 1 with K >= 8192, batch 2, 4 and 8 (measured
- * on the H200, tests/cuda/LAST_RUN.md): at batch 1 long rows go faster with 2 rows per warp
- * (half the CTAs quantise x; 2 rows in flight per segment), short ones with 1 (more warps). */
+/* Variants, per batch case (batch 1 with K < 8192, batch 1 with K >= 8192, batch 2, 4, 8):
+ * GEMV_Q8X_R rows per warp (they share each x load; more cost registers), GEMV_Q8X_S cp.async
+ * stages per warp (S - 1 segments in flight while one is decoded; more cost shared memory, so
+ * fewer CTAs). Measured on the H200 (tests/cuda/LAST_RUN.md). */
 #ifndef GEMV_Q8X_R
 #define GEMV_Q8X_R 1, 2, 1, 2, 2
+#endif
+#ifndef GEMV_Q8X_S
+#define GEMV_Q8X_S 2, 2, 2, 2, 2
 #endif
 template <int I> static constexpr int q8x_rows() {
     constexpr int r[] = {GEMV_Q8X_R};
     return r[I];
+}
+template <int I> static constexpr int q8x_stages() {
+    constexpr int s[] = {GEMV_Q8X_S};
+    return s[I];
+}
+template <class T, int NB, int I>
+static int gemv_q8x_launch_case(const void *W, int M, int K, const float *x, int nb, float *y,
+                                cudaStream_t st) {
+    return gemv_q8x_launch_nb<T, NB, q8x_rows<I>(), q8x_stages<I>()>(W, M, K, x, nb, y, st);
 }
 
 template <class T>
 static int gemv_q8x_launch(const void *W, int M, int K, const float *x, int nb, float *y,
                            cudaStream_t st) {
     if (!gemv_q8x_ok<T>(K)) return -1;
-    if (nb <= 1 && K < 8192) return gemv_q8x_launch_nb<T, 1, q8x_rows<0>()>(W, M, K, x, nb, y, st);
-    if (nb <= 1) return gemv_q8x_launch_nb<T, 1, q8x_rows<1>()>(W, M, K, x, nb, y, st);
-    if (nb <= 2) return gemv_q8x_launch_nb<T, 2, q8x_rows<2>()>(W, M, K, x, nb, y, st);
-    if (nb <= 4) return gemv_q8x_launch_nb<T, 4, q8x_rows<3>()>(W, M, K, x, nb, y, st);
-    return gemv_q8x_launch_nb<T, 8, q8x_rows<4>()>(W, M, K, x, nb, y, st);
+    if (nb <= 1 && K < 8192) return gemv_q8x_launch_case<T, 1, 0>(W, M, K, x, nb, y, st);
+    if (nb <= 1) return gemv_q8x_launch_case<T, 1, 1>(W, M, K, x, nb, y, st);
+    if (nb <= 2) return gemv_q8x_launch_case<T, 2, 2>(W, M, K, x, nb, y, st);
+    if (nb <= 4) return gemv_q8x_launch_case<T, 4, 3>(W, M, K, x, nb, y, st);
+    return gemv_q8x_launch_case<T, 8, 4>(W, M, K, x, nb, y, st);
 }
