@@ -27,7 +27,7 @@ static double uniform(uint64_t *s) { return rng(s) / 4294967296.0; }
 static void fill_logits(float *l, int n, uint64_t *s) {
     for (int i = 0; i < n; i++) l[i] = (float)(uniform(s) * 12.0 - 8.0);
     for (int i = 0; i < n / 50; i++) l[rng(s) % n] = l[rng(s) % n];
-    for (int i = 0; i < 5; i++) l[rng(s) % n] += 6.0f;
+    for (int i = 0; i < 5; i++) l[rng(s) % n] += 2.0f;
 }
 
 static void to_cands(const float *l, int n, sampler_cand *c) {
@@ -98,9 +98,11 @@ static void test_pick_matches_definition(void **state) {
             fail_msg("iteration %d (t %g k %d p %g min_p %g u %.17g): sampler_pick %d, definition "
                      "%d", it, (double)p.temperature, p.top_k, (double)p.top_p,
                      (double)p.min_p, u, got, want);
-        non_greedy_differs_from_argmax += p.temperature > 0 && got != pick_slow(l, NV, &(sampler_chain){0}, 0);
+        const sampler_chain greedy = {0};
+        non_greedy_differs_from_argmax += got != pick_slow(l, NV, &greedy, 0);
     }
-    assert_true(non_greedy_differs_from_argmax > 50); /* the draws do reach past the argmax */
+    print_message("%d of 400 picks are not the argmax\n", non_greedy_differs_from_argmax);
+    assert_true(non_greedy_differs_from_argmax > 100); /* the draws do reach past the argmax */
 }
 
 static void test_all_impossible_is_first(void **state) {
