@@ -232,16 +232,16 @@ int attn_decode_rows(float *out, const float *q, int q_stride, const uint16_t *k
     float *part_acc = (float *)((char *)scratch + rope_cos_sin_table_bytes(n_kv, p->head_dim));
     attn_rope ar = {rope_on_read, table, rope_on_read ? rope->rope_dim / 2 : 0,
                     rope_on_read ? rope->neox : 0};
+    decltype(&attn_launch<64>) launch;
     switch (p->head_dim) {
-    case 64: case 128: case 256: break;
+    case 64: launch = attn_launch<64>; break;
+    case 128: launch = attn_launch<128>; break;
+    case 256: launch = attn_launch<256>; break;
     default: return -1;
     }
     if (rope_on_read) rope_cos_sin_table(table, n_kv, rope, stream);
-    switch (p->head_dim) {
-    case 64: attn_launch<64>(out, q, q_stride, k_cache, v_cache, block_table, rows, n_rows, n_parts, ar, p, part_acc, stream); break;
-    case 128: attn_launch<128>(out, q, q_stride, k_cache, v_cache, block_table, rows, n_rows, n_parts, ar, p, part_acc, stream); break;
-    default: attn_launch<256>(out, q, q_stride, k_cache, v_cache, block_table, rows, n_rows, n_parts, ar, p, part_acc, stream); break;
-    }
+    launch(out, q, q_stride, k_cache, v_cache, block_table, rows, n_rows, n_parts, ar, p, part_acc,
+           stream);
     return 0;
 }
 

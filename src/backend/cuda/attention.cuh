@@ -21,7 +21,8 @@ struct attn_rope {
 
 /* Element d of key row k (f16 [head_dim], stored un-rotated) rotated to slot j and rounded to
  * f16, exactly as a key stored rotated would have been (the CPU backend's rope_on_read). */
-__device__ __forceinline__ float attn_rotated_key(const __half *k, int d, int j, const attn_rope &r) {
+__device__ __forceinline__ float attn_rotated_key(const __half *k, int d, int j,
+                                                  const attn_rope &r) {
     if (d >= 2 * r.half) return __half2float(k[d]);
     const int i = r.neox ? (d < r.half ? d : d - r.half) : d / 2;
     int e0, e1;

@@ -48,7 +48,9 @@ struct pf_tile_list {
     int count, pad_[3];
     pf_tile tile[1]; /* [cap] */
 };
-static size_t pf_tile_list_bytes(int cap) { return sizeof(pf_tile_list) + (size_t)(cap - 1) * sizeof(pf_tile); }
+static size_t pf_tile_list_bytes(int cap) {
+    return sizeof(pf_tile_list) + (size_t)(cap - 1) * sizeof(pf_tile);
+}
 
 /* A token starts a tile when it starts its sequence's run or an aligned window; the tiles
  * partition the batch in order, so a tile ends where the next starts. One CTA scans the batch
@@ -153,8 +155,9 @@ __device__ __forceinline__ void pf_load_kv(__half *sk, __half *sv, const __half 
         const int j = c / CH, d = (c % CH) * 8, key = kv0 + j;
         __half *dk = sk + j * LD + d, *dv = sv + j * LD + d;
         if (key <= last_pos) {
-            const size_t off = ((size_t)bt[key / ATTN_KV_BLOCK] * ATTN_KV_BLOCK + key % ATTN_KV_BLOCK) *
-                                   kv_dim + (size_t)kvh * D + d;
+            const size_t slot =
+                (size_t)bt[key / ATTN_KV_BLOCK] * ATTN_KV_BLOCK + key % ATTN_KV_BLOCK;
+            const size_t off = slot * kv_dim + (size_t)kvh * D + d;
             si_cp_async16(dk, kc + off);
             si_cp_async16(dv, vc + off);
         } else {
@@ -373,10 +376,9 @@ static size_t pf_table_bytes(const cuda_attn_params *p) {
 static void pf_raise_smem_limit(void) {
     static bool done = false;
     if (done) return;
-    CUDA_CHECK(cudaFuncSetAttribute(attn_prefill_kernel<64>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    (int)pf_layout<64>::bytes));
-    CUDA_CHECK(cudaFuncSetAttribute(attn_prefill_kernel<128>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    (int)pf_layout<128>::bytes));
+    const cudaFuncAttribute attr = cudaFuncAttributeMaxDynamicSharedMemorySize;
+    CUDA_CHECK(cudaFuncSetAttribute(attn_prefill_kernel<64>, attr, (int)pf_layout<64>::bytes));
+    CUDA_CHECK(cudaFuncSetAttribute(attn_prefill_kernel<128>, attr, (int)pf_layout<128>::bytes));
     done = true;
 }
 
