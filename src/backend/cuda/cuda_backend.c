@@ -329,6 +329,9 @@ static si_status weights_get(const si_model *m, cuda_weights **out) {
     }
     u = (upload){.base = w->buf, .total = w->bytes, .t0 = now_s()};
     if ((st = place_all(&u, m, w))) goto fail;
+    /* NOTE: a cudaMemcpy from pageable memory may return before its DMA lands, and the states'
+     * streams do not wait for the legacy stream: wait here, once */
+    CK(cudaDeviceSynchronize());
     progress(&u, true);
     const double dt = now_s() - u.t0;
     fprintf(stderr, "\ncuda: %.0f MiB of weights uploaded in %.2f s (%.1f GB/s)\n", MiB(w->bytes),
@@ -575,7 +578,7 @@ static si_status cuda_create(si_model *m, const backend_params *p, void **state)
     }
     /* NOTE: zeroed once so that the padding rows of a graphed step, which read block 0, see
      * finite values (their results are never used, but NaN/Inf there would be confusing) */
-    CK(cudaMemset(c->kv_buf, 0, c->kv_bytes));
+    CK(cudaMemsetAsync(c->kv_buf, 0, c->kv_bytes, c->st)); /* ordered before every step */
     c->kc = c->kv_buf;
     c->vc = c->kc + (size_t)hp->n_layer * c->layer_elems;
     scratch_layout(c, m, p, c->max_blocks, c->scr_buf);
