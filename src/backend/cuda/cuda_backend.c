@@ -9,9 +9,11 @@
  * back.
  *
  * Decode steps (one token per sequence) run as CUDA graphs (cuda_graphs.c): the batch is padded
- * to a bucket and the whole forward pass replays as one launch. Wq/Wk/Wv of one type are uploaded
- * as one matrix and so are gate/up, so each is one matmul. forward_sample samples on the GPU
- * (sample.cu) and brings back only the chosen ids.
+ * to a bucket and the whole forward pass replays as one launch; steps with more tokens per
+ * sequence run eagerly with the prefill attention. Wq/Wk/Wv of one type are uploaded as one
+ * matrix and so are gate/up, so each is one matmul. forward_sample samples on the GPU
+ * (sample.cu) and brings back only the chosen ids. Streaming (attention-sink) sequences store
+ * their keys un-rotated and attention rotates them by slot when it reads them (rope_on_read).
  *
  * NOTE: written in C, not CUDA C++: it includes the model's C11 headers; the kernels are
  * behind the C launchers of cuda_ops.h, cuda_fwd.h and cuda_sample.h. */
