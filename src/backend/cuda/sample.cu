@@ -71,19 +71,20 @@ __device__ unsigned long long smp_block_ext(unsigned long long v, smp_smem &sm) 
     return t;
 }
 
-/* An element's weight in a selection: 1 (count), or the CPU's float probability
+/* An element's weight in a mass selection: the CPU's float probability
  * (float)(expf(l / t - m) / total). */
 struct smp_weight {
-    bool count;
     float t, m;
     double total;
     __device__ double operator()(float l) const {
-        return count ? 1.0 : (double)(float)((double)expf(l / t - m) / total);
+        return (double)(float)((double)expf(l / t - m) / total);
     }
 };
 
 /* The rank of the first element, in the order, of {i : rank(i) >= lo} at which the running sum
- * of w reaches target (sum >= target, or sum > target when strict); 0 when it never does. */
+ * of the weights (COUNT: 1 each, else w) reaches target (sum >= target, or sum > target when
+ * strict); 0 when it never does. */
+template <bool COUNT>
 __device__ unsigned long long smp_select(const float *l, int n, unsigned long long lo,
                                          const smp_weight &w, double target, bool strict,
                                          smp_smem &sm) {
@@ -104,11 +105,11 @@ __device__ unsigned long long smp_select(const float *l, int n, unsigned long lo
             const unsigned long long r = smp_rank(v, i);
             if (r < lo || (shift < 64 && (r >> shift) != (prefix >> shift))) continue;
             const int d = (int)(r >> sh) & (SMP_DIGITS - 1);
-            const double wt = w(v);
+            const double wt = COUNT ? 0.0 : w(v);
 #pragma unroll
             for (int j = 0; j < SMP_DIGITS; j++)
                 if (d == j) {
-                    acc[j] += wt;
+                    if (!COUNT) acc[j] += wt;
                     cnt[j]++;
                 }
         }
@@ -119,7 +120,7 @@ __device__ unsigned long long smp_select(const float *l, int n, unsigned long lo
             int c = cnt[j];
 #pragma unroll
             for (int o = 16; o > 0; o >>= 1) {
-                a += __shfl_xor_sync(0xffffffffu, a, o);
+                if (!COUNT) a += __shfl_xor_sync(0xffffffffu, a, o);
                 c += __shfl_xor_sync(0xffffffffu, c, o);
             }
             if (lane == 0) {
@@ -135,7 +136,7 @@ __device__ unsigned long long smp_select(const float *l, int n, unsigned long lo
                 a += sm.wacc[k][threadIdx.x];
                 c += sm.wcnt[k][threadIdx.x];
             }
-            sm.acc[threadIdx.x] = a;
+            sm.acc[threadIdx.x] = COUNT ? (double)c : a;
             sm.cnt[threadIdx.x] = c;
         }
         __syncthreads();
@@ -204,7 +205,7 @@ __global__ void __launch_bounds__(SMP_THREADS)
     unsigned long long cut = 0; /* the kept set: {rank >= cut} */
     int n_set = n;
     if (p.top_k > 0 && p.top_k < n) {
-        cut = smp_select(l, n, 0, smp_weight{true, 1.0f, 0.0f, 1.0}, (double)p.top_k, false, sm);
+        cut = smp_select<true>(l, n, 0, smp_weight{1.0f, 0.0f, 1.0}, (double)p.top_k, false, sm);
         n_set = p.top_k;
     }
     if (p.top_p < 1.0f) {
@@ -212,8 +213,8 @@ __global__ void __launch_bounds__(SMP_THREADS)
         /* the CPU's exact pre-filter (tokens below it cannot be in the nucleus) */
         const float floor = M + logf((float)(total * (1.0 - (double)p.top_p) / n_set));
         const unsigned long long lo = smp_cut_at(floor) > cut ? smp_cut_at(floor) : cut;
-        const unsigned long long r =
-            smp_select(l, n, lo, smp_weight{false, 1.0f, M, total}, (double)p.top_p, false, sm);
+        const unsigned long long r = smp_select<false>(l, n, lo, smp_weight{1.0f, M, total},
+                                                       (double)p.top_p, false, sm);
         cut = r ? r : lo;
     }
     if (p.min_p > 0.0f) {
@@ -223,7 +224,7 @@ __global__ void __launch_bounds__(SMP_THREADS)
     const float mt = M / p.temperature;
     const double sum = smp_exp_sum(l, n, cut, p.temperature, mt, sm);
     unsigned long long r =
-        smp_select(l, n, cut, smp_weight{false, p.temperature, mt, sum}, p.u, true, sm);
+        smp_select<false>(l, n, cut, smp_weight{p.temperature, mt, sum}, p.u, true, sm);
     if (!r) { /* rounding left u at or above the total: the set's last element */
         unsigned long long lowest = ~0ull;
         for (int i = threadIdx.x; i < n; i += SMP_THREADS) {
