@@ -92,7 +92,8 @@ static void check_vocab(int n, int calls) {
             h_p[r] = random_params(n);
         }
         CUDA_CHECK(cudaMemcpy(d_l, h_l.data(), h_l.size() * sizeof(float), cudaMemcpyHostToDevice));
-        CUDA_CHECK(cudaMemcpy(d_p, h_p.data(), R * sizeof(cuda_sample_params), cudaMemcpyHostToDevice));
+        CUDA_CHECK(cudaMemcpy(d_p, h_p.data(), R * sizeof(cuda_sample_params),
+                              cudaMemcpyHostToDevice));
         CUDA_CHECK(cudaMemset(d_ids, 0xFF, R * sizeof(int32_t))); /* poison: -1 */
         cuda_sample(d_l, n, R, d_p, d_ids, 0);
         CUDA_CHECK(cudaMemcpy(h_ids.data(), d_ids, R * sizeof(int32_t), cudaMemcpyDeviceToHost));
@@ -107,8 +108,8 @@ static void check_vocab(int n, int calls) {
             if (h_ids[r] != want) {
                 bad++;
                 const cuda_sample_params &p = h_p[r];
-                printf("FAIL sample n=%d call %d row %d (%s): gpu %d cpu %d (t %g top_k %d top_p %g "
-                       "min_p %g u %.17g)\n", n, call, r, ROW_NAMES[kinds[r]], h_ids[r], want,
+                printf("FAIL sample n=%d call %d row %d (%s): gpu %d cpu %d (t %g top_k %d "
+                       "top_p %g min_p %g u %.17g)\n", n, call, r, ROW_NAMES[kinds[r]], h_ids[r], want,
                        (double)p.temperature, p.top_k, (double)p.top_p, (double)p.min_p, p.u);
             }
         }
@@ -145,7 +146,8 @@ static void time_sampler(int n) {
     CUDA_CHECK(cudaEventCreate(&e1));
     for (auto &s : sets) {
         std::vector<cuda_sample_params> h_p(max_rows, s.p);
-        CUDA_CHECK(cudaMemcpy(d_p, h_p.data(), max_rows * sizeof(cuda_sample_params), cudaMemcpyHostToDevice));
+        CUDA_CHECK(cudaMemcpy(d_p, h_p.data(), max_rows * sizeof(cuda_sample_params),
+                              cudaMemcpyHostToDevice));
         printf("timing sample vocab %d, %-30s:", n, s.name);
         for (int rows : {1, 8, 64}) {
             std::vector<float> ms;

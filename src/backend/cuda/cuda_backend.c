@@ -417,7 +417,9 @@ static batch_layout layout_of(const backend_params *p, int32_t max_blocks) {
 /* Floats between the blocks of an unfused Q/K/V or gate/up split: keeps each block 256-byte
  * aligned, as cuBLASLt's outputs prefer. */
 #define SPLIT_PAD 64
-static size_t split_at(size_t n_floats) { return (n_floats + SPLIT_PAD - 1) / SPLIT_PAD * SPLIT_PAD; }
+static size_t split_at(size_t n_floats) {
+    return (n_floats + SPLIT_PAD - 1) / SPLIT_PAD * SPLIT_PAD;
+}
 
 static size_t gemm_need(const si_tensor *t, int64_t rows, size_t T) {
     return cuda_gemm_scratch_bytes(t->type, (int)rows, (int)t->n_cols, (int)T);
@@ -428,7 +430,8 @@ static size_t scratch_layout(cuda_state *c, const si_model *m, const backend_par
                              int32_t max_blocks, uint8_t *base) {
     const model_hparams *hp = &m->hp;
     const size_t T = (size_t)p->max_tokens, S = (size_t)p->max_seqs;
-    const size_t q_dim = (size_t)hp->n_head * hp->head_dim, kv_dim = (size_t)hp->n_head_kv * hp->head_dim;
+    const size_t q_dim = (size_t)hp->n_head * hp->head_dim;
+    const size_t kv_dim = (size_t)hp->n_head_kv * hp->head_dim;
     const size_t ff = (size_t)hp->n_ff;
     size_t off = 0;
 #define TAKE(field, bytes)                                                                     \

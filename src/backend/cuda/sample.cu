@@ -36,7 +36,9 @@ __device__ __forceinline__ uint32_t smp_key(float f) {
 __device__ __forceinline__ unsigned long long smp_rank(float f, int i) {
     return (unsigned long long)smp_key(f) << 32 | (0xFFFFFFFFu - (uint32_t)i);
 }
-__device__ __forceinline__ int smp_id(unsigned long long r) { return (int)(0xFFFFFFFFu - (uint32_t)r); }
+__device__ __forceinline__ int smp_id(unsigned long long r) {
+    return (int)(0xFFFFFFFFu - (uint32_t)r);
+}
 /* The lowest rank of the elements whose logit is >= thr. */
 __device__ __forceinline__ unsigned long long smp_cut_at(float thr) {
     return (unsigned long long)smp_key(thr) << 32;
