@@ -2,9 +2,12 @@
 # tests/cuda/run.sh — the CUDA kernel tests on the GPU machine, in one call:
 #   1. configure + build (Release, SWIFTINFER_CUDA=ON) in build-cuda (falls back to plain nvcc
 #      when the host libraries the full project needs, e.g. PCRE2, are missing there);
-#   2. test_cuda_kernels: every kernel vs the CPU reference, then timings;
-#   3. test_cuda_kernels --small under compute-sanitizer memcheck and racecheck
-#      (SI_SKIP_KERNEL_TESTS=1 skips 2 and 3);
+#      SI_BIN_DIR=DIR skips the build and takes every binary from DIR instead (built on the
+#      development machine with the same CMake options and carried: saves device minutes);
+#   2. every kernel test (test_cuda_kernels, test_cuda_<family>): each kernel vs the CPU
+#      reference, then timings;
+#   3. each kernel test with --small under compute-sanitizer memcheck and racecheck
+#      (SI_SKIP_KERNEL_TESTS=1 skips 2 and 3; SI_SANITIZE=0 skips 3);
 #   4. the whole model on the GPU: the full project (swiftinfer CLI, test_cuda_model) built with
 #      CUDA, synthetic models written by `swiftinfer synth` (tiny, tiny-qwen2, smollm2-135m in
 #      f16/q8_0/q4_0; llama2-7b q4_0 with SI_SYNTH_7B=1; more with SI_EXTRA_MODELS), whole-model logits GPU vs CPU and the
@@ -13,15 +16,16 @@
 # The host libraries the full project needs (PCRE2, utf8proc, jansson, libmicrohttpd, xxhash,
 # cmocka) are missing on the GPU image: when .debs/ holds their Debian packages (carried; see
 # tests/cuda/LAST_RUN.md) they are unpacked into /tmp/deps, never into /.
-# Logs go to ${OUT:-/tmp}/ (at most 8 files: the device tool's limit). Exit status non-zero on
+# Logs go to ${OUT:-/tmp}/ (at most 8 files come back from the device tool: build, one per
+# kernel test, sanitize, test_cuda_model, run_smoke, bench). Exit status non-zero on
 # any failure.
 set -u -o pipefail
 cd "$(dirname "$0")/../.."
 LOG=${OUT:-/tmp}
 mkdir -p "$LOG" build-cuda
 fail=0
-nvidia-smi > "$LOG/nvidia-smi.txt" 2>&1 || true
 echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo "${SI_COMMIT:-unknown}")  date: $(date -u +%F)" | tee "$LOG/build.log"
+nvidia-smi >> "$LOG/build.log" 2>&1 || true
 
 # host libraries from carried .deb files (dpkg -x into /tmp/deps, pointed at by the env)
 PKGCONF_ARG=""
@@ -41,39 +45,44 @@ if [ -d .debs ] && ! pkg-config --exists libpcre2-8 2>/dev/null; then
     echo "host libraries unpacked from .debs into $DEPS" | tee -a "$LOG/build.log"
 fi
 
-BIN=build-cuda/test_cuda_kernels
+BD=${SI_BIN_DIR:-build-cuda}
 full=1
-if ! { cmake -S . -B build-cuda -DCMAKE_BUILD_TYPE=Release -DSWIFTINFER_CUDA=ON \
-         -DSWIFTINFER_TESTS=OFF $PKGCONF_ARG && cmake --build build-cuda -j "$(nproc)" --target test_cuda_kernels; } \
-       >> "$LOG/build.log" 2>&1; then
+if [ -n "${SI_BIN_DIR:-}" ]; then
+    echo "prebuilt binaries from $BD: $(ls "$BD" | tr '\n' ' ')" | tee -a "$LOG/build.log"
+elif ! { cmake -S . -B build-cuda -DCMAKE_BUILD_TYPE=Release -DSWIFTINFER_CUDA=ON \
+         -DSWIFTINFER_TESTS=OFF $PKGCONF_ARG && cmake --build build-cuda -j "$(nproc)" \
+         --target swiftinfer_cuda test_cuda_kernels $(cd tests/cuda && ls test_cuda_*.cu |
+         sed 's/\.cu$//' | grep -v '^test_cuda_kernels$'); } >> "$LOG/build.log" 2>&1; then
     echo "cmake build failed (see build.log); falling back to nvcc" | tee -a "$LOG/build.log"
     full=0
-    nvcc -O3 -std=c++17 -gencode arch=compute_90,code=sm_90 -Iinclude -Isrc -o "$BIN" \
+    nvcc -O3 -std=c++17 -gencode arch=compute_90,code=sm_90 -Iinclude -Isrc -o "$BD/test_cuda_kernels" \
         tests/cuda/test_cuda_kernels.cu src/backend/cuda/*.cu src/quant/quant.c \
         src/quant/quant_float.c src/quant/quant_legacy.c src/quant/quant_k.c -lcublasLt -lm \
         >> "$LOG/build.log" 2>&1 || { echo "BUILD FAILED"; tail -30 "$LOG/build.log"; exit 1; }
 fi
+KTESTS=$(cd "$BD" && ls test_cuda_* 2>/dev/null | grep -v '^test_cuda_model$' | grep -v '\.')
 
 if [ "${SI_SKIP_KERNEL_TESTS:-0}" != 1 ]; then
-    echo "== test_cuda_kernels"
-    "$BIN" > "$LOG/test_cuda_kernels.log" 2>&1 || { fail=1; echo "test_cuda_kernels FAILED"; }
-    echo "== memcheck (--small)"
-    compute-sanitizer --tool memcheck --error-exitcode 3 "$BIN" --small > "$LOG/memcheck.log" 2>&1 \
-        || { fail=1; echo "memcheck FAILED"; }
-    tail -3 "$LOG/memcheck.log"
-    echo "== racecheck (--small)"
-    compute-sanitizer --tool racecheck --error-exitcode 3 "$BIN" --small > "$LOG/racecheck.log" 2>&1 \
-        || { fail=1; echo "racecheck FAILED"; }
-    tail -3 "$LOG/racecheck.log"
+    for kt in $KTESTS; do
+        echo "== $kt"
+        "$BD/$kt" > "$LOG/$kt.log" 2>&1 || { fail=1; echo "$kt FAILED"; }
+        grep -E "^(FAIL|==== summary)" "$LOG/$kt.log" | head -20
+        [ "${SI_SANITIZE:-1}" = 1 ] || continue
+        for tool in memcheck racecheck; do
+            compute-sanitizer --tool $tool --error-exitcode 3 "$BD/$kt" --small \
+                > "$LOG/sanitize.log" 2>&1 || { fail=1; echo "$kt $tool FAILED"; tail -20 "$LOG/sanitize.log"; }
+            echo "$kt $tool: $(tail -1 "$LOG/sanitize.log")"
+        done
+    done
 fi
 
 # ---- the whole model on the GPU ----------------------------------------------------------------
-if [ "$full" = 1 ] && ! cmake --build build-cuda -j "$(nproc)" --target swiftinfer-cli test_cuda_model \
-        >> "$LOG/build.log" 2>&1; then
+if [ "$full" = 1 ] && [ -z "${SI_BIN_DIR:-}" ] && ! cmake --build build-cuda -j "$(nproc)" \
+        --target swiftinfer-cli test_cuda_model >> "$LOG/build.log" 2>&1; then
     echo "full project build FAILED"; tail -30 "$LOG/build.log"; full=0; fail=1
 fi
 if [ "$full" = 1 ]; then
-    SI=build-cuda/swiftinfer
+    SI=$BD/swiftinfer
     MD=${SI_MODELS_DIR:-/tmp/si_models}
     mkdir -p "$MD"
     # name:shape:type:logits tolerance (max |gpu - cpu| / max |cpu|; 0: no logits test)
@@ -90,7 +99,7 @@ if [ "$full" = 1 ]; then
             || { echo "synth $name FAILED"; fail=1; continue; }
         case $name in tiny-f16|tiny-qwen2*) ;; *) bench_models="$bench_models,$f" ;; esac
         [ "$tol" = 0 ] && continue
-        build-cuda/test_cuda_model "$f" "$tol" >> "$LOG/test_cuda_model.log" 2>&1 \
+        "$BD/test_cuda_model" "$f" "$tol" >> "$LOG/test_cuda_model.log" 2>&1 \
             || { fail=1; echo "test_cuda_model $name FAILED"; }
     done
     echo "== CLI smoke (run --device cuda, --parallel, --gpu-memory-fraction)"
@@ -113,11 +122,13 @@ if [ "$full" = 1 ]; then
 fi
 
 
-# the short table last (the GPU tool returns the end of the output)
-if [ -f "$LOG/test_cuda_kernels.log" ]; then
-    grep -E "^FAIL" "$LOG/test_cuda_kernels.log" | head -40
-    sed -n '/==== timings/,$p' "$LOG/test_cuda_kernels.log"
-    grep -E "^==== summary" "$LOG/test_cuda_kernels.log"
-fi
+# the short tables last (the GPU tool returns the end of the output)
+for kt in $KTESTS; do
+    [ -f "$LOG/$kt.log" ] || continue
+    echo "== $kt"
+    grep -E "^FAIL" "$LOG/$kt.log" | head -40
+    sed -n '/==== timings/,$p' "$LOG/$kt.log" | head -80
+    grep -E "^==== summary" "$LOG/$kt.log"
+done
 [ "$fail" = 0 ] && echo "RUN.SH: ALL PASSED" || echo "RUN.SH: FAILURES"
 exit "$fail"
