@@ -7,7 +7,8 @@
 #   2. every kernel test (test_cuda_kernels, test_cuda_<family>): each kernel vs the CPU
 #      reference, then timings;
 #   3. each kernel test with --small under compute-sanitizer memcheck and racecheck
-#      (SI_SKIP_KERNEL_TESTS=1 skips 2 and 3; SI_SANITIZE=0 skips 3);
+#      (SI_SKIP_KERNEL_TESTS=1 skips 2 and 3; SI_SANITIZE=0 skips 3; SI_KTESTS="a b" runs only
+#      those kernel tests; SI_SKIP_MODEL=1 skips 4);
 #   4. the whole model on the GPU: the full project (swiftinfer CLI, test_cuda_model) built with
 #      CUDA, synthetic models written by `swiftinfer synth` (tiny, tiny-qwen2, smollm2-135m in
 #      f16/q8_0/q4_0; llama2-7b q4_0 with SI_SYNTH_7B=1; more with SI_EXTRA_MODELS), whole-model logits GPU vs CPU and the
@@ -60,7 +61,7 @@ elif ! { cmake -S . -B build-cuda -DCMAKE_BUILD_TYPE=Release -DSWIFTINFER_CUDA=O
         src/quant/quant_float.c src/quant/quant_legacy.c src/quant/quant_k.c -lcublasLt -lm \
         >> "$LOG/build.log" 2>&1 || { echo "BUILD FAILED"; tail -30 "$LOG/build.log"; exit 1; }
 fi
-KTESTS=$(cd "$BD" && ls test_cuda_* 2>/dev/null | grep -v '^test_cuda_model$' | grep -v '\.')
+KTESTS=${SI_KTESTS:-$(cd "$BD" && ls test_cuda_* 2>/dev/null | grep -v '^test_cuda_model$' | grep -v '\.')}
 
 if [ "${SI_SKIP_KERNEL_TESTS:-0}" != 1 ]; then
     for kt in $KTESTS; do
@@ -81,6 +82,7 @@ if [ "$full" = 1 ] && [ -z "${SI_BIN_DIR:-}" ] && ! cmake --build build-cuda -j 
         --target swiftinfer-cli test_cuda_model >> "$LOG/build.log" 2>&1; then
     echo "full project build FAILED"; tail -30 "$LOG/build.log"; full=0; fail=1
 fi
+[ "${SI_SKIP_MODEL:-0}" = 1 ] && full=0
 if [ "$full" = 1 ]; then
     SI=$BD/swiftinfer
     MD=${SI_MODELS_DIR:-/tmp/si_models}

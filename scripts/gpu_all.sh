@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# scripts/gpu_all.sh — the whole GPU test and benchmark run in one device call, most important
+# step first, each under its own time limit; no step starts once the call's budget is nearly
+# spent (GPU_ALL_BUDGET seconds, default 540), so what ran always comes back.
+#
+#   1. tests/cuda/run.sh: the kernel tests named by GPU_ALL_KTESTS (default test_cuda_sample)
+#      under memcheck/racecheck, then the whole model on the GPU (logits vs CPU, engine
+#      exactness, GPU sampling, CUDA graphs, streaming; CLI smoke; smollm2 bench);
+#   2. bench/gpu_bench.sh on Llama-2-7B shapes, GPU_ALL_7B types (default "f16 q4_0");
+#   3. bench/hf_baseline.py --quick: Hugging Face transformers on the same GPU and shape;
+#   4. every other kernel test with timings (no sanitizer);
+#   5. bench/gpu_bench.sh for GPU_ALL_7B_MORE types (default "q8_0 q4_k") while time is left.
+#
+# usage (on the GPU machine, from the repository root, binaries prebuilt and carried):
+#   SI_BIN_DIR=build-gpucarry scripts/gpu_all.sh
+# Logs: /tmp/gpu_all/<step>/, packed after every step into $OUT/gpu_all.tgz (one file, as the
+# device tool returns at most 8); the end of stdout is a summary.
+set -u
+cd "$(dirname "$0")/.."
+BUDGET=${GPU_ALL_BUDGET:-540}
+BD=${SI_BIN_DIR:-build-cuda}
+W=/tmp/gpu_all
+OUTDIR=${OUT:-/tmp}
+mkdir -p "$W" "$OUTDIR"
+export SI_BIN_DIR=$BD
+
+log() { echo "[$(date -u +%H:%M:%S) +${SECONDS}s] $*"; }
+pack() { tar -czf "$OUTDIR/gpu_all.tgz" -C "$W" . 2>/dev/null; }
+
+# step NAME LIMIT_S COMMAND...: runs COMMAND with its output in $W/NAME/out.txt unless fewer than
+# LIMIT_S / 2 seconds of the budget are left; the limit is cut to what is left.
+step() {
+    local name=$1 limit=$2
+    shift 2
+    local left=$((BUDGET - SECONDS))
+    if [ "$left" -lt $((limit / 2)) ]; then
+        log "SKIP $name: ${left}s left of the budget"
+        return
+    fi
+    [ "$limit" -gt "$left" ] && limit=$left
+    mkdir -p "$W/$name"
+    log "START $name (limit ${limit}s)"
+    OUT=$W/$name timeout -k 5 "$limit" "$@" > "$W/$name/out.txt" 2>&1
+    local rc=$?
+    log "END $name rc=$rc"
+    tail -n "${GPU_ALL_TAIL:-25}" "$W/$name/out.txt"
+    pack
+}
+
+log "gpu_all: binaries in $BD, budget ${BUDGET}s, commit ${SI_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null)}"
+nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv,noheader 2>&1 | head -2
+
+step tests 200 env SI_KTESTS="${GPU_ALL_KTESTS:-test_cuda_sample}" tests/cuda/run.sh
+step bench7b 240 env GPU_BENCH_TYPES="${GPU_ALL_7B:-f16 q4_0}" GPU_BENCH_PP_BATCH=2048 \
+    GPU_BENCH_STEP_TIMEOUT=150 bench/gpu_bench.sh "$BD/swiftinfer" "$W/bench7b"
+step hf 90 env PYTHONUNBUFFERED=1 python3 bench/hf_baseline.py --quick
+step kernels 120 env SI_SKIP_MODEL=1 SI_SANITIZE=0 \
+    SI_KTESTS="${GPU_ALL_KTESTS_MORE:-test_cuda_kernels test_cuda_attention}" tests/cuda/run.sh
+step bench7b_more 200 env GPU_BENCH_TYPES="${GPU_ALL_7B_MORE:-q8_0 q4_k}" GPU_BENCH_PP_BATCH=2048 \
+    GPU_BENCH_STEP_TIMEOUT=120 bench/gpu_bench.sh "$BD/swiftinfer" "$W/bench7b_more"
+pack
+log "gpu_all: done"
