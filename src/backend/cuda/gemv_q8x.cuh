@@ -37,15 +37,16 @@ template <class T> static size_t q8x_smem_bytes(int K, int nb, int warps, int R,
            (size_t)warps * S * R * q8x_layout<T>::SEG;
 }
 
-/* x (nb rows of K floats) -> q8_0 in shared memory, 8 lanes per block of 32 (a float4 each).
+/* x (nb rows of K floats) -> q8_0, 8 lanes per block of 32 (a float4 each); the caller's
+ * store(row, block, sub, q, d, sum) places 4 packed int8 q (elements 4 sub .. 4 sub + 3 of the
+ * block) and, from the lane with sub == 0, the block's fp16-rounded d and sum of q.
  * issued() runs once per warp, right after its first x loads are issued and before their use:
  * the caller issues its weight copies there, so that they queue behind x (x is needed first). */
-template <class T, class F>
-__device__ __forceinline__ void q8x_quantize_x(const float *__restrict__ x, int K, int nb, uint8_t *xq,
-                                               float *xd, int *xs, F issued) {
-    constexpr int XUB = q8x_layout<T>::XUB, UNR = 4;
+template <class F, class G>
+__device__ __forceinline__ void q8x_quantize_x(const float *__restrict__ x, int K, int nb, F issued, G store) {
+    constexpr int UNR = 4;
     const int nwarps = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const int units = K / (32 * T::UB), nblk = K / 32, total = nb * nblk, sub = lane & 7;
+    const int nblk = K / 32, total = nb * nblk, sub = lane & 7;
     bool first = true;
     for (int wb = warp * 4; wb < total; wb += nwarps * 4 * UNR) { /* warp-uniform */
         const int base = wb + (lane >> 3);
@@ -74,14 +75,10 @@ __device__ __forceinline__ void q8x_quantize_x(const float *__restrict__ x, int 
 #pragma unroll
             for (int o = 1; o < 8; o <<= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
             if (blk < total) {
-                const int bi = blk / nblk, bb = blk - bi * nblk, u = bb / T::UB, ub = bb % T::UB;
+                const int bi = blk / nblk, bb = blk - bi * nblk;
                 const uint32_t packed = (uint32_t)(q0 & 0xFF) | ((uint32_t)(q1 & 0xFF) << 8) |
                                         ((uint32_t)(q2 & 0xFF) << 16) | ((uint32_t)(q3 & 0xFF) << 24);
-                *(uint32_t *)(xq + ((size_t)bi * units + u) * XUB + 32 * ub + 4 * sub) = packed;
-                if (sub == 0) {
-                    xd[blk] = __half2float(__float2half_rn(d));
-                    xs[blk] = sum;
-                }
+                store(bi, bb, sub, packed, __half2float(__float2half_rn(d)), sum);
             }
         }
     }
@@ -132,10 +129,20 @@ __global__ void __launch_bounds__(256)
         if (++ps == S) ps = 0;
     };
     /* the first S - 1 items are in flight while x is quantised */
-    q8x_quantize_x<T>(x, K, nb, xq, xd, xs, [&]() {
+    q8x_quantize_x(
+        x, K, nb,
+        [&]() {
 #pragma unroll
-        for (int i = 0; i < S - 1; i++) produce();
-    });
+            for (int i = 0; i < S - 1; i++) produce();
+        },
+        [&](int bi, int bb, int sub, uint32_t q, float d, int sum) {
+            const int u = bb / T::UB, ub = bb % T::UB;
+            *(uint32_t *)(xq + ((size_t)bi * units + u) * XUB + 32 * ub + 4 * sub) = q;
+            if (sub == 0) {
+                xd[(size_t)bi * nblk + bb] = d;
+                xs[(size_t)bi * nblk + bb] = sum;
+            }
+        });
     __syncthreads();
     int rg = blockIdx.x * nwarps + warp, seg = 0, stage = 0;
     if (rg * R >= M) return; /* no CTA-wide barrier below */

@@ -1,0 +1,296 @@
+/* gemv_mma.cuh — decode GEMV of the quantised types on int8 tensor cores (mma.sync m16n8k32
+ * s8 x s8 -> s32): 8 activation rows for the instructions of one (included by gemv.cu; used from
+ * GEMV_MMA_MIN_NB rows).
+ *
+ * The dp4a kernel (gemv_q8x.cuh) issues one dp4a per 4 weights per activation row: at batch 8
+ * it is bound by instruction issue, not by memory. Here a warp multiplies a 16-row x 32-k weight
+ * tile by the 32 x 8 q8 activations (all batch rows at once) in one instruction. NOTE: the
+ * fragment building around it (2 rows x 4 bytes per lane, their scales, 4 scaled f32 updates
+ * per lane per 32-block) is ~40 instructions per 288 bytes of Q4_0, more than the dp4a kernel
+ * needs per byte at batch 1, so at 1-4 rows that kernel stays faster. x is quantised
+ * to Q8_0 per CTA exactly as in gemv_q8x.cuh (same values, so the same reference); the
+ * per-32 weight scale, x scale and the min terms are applied in f32 to each s32 tile result.
+ *
+ * Work: a tile = 16 rows; K is cut into segments of 256 (8 blocks of 32, one k-quant
+ * super-block). The warps of a CTA split a tile's segments (split-K, summed through shared
+ * memory at the tile's end); CTAs walk tiles persistently. Each warp stages its 16 row segments
+ * with cp.async in an S-stage ring (row slots of an odd number of 16-byte words, so that the 8
+ * rows read by a fragment load fall in distinct banks), then builds the A fragments from them.
+ *
+ * Fragments (PTX ISA, mma.m16n8k32 .s8): lane = 4 g + c holds A rows g and g + 8, k 4c..4c+3
+ * (a0, a1) and 16+4c..16+4c+3 (a2, a3); B column (batch row) g, the same k; C rows g, g + 8,
+ * columns 2c, 2c + 1. Q4_0's byte c of the 16 packs elements c (low) and c + 16 (high), so one
+ * 32-bit word of a block gives a row's a0 and a2 — the GGUF layout fits the fragment. */
+
+/* The A words of one row for the 32-block j of a staged 256-element segment (lo: k 4c..4c+3, hi:
+ * k 16+4c..), as int8; sa/sb: the weight scale of k < 16 / k >= 16 (they differ only for Q6_K,
+ * TWO = true: its scales are per 16); mn: the coefficient of the block's x sum (min terms). */
+__device__ __forceinline__ uint32_t si_nib_s8(uint32_t v, int sh, int off) { /* nibbles - off */
+    const uint32_t q = (v >> sh) & 0x0F0F0F0Fu;
+    /* q + 0x80 - off per byte never carries; ^ 0x80 wraps it to the int8 q - off */
+    return off ? (q + 0x80808080u - 0x01010101u * (uint32_t)off) ^ 0x80808080u : q;
+}
+
+struct tmma_q4_0 {
+    static constexpr int SEGB = 8 * 18;
+    static constexpr bool TWO = false;
+    __device__ static void frag(const uint8_t *row, int j, int c, uint32_t &lo, uint32_t &hi, float &sa,
+                                float &sb, float &mn) {
+        const uint8_t *b = row + 18 * j;
+        const uint32_t w = si_ld32(b + 2 + 4 * c);
+        lo = si_nib_s8(w, 0, 8);
+        hi = si_nib_s8(w, 4, 8);
+        sa = sb = si_h2f(si_ld16(b));
+        mn = 0.0f;
+    }
+};
+
+struct tmma_q8_0 {
+    static constexpr int SEGB = 8 * 34;
+    static constexpr bool TWO = false;
+    __device__ static void frag(const uint8_t *row, int j, int c, uint32_t &lo, uint32_t &hi, float &sa,
+                                float &sb, float &mn) {
+        const uint8_t *b = row + 34 * j;
+        lo = si_ld32(b + 2 + 4 * c);
+        hi = si_ld32(b + 18 + 4 * c);
+        sa = sb = si_h2f(si_ld16(b));
+        mn = 0.0f;
+    }
+};
+
+struct tmma_q4_1 {
+    static constexpr int SEGB = 8 * 20;
+    static constexpr bool TWO = false;
+    __device__ static void frag(const uint8_t *row, int j, int c, uint32_t &lo, uint32_t &hi, float &sa,
+                                float &sb, float &mn) {
+        const uint8_t *b = row + 20 * j;
+        const uint32_t w = si_ld32(b + 4 + 4 * c);
+        lo = si_nib_s8(w, 0, 0);
+        hi = si_nib_s8(w, 4, 0);
+        sa = sb = si_h2f(si_ld16(b));
+        mn = si_h2f(si_ld16(b + 2));
+    }
+};
+
+/* sub-block j: nibbles (low for even j, high for odd) of qs[32 (j / 2) + l] */
+struct tmma_q4_k {
+    static constexpr int SEGB = 144;
+    static constexpr bool TWO = false;
+    __device__ static void frag(const uint8_t *row, int j, int c, uint32_t &lo, uint32_t &hi, float &sa,
+                                float &sb, float &mn) {
+        const uint8_t *q = row + 16 + 32 * (j >> 1);
+        lo = si_nib_s8(si_ld32(q + 4 * c), 4 * (j & 1), 0);
+        hi = si_nib_s8(si_ld32(q + 16 + 4 * c), 4 * (j & 1), 0);
+        int sc, m;
+        si_scale_min_k4(j, row + 4, &sc, &m);
+        sa = sb = si_h2f(si_ld16(row)) * (float)sc;
+        mn = -si_h2f(si_ld16(row + 2)) * (float)m;
+    }
+};
+
+/* 32-block j = 4h + t: elements 128h + 32t + l from ql[64h + 32 (t & 1) + l] (low nibble for
+ * t < 2, high otherwise) and bits 2t..2t+1 of qh[32h + l]; scale sc[8h + 2t + l / 16] */
+struct tmma_q6_k {
+    static constexpr int SEGB = 210;
+    static constexpr bool TWO = true;
+    __device__ static uint32_t q6(const uint8_t *ql, const uint8_t *qh, int t) {
+        const uint32_t v = ((si_ld32(ql) >> (4 * (t >> 1))) & 0x0F0F0F0Fu) |
+                           (((si_ld32(qh) >> (2 * t)) & 0x03030303u) << 4);
+        return (v + 0x60606060u) ^ 0x80808080u; /* q - 32 as int8 (q + 96 never carries) */
+    }
+    __device__ static void frag(const uint8_t *row, int j, int c, uint32_t &lo, uint32_t &hi, float &sa,
+                                float &sb, float &mn) {
+        const int h = j >> 2, t = j & 3;
+        const uint8_t *ql = row + 64 * h + 32 * (t & 1) + 4 * c, *qh = row + 128 + 32 * h + 4 * c;
+        lo = q6(ql, qh, t);
+        hi = q6(ql + 16, qh + 16, t);
+        const float d = si_h2f(si_ld16(row + 208));
+        const int8_t *sc = (const int8_t *)(row + 192 + 8 * h + 2 * t);
+        sa = d * (float)sc[0];
+        sb = d * (float)sc[1];
+        mn = 0.0f;
+    }
+};
+
+__device__ __forceinline__ void si_mma_s8(int (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                          uint32_t b0, uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+                 "{%8, %9}, {%10, %11, %12, %13};"
+                 : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "r"(0), "r"(0), "r"(0), "r"(0));
+}
+
+#define GEMV_MMA_MAX_K 14336
+template <class T> static inline bool gemv_mma_ok(int K) { return K % 256 == 0 && K <= GEMV_MMA_MAX_K; }
+
+template <class T> struct mma_layout {
+    /* a staged row segment: the covering aligned span, an odd number of 16-byte words */
+    static constexpr int SEGP = 16 * ((((T::SEGB + 30) / 16) & 1) ? (T::SEGB + 30) / 16 : (T::SEGB + 30) / 16 + 1);
+    static constexpr int NC = SEGP / 16; /* 16-byte copies per row at most */
+};
+
+/* shared memory: xq [nb][K + 16] int8 | xd, xm f32 [K/32][8] | red f32x4 [warps][32] | stages */
+template <class T> static size_t mma_smem_bytes(int K, int nb, int warps, int S) {
+    return (size_t)nb * (K + 16) + (size_t)(K / 32) * 8 * 4 * 2 + (size_t)warps * 32 * 16 +
+           (size_t)warps * S * 16 * mma_layout<T>::SEGP;
+}
+
+template <class T, int S>
+__global__ void __launch_bounds__(256)
+    gemv_mma_kernel(const uint8_t *__restrict__ W, int M, int K, size_t row_bytes,
+                    const float *__restrict__ x, int nb, float *__restrict__ y) {
+    constexpr int SEGP = mma_layout<T>::SEGP, NC = mma_layout<T>::NC;
+    extern __shared__ __align__(16) uint8_t smem[];
+    const int nwarps = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int g = lane >> 2, c = lane & 3;
+    const int nblk = K / 32, nseg = K / 256, ntiles = (M + 15) / 16, xrow = K + 16;
+    uint8_t *xq = smem;
+    float *xd = (float *)(smem + (size_t)nb * xrow), *xm = xd + (size_t)nblk * 8;
+    float4 *red = (float4 *)(xm + (size_t)nblk * 8);
+    uint8_t *sw = (uint8_t *)(red + nwarps * 32) + (size_t)warp * S * 16 * SEGP;
+
+    /* first byte of segment sg of row r of tile t (rows past M repeat the last row) */
+    auto seg_src = [&](int t, int r, int sg) {
+        return (uintptr_t)(W + (size_t)min(16 * t + r, M - 1) * row_bytes + (size_t)sg * T::SEGB);
+    };
+    /* A warp's items: its segments warp, warp + nwarps, ... of tile blockIdx.x, then of the
+     * CTA's next tile. The producer runs S - 1 items ahead; one commit group per call. */
+    int pt = warp < nseg ? blockIdx.x : ntiles, psg = warp, ps = 0;
+    auto produce = [&]() {
+        if (pt < ntiles) {
+            uint8_t *dst = sw + (size_t)ps * 16 * SEGP;
+            for (int i = lane; i < 16 * NC; i += 32) {
+                const int r = i / NC, k = i - r * NC;
+                const uintptr_t s = seg_src(pt, r, psg), a0 = s & ~(uintptr_t)15;
+                if (a0 + 16 * k < s + T::SEGB) si_cp_async16(dst + r * SEGP + 16 * k, (const void *)(a0 + 16 * k));
+            }
+            psg += nwarps;
+            if (psg >= nseg) { psg = warp; pt += gridDim.x; }
+        }
+        si_cp_async_commit();
+        if (++ps == S) ps = 0;
+    };
+
+    /* x scales of batch rows >= nb are read (their columns are computed, never stored) */
+    for (int i = threadIdx.x; i < nblk * 8; i += blockDim.x)
+        if ((i & 7) >= nb) xd[i] = xm[i] = 0.0f;
+    q8x_quantize_x(
+        x, K, nb,
+        [&]() {
+#pragma unroll
+            for (int i = 0; i < S - 1; i++) produce();
+        },
+        [&](int bi, int bb, int sub, uint32_t q, float d, int sum) {
+            *(uint32_t *)(xq + (size_t)bi * xrow + 32 * bb + 4 * sub) = q;
+            if (sub == 0) {
+                xd[8 * bb + bi] = d;
+                xm[8 * bb + bi] = d * (float)sum;
+            }
+        });
+    __syncthreads();
+
+    const uint8_t *xg = xq + (size_t)min(g, nb - 1) * xrow; /* this lane's B column */
+    int stage = 0;
+    for (int t = blockIdx.x; t < ntiles; t += gridDim.x) {
+        float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f}; /* rows g, g + 8 x columns 2c, 2c + 1 */
+        for (int sg = warp; sg < nseg; sg += nwarps) {
+            produce(); /* into the stage consumed in the previous iteration */
+            si_cp_async_wait<S - 1>();
+            __syncwarp();
+            const uint8_t *st = sw + (size_t)stage * 16 * SEGP;
+            const uint8_t *r0 = st + g * SEGP + (seg_src(t, g, sg) & 15);
+            const uint8_t *r1 = st + (g + 8) * SEGP + (seg_src(t, g + 8, sg) & 15);
+#pragma unroll 2
+            for (int j = 0; j < 8; j++) {
+                const int blk = 8 * sg + j;
+                const uint32_t b0 = *(const uint32_t *)(xg + 32 * blk + 4 * c);
+                const uint32_t b1 = *(const uint32_t *)(xg + 32 * blk + 16 + 4 * c);
+                uint32_t lo0, hi0, lo1, hi1;
+                float sa0, sb0, mn0, sa1, sb1, mn1;
+                T::frag(r0, j, c, lo0, hi0, sa0, sb0, mn0);
+                T::frag(r1, j, c, lo1, hi1, sa1, sb1, mn1);
+                const float2 dx = *(const float2 *)(xd + 8 * blk + 2 * c);
+                const float2 mx = *(const float2 *)(xm + 8 * blk + 2 * c);
+                int p[4];
+                if (T::TWO) {
+                    int q[4];
+                    si_mma_s8(p, lo0, lo1, 0u, 0u, b0, b1);
+                    si_mma_s8(q, 0u, 0u, hi0, hi1, b0, b1);
+                    acc[0] += dx.x * (sa0 * (float)p[0] + sb0 * (float)q[0]);
+                    acc[1] += dx.y * (sa0 * (float)p[1] + sb0 * (float)q[1]);
+                    acc[2] += dx.x * (sa1 * (float)p[2] + sb1 * (float)q[2]);
+                    acc[3] += dx.y * (sa1 * (float)p[3] + sb1 * (float)q[3]);
+                } else {
+                    si_mma_s8(p, lo0, lo1, hi0, hi1, b0, b1);
+                    acc[0] += fmaf(sa0 * dx.x, (float)p[0], mn0 * mx.x);
+                    acc[1] += fmaf(sa0 * dx.y, (float)p[1], mn0 * mx.y);
+                    acc[2] += fmaf(sa1 * dx.x, (float)p[2], mn1 * mx.x);
+                    acc[3] += fmaf(sa1 * dx.y, (float)p[3], mn1 * mx.y);
+                }
+            }
+            __syncwarp(); /* this stage is refilled by the next produce() */
+            if (++stage == S) stage = 0;
+        }
+        /* split-K: the warps' partial tiles summed by warp 0 */
+        red[warp * 32 + lane] = make_float4(acc[0], acc[1], acc[2], acc[3]);
+        __syncthreads();
+        if (warp == 0) {
+            float4 s = red[lane];
+            for (int w = 1; w < nwarps; w++) {
+                const float4 v = red[w * 32 + lane];
+                s.x += v.x; s.y += v.y; s.z += v.z; s.w += v.w;
+            }
+            const int m0 = 16 * t + g, m1 = m0 + 8, n0 = 2 * c, n1 = n0 + 1;
+            if (m0 < M && n0 < nb) y[(size_t)n0 * M + m0] = s.x;
+            if (m0 < M && n1 < nb) y[(size_t)n1 * M + m0] = s.y;
+            if (m1 < M && n0 < nb) y[(size_t)n0 * M + m1] = s.z;
+            if (m1 < M && n1 < nb) y[(size_t)n1 * M + m1] = s.w;
+        }
+        __syncthreads(); /* red is rewritten for the next tile */
+    }
+    si_cp_async_wait<0>(); /* no copy outlives the warp (the trailing groups are empty) */
+}
+
+/* Warps per CTA, cp.async stages per warp, CTAs per SM at most (0: as many as fit). H200 sweep
+ * at 8 batch rows: 8 warps x 2 stages beat 8 x 3 (by 0-4 points), 4 x 4 and 8 x 4 capped at one
+ * CTA per SM (by 5-15). */
+#ifndef GEMV_MMA_WARPS
+#define GEMV_MMA_WARPS 8
+#endif
+#ifndef GEMV_MMA_STAGES
+#define GEMV_MMA_STAGES 2
+#endif
+#ifndef GEMV_MMA_CTAS_PER_SM
+#define GEMV_MMA_CTAS_PER_SM 0
+#endif
+
+template <class T>
+static int gemv_mma_launch(const void *W, int M, int K, const float *x, int nb, float *y, cudaStream_t st) {
+    constexpr int S = GEMV_MMA_STAGES;
+    if (!gemv_mma_ok<T>(K)) return -1;
+    static int smem_optin = 0, n_sm = 0; /* per instance: the attribute is per kernel */
+    if (!smem_optin) {
+        int dev;
+        CUDA_CHECK(cudaGetDevice(&dev));
+        CUDA_CHECK(cudaDeviceGetAttribute(&n_sm, cudaDevAttrMultiProcessorCount, dev));
+        int optin;
+        CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+        CUDA_CHECK(cudaFuncSetAttribute(gemv_mma_kernel<T, S>, cudaFuncAttributeMaxDynamicSharedMemorySize, optin));
+        smem_optin = optin;
+    }
+    int warps = GEMV_MMA_WARPS;
+    size_t smem = mma_smem_bytes<T>(K, nb, warps, S);
+    while (smem > (size_t)smem_optin && warps > 1) {
+        warps /= 2;
+        smem = mma_smem_bytes<T>(K, nb, warps, S);
+    }
+    if (smem > (size_t)smem_optin) return -1;
+    int per_sm = 0;
+    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, gemv_mma_kernel<T, S>, warps * 32, smem));
+    if (GEMV_MMA_CTAS_PER_SM > 0) per_sm = min(per_sm, GEMV_MMA_CTAS_PER_SM);
+    const int grid = min((M + 15) / 16, max(1, per_sm) * n_sm);
+    const size_t row_bytes = (size_t)(K / 256) * T::SEGB;
+    gemv_mma_kernel<T, S><<<grid, warps * 32, smem, st>>>((const uint8_t *)W, M, K, row_bytes, x, nb, y);
+    CUDA_CHECK_LAUNCH();
+    return 0;
+}
