@@ -244,7 +244,7 @@ static void test_gemv(si_type t, const char *tn, int M, int K, bool bench) {
     h2d(dw, hw.data(), alloc);
     h2d(dx, hx.data(), hx.size());
     std::vector<float> hy((size_t)NBMAX * M);
-    for (int nb : {1, 2, 3, 5, 8}) {
+    for (int nb : {1, 2, 3, 5, 7, 8}) { /* 7: the tensor-core kernel with a batch column unused */
         poison(dy, (size_t)NBMAX * M);
         if (cuda_gemv(t, dw, M, K, dx, nb, dy, g_st) != 0) { report("gemv launch", NAN, 0); continue; }
         d2h(hy.data(), dy, (size_t)nb * M);
@@ -641,7 +641,11 @@ int main(int argc, char **argv) {
         CUDA_CHECK(cudaMalloc(&g_sink, sizeof(float)));
     }
 
-    /* GEMV: Llama-2-7B shapes (timed) and odd ones */
+    /* GEMV: Llama-2-7B shapes (timed), the fused QKV and gate+up shapes, and odd ones */
+    printf("gemv paths (gemv.cu): f16/bf16 with K %% 8 == 0: streaming kernel; quantised types with K %% 128 == 0\n"
+           "  (k-quants: K %% 256 == 0) and K <= 14336: x quantised to q8_0 per CTA, dp4a kernel for nb <= 6,\n"
+           "  int8 tensor-core kernel (also K %% 256 == 0) for nb >= 7; any other shape: f32-x kernel.\n"
+           "  A failing check names type, M, K and nb, so the path is known from those.\n");
     struct shape { int M, K; bool timed; };
     std::vector<shape> shapes;
     /* K = 352 (not a multiple of 128) and K = 16384 (> 14336): the quantised types take the
