@@ -29,9 +29,11 @@
 #include <unistd.h>
 
 #include "core/error.h"
+#include "core/fp16.h"
 #include "core/thread_pool.h"
 #include "model/gguf.h"
 #include "quant/quant.h"
+#include "quant/quant_blocks.h"
 
 /* ---- shapes -------------------------------------------------------------------------------- */
 
@@ -86,35 +88,23 @@ static uint64_t fnv1a(const char *s) {
     return h;
 }
 
-static float bits_to_float(uint32_t w) {
-    float f;
-    memcpy(&f, &w, sizeof f);
-    return f;
-}
-
-static uint32_t float_to_bits(float f) {
-    uint32_t w;
-    memcpy(&w, &f, sizeof w);
-    return w;
-}
-
 /* ln(u) for u in (0, 1]: u = m * 2^e with m in [sqrt(1/2), sqrt(2)), ln m = 2 atanh(z) with
  * z = (m - 1) / (m + 1), |z| < 0.172, summed to z^9 (truncation < 2e-9). */
 static float ln_unit(float u) {
-    const uint32_t b = float_to_bits(u), mant = b & 0x007FFFFFu;
+    const uint32_t b = fp32_to_bits(u), mant = b & 0x007FFFFFu;
     const uint32_t big = mant > 0x3504F3u; /* m > sqrt(2) (by its mantissa bits): use m / 2 */
-    const float m = bits_to_float(mant | (0x3F800000u - (big << 23)));
+    const float m = fp32_from_bits(mant | (0x3F800000u - (big << 23)));
     const int32_t e = (int32_t)(b >> 23) - 127 + (int32_t)big;
     const float z = (m - 1.0f) / (m + 1.0f), z2 = z * z;
     const float p = 1.0f + z2 * (1.0f / 3 + z2 * (1.0f / 5 + z2 * (1.0f / 7 + z2 * (1.0f / 9))));
     return (float)e * 0.69314718f + 2.0f * z * p;
 }
 
-/* sqrt(y) for y >= 0 as y / sqrt(y): the bit-trick estimate of 1 / sqrt(y) and three Newton
+/* sqrt(y) for y >= 0 as y * (1 / sqrt(y)): the bit-trick estimate of 1 / sqrt(y) and three Newton
  * steps (relative error 2e-3, 5e-6, then float rounding). Not sqrtf, whose errno path keeps the
  * compiler from vectorising the loop. */
 static float sqrt_nonneg(float y) {
-    float r = bits_to_float(0x5F3759DFu - (float_to_bits(y) >> 1));
+    float r = fp32_from_bits(0x5F3759DFu - (fp32_to_bits(y) >> 1));
     r = r * (1.5f - 0.5f * y * r * r);
     r = r * (1.5f - 0.5f * y * r * r);
     r = r * (1.5f - 0.5f * y * r * r);
@@ -150,10 +140,10 @@ static void gen_normal(float *x, int64_t n, uint64_t seed, uint64_t name_hash, i
                                          a2 * (1.0f / 40320 + a2 * (-1.0f / 3628800)))));
             /* rotate by q quarter turns: (cos, sin) = (c, s), (-s, c), (-c, -s), (s, -c) */
             /* (integer selects: float ones are not if-converted, so would not vectorise) */
-            const uint32_t swap = 0u - (q & 1u), sb = float_to_bits(s), cb = float_to_bits(c);
+            const uint32_t swap = 0u - (q & 1u), sb = fp32_to_bits(s), cb = fp32_to_bits(c);
             const uint32_t cneg = ((q + 1u) & 2u) << 30, sneg = (q & 2u) << 30;
-            a[k] = rad * bits_to_float(((sb & swap) | (cb & ~swap)) ^ cneg);
-            b[k] = rad * bits_to_float(((cb & swap) | (sb & ~swap)) ^ sneg);
+            a[k] = rad * fp32_from_bits(((sb & swap) | (cb & ~swap)) ^ cneg);
+            b[k] = rad * fp32_from_bits(((cb & swap) | (sb & ~swap)) ^ sneg);
         }
         const int64_t m = n - 2 * p0 < 2 * PAIRS_PER_PASS ? n - 2 * p0 : 2 * PAIRS_PER_PASS;
         for (int64_t i = 0; i < m; i++) x[2 * p0 + i] = mean + ((i & 1) ? b[i / 2] : a[i / 2]);
@@ -374,6 +364,71 @@ done:
 
 /* ---- generating the data ------------------------------------------------------------------- */
 
+/* ---- a fast Q4_K encoder -------------------------------------------------------------------- */
+
+/* NOTE: quant/'s Q4_K quantiser (ggml's make_qkx2_quants: a 20-step search for each sub-block's
+ * scale and min) costs ~100 ns an element, a minute of 16 cores for a 7B model. Random weights
+ * need a valid Q4_K encoding, not the best one, so synth encodes Q4_K in one pass: each
+ * sub-block of 32 takes scale (max - min) / 15 and min -min(0, min) (the search's starting
+ * point), both rounded to 6 bits against the super-block's largest, and the quants are rounded
+ * against those rounded values (as the reference does). Its error is about 20% above the
+ * searched encoding's; a model and its --dequantize twin both use it, so they stay exact twins. */
+static int round_clamp(float v, int hi) {
+    const int i = (int)(v + 0.5f); /* v >= -0.5 in practice; clamping covers the rest */
+    return i < 0 ? 0 : i > hi ? hi : i;
+}
+
+static void q4_k_encode(const float *x, void *dst, int64_t n) {
+    block_q4_K *y = dst;
+    for (int64_t b = 0; b < n / QK_K; b++, x += QK_K) {
+        float scale[QK_K / 32], min[QK_K / 32], max_scale = 0.0f, max_min = 0.0f;
+        for (int j = 0; j < QK_K / 32; j++) {
+            float lo = 0.0f, hi = x[32 * j];
+            for (int l = 0; l < 32; l++) {
+                lo = x[32 * j + l] < lo ? x[32 * j + l] : lo;
+                hi = x[32 * j + l] > hi ? x[32 * j + l] : hi;
+            }
+            scale[j] = (hi - lo) / 15.0f;
+            min[j] = -lo;
+            max_scale = scale[j] > max_scale ? scale[j] : max_scale;
+            max_min = min[j] > max_min ? min[j] : max_min;
+        }
+        y[b].d = fp32_to_fp16(max_scale / 63.0f);
+        y[b].dmin = fp32_to_fp16(max_min / 63.0f);
+        const float d = fp16_to_fp32(y[b].d), dmin = fp16_to_fp32(y[b].dmin);
+        uint8_t *sc6 = y[b].scales;
+        uint8_t L[QK_K];
+        memset(sc6, 0, K_SCALE_SIZE);
+        for (int j = 0; j < QK_K / 32; j++) {
+            const int ls = d > 0.0f ? round_clamp(scale[j] / d, 63) : 0;
+            const int lm = dmin > 0.0f ? round_clamp(min[j] / dmin, 63) : 0;
+            /* the packing get_scale_min_k4 reads: 6 bits each, high bits of 4..7 in 0..7 */
+            if (j < 4) {
+                sc6[j] |= (uint8_t)ls;
+                sc6[j + 4] |= (uint8_t)lm;
+            } else {
+                sc6[j + 4] = (uint8_t)((ls & 0xF) | ((lm & 0xF) << 4));
+                sc6[j - 4] |= (uint8_t)((ls >> 4) << 6);
+                sc6[j] |= (uint8_t)((lm >> 4) << 6);
+            }
+            const float ds = d * (float)ls, inv = ds > 0.0f ? 1.0f / ds : 0.0f;
+            const float m = dmin * (float)lm;
+            for (int l = 0; l < 32; l++)
+                L[32 * j + l] = (uint8_t)round_clamp((x[32 * j + l] + m) * inv, 15);
+        }
+        for (int j = 0; j < QK_K; j += 64)
+            for (int l = 0; l < 32; l++)
+                y[b].qs[j / 2 + l] = (uint8_t)(L[j + l] | (L[j + l + 32] << 4));
+    }
+}
+
+typedef void (*encode_fn)(const float *x, void *dst, int64_t n);
+
+/* The from_float synth uses for type: the fast encoder for Q4_K, quant/'s otherwise. */
+static encode_fn synth_encoder(si_type type) {
+    return type == SI_TYPE_Q4_K ? q4_k_encode : quant_get(type)->from_float;
+}
+
 /* Writes n bytes at off; on failure returns the errno (EIO for a short write), else 0. */
 static int pwrite_all(int fd, const void *buf, size_t n, uint64_t off) {
     const uint8_t *p = buf;
@@ -393,6 +448,7 @@ static int pwrite_all(int fd, const void *buf, size_t n, uint64_t off) {
 typedef struct fill_job {
     const plan_tensor *t;
     const quant_traits *q; /* the requested weight type (matrices) */
+    encode_fn encode;      /* synth_encoder of that type */
     bool dequantize;
     uint64_t seed, name_hash;
     int64_t row0, n_rows;
@@ -424,10 +480,10 @@ static void fill_worker(void *ctx, int ith, int nth) {
         case T_MATRIX: gen_normal(x, t->n_cols, j->seed, j->name_hash, row, 0.0f, 0.02f); break;
         }
         if (t->kind == T_MATRIX && j->dequantize) {
-            j->q->from_float(x, qrow, t->n_cols);
+            j->encode(x, qrow, t->n_cols);
             j->q->to_float(qrow, (float *)dst, t->n_cols);
         } else {
-            quant_get(t->type)->from_float(x, dst, t->n_cols);
+            synth_encoder(t->type)(x, dst, t->n_cols);
         }
     }
     if (end > begin && !j->err[ith]) {
@@ -459,8 +515,8 @@ static si_status fill_data(const plan *pl, const synth_params *p, const char *pa
     si_status st = pool_create(0, &pool);
     if (st) return st;
     const int nth = pool_size(pool);
-    fill_job job = {.q = q, .dequantize = p->dequantize, .seed = p->seed, .max_cols = max_cols,
-                    .max_qrow = max_qrow};
+    fill_job job = {.q = q, .encode = synth_encoder(p->type), .dequantize = p->dequantize,
+                    .seed = p->seed, .max_cols = max_cols, .max_qrow = max_qrow};
     job.xs = malloc((size_t)nth * (size_t)max_cols * sizeof(float));
     job.qs = malloc((size_t)nth * max_qrow);
     job.out = malloc(max_chunk);

@@ -7,6 +7,8 @@
  *   One 20-token eval and 20 one-token evals must agree too.
  * - an independent naive float forward pass (llama2.c style, written here from the papers, not
  *   from forward.c) on the f32 weights must match our f32 logits, for llama and qwen2.
+ * - the weights themselves: N(0, 0.02) statistics of the generator, synth's own Q4_K encoding
+ *   within 1.5x the error of quant/'s searched one, the same bytes on a second write.
  * - loader errors: a missing tensor, an unsupported architecture, a block-size mismatch. */
 #include <stdarg.h>
 #include <stddef.h>
@@ -22,6 +24,7 @@
 #include "core/fp16.h"
 #include "model/gguf.h"
 #include "model/synth.h"
+#include "quant/quant.h"
 #include "swiftinfer.h"
 
 #define N_TOKENS 20
@@ -381,6 +384,104 @@ static void check_vs_reference(const char *shape) {
 static void test_reference_llama(void **state) { (void)state; check_vs_reference("tiny"); }
 static void test_reference_qwen2(void **state) { (void)state; check_vs_reference("tiny-qwen2"); }
 
+/* ---- the weights ------------------------------------------------------------------------------ */
+
+static const gguf_tensor *find(const gguf_file *f, const char *name) {
+    const gguf_tensor *t = gguf_find_tensor(f, name);
+    if (!t) fail_msg("missing %s", name);
+    return t;
+}
+
+static int64_t n_elements(const gguf_tensor *t) {
+    int64_t n = 1;
+    for (uint32_t d = 0; d < t->n_dims; d++) n *= t->ne[d];
+    return n;
+}
+
+/* The generator: matrices N(0, 0.02), norms 1 + N(0, 0.02), over the 2 x 65536 + 8 x 131072
+ * elements of tiny's embeddings and FFN matrices. Bounds: ~5 standard errors. */
+static void test_weight_statistics(void **state) {
+    (void)state;
+    char path[320];
+    gguf_file *f = NULL;
+    assert_int_equal(gguf_open(write_model(path, sizeof path, "stats.gguf", "tiny", SI_TYPE_F32,
+                                           false), &f), SI_OK);
+    const char *names[] = {"token_embd.weight", "output.weight",         "blk.0.ffn_gate.weight",
+                           "blk.0.ffn_up.weight", "blk.0.ffn_down.weight", "blk.1.ffn_gate.weight",
+                           "blk.1.ffn_up.weight", "blk.1.ffn_down.weight"};
+    double n = 0, sum = 0, sum2 = 0, tail = 0, amax = 0;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        const gguf_tensor *t = find(f, names[i]);
+        const float *x = t->data;
+        for (int64_t k = 0; k < n_elements(t); k++) {
+            sum += x[k];
+            sum2 += (double)x[k] * x[k];
+            tail += fabsf(x[k]) > 3 * 0.02f;
+            amax = fabs(x[k]) > amax ? fabs(x[k]) : amax;
+        }
+        n += (double)n_elements(t);
+    }
+    const double mean = sum / n, sd = sqrt(sum2 / n - mean * mean), p3 = tail / n;
+    const float *norm = find(f, "blk.0.attn_norm.weight")->data;
+    double nmean = 0;
+    for (int k = 0; k < 256; k++) nmean += norm[k] / 256.0;
+    printf("  matrices: %.0f values, mean %.2e, std %.5f (0.02), P(|x| > 3 std) %.5f (0.00270), "
+           "max |x| %.4f; attn_norm mean %.4f\n", n, mean, sd, p3, amax, nmean);
+    assert_true(fabs(mean) < 5 * 0.02 / sqrt(n));
+    assert_true(fabs(sd - 0.02) < 0.02 * 5 / sqrt(2 * n));
+    assert_true(fabs(p3 - 0.0027) < 5 * sqrt(0.0027 / n));
+    assert_true(amax > 4 * 0.02 && amax < 6 * 0.02); /* tails exist, cut at 5.8 std */
+    assert_true(fabs(nmean - 1.0) < 5 * 0.02 / 16);
+    gguf_close(f);
+}
+
+/* synth's one-pass Q4_K against the f32 weights of the same seed, and against quant/'s searched
+ * quantiser on the same weights; and the file's bytes are the same when written again. */
+static void test_q4_k_encoding(void **state) {
+    (void)state;
+    char pf[320], pq[320], pq2[320];
+    gguf_file *ff = NULL, *fq = NULL, *fq2 = NULL;
+    assert_int_equal(gguf_open(write_model(pf, sizeof pf, "enc-f32.gguf", "tiny", SI_TYPE_F32,
+                                           false), &ff), SI_OK);
+    assert_int_equal(gguf_open(write_model(pq, sizeof pq, "enc-q4k.gguf", "tiny", SI_TYPE_Q4_K,
+                                           false), &fq), SI_OK);
+    assert_int_equal(gguf_open(write_model(pq2, sizeof pq2, "enc-q4k-2.gguf", "tiny",
+                                           SI_TYPE_Q4_K, false), &fq2), SI_OK);
+    assert_int_equal(fq->n_tensors, fq2->n_tensors);
+    for (uint64_t i = 0; i < fq->n_tensors; i++) {
+        const gguf_tensor *a = &fq->tensors[i], *b = find(fq2, fq->tensors[i].name.s);
+        assert_int_equal(a->nbytes, b->nbytes);
+        assert_memory_equal(a->data, b->data, a->nbytes);
+    }
+    const quant_traits *q = quant_get(SI_TYPE_Q4_K);
+    const gguf_tensor *tf = find(ff, "blk.0.ffn_up.weight"), *tq = find(fq, "blk.0.ffn_up.weight");
+    assert_int_equal(tq->type, SI_TYPE_Q4_K);
+    const int64_t n = n_elements(tf);
+    float *deq = malloc((size_t)n * sizeof *deq), *ref = malloc((size_t)n * sizeof *ref);
+    void *qref = malloc(tq->nbytes);
+    assert_true(deq && ref && qref);
+    q->to_float(tq->data, deq, n);
+    q->from_float(tf->data, qref, n);
+    q->to_float(qref, ref, n);
+    const float *x = tf->data;
+    double e_synth = 0, e_ref = 0;
+    for (int64_t k = 0; k < n; k++) {
+        e_synth += (double)(deq[k] - x[k]) * (deq[k] - x[k]);
+        e_ref += (double)(ref[k] - x[k]) * (ref[k] - x[k]);
+    }
+    e_synth = sqrt(e_synth / (double)n), e_ref = sqrt(e_ref / (double)n);
+    printf("  q4_k rms error / std: synth %.4f, quant/ %.4f (ratio %.2f, bound 1.5)\n",
+           e_synth / 0.02, e_ref / 0.02, e_synth / e_ref);
+    assert_true(e_synth <= 1.5 * e_ref);
+    assert_true(e_synth < 0.12 * 0.02);
+    free(deq);
+    free(ref);
+    free(qref);
+    gguf_close(ff);
+    gguf_close(fq);
+    gguf_close(fq2);
+}
+
 /* ---- the vocabulary and the loader's errors --------------------------------------------------- */
 
 static void test_synthetic_vocab(void **state) {
@@ -460,6 +561,7 @@ int main(void) {
         cmocka_unit_test(test_reference_llama),  cmocka_unit_test(test_reference_qwen2),
         cmocka_unit_test(test_synthetic_vocab),  cmocka_unit_test(test_missing_tensor),
         cmocka_unit_test(test_unsupported_arch), cmocka_unit_test(test_block_size_mismatch),
+        cmocka_unit_test(test_weight_statistics), cmocka_unit_test(test_q4_k_encoding),
     };
     for (size_t i = 0; i < sizeof rest / sizeof rest[0]; i++) tests[n++] = rest[i];
     return _cmocka_run_group_tests("model_synth", tests, n, setup_dir, teardown_dir);
