@@ -11,7 +11,7 @@
  * precise (a scale per 32, exact integer sums).
  *
  * GGUF blocks (34, 18, 20, 144, 210 bytes) are mostly not 16-byte aligned, so the weights go
- * through a per-warp double-buffered cp.async staging area: a segment = 32 "units" of a row (one
+ * through a per-warp ring of S cp.async stages (2 by default): a segment = 32 "units" of a row (one
  * per lane, gemv_q8x_units.cuh), copied as the covering aligned 16-byte span, then each lane
  * reads its unit with conflict-free shared loads and decodes it in registers. The x copy in
  * shared memory pads each unit's bytes by 16 so the lanes' 16-byte loads are conflict-free too.
