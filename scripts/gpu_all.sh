@@ -13,6 +13,7 @@
 #
 # usage (on the GPU machine, from the repository root, binaries prebuilt and carried):
 #   SI_BIN_DIR=build-gpucarry scripts/gpu_all.sh
+# GPU_ALL_STEPS picks steps by name (tests bench7b hf kernels bench7b_more).
 # Logs: /tmp/gpu_all/<step>/, packed after every step into $OUT/gpu_all.tgz (one file, as the
 # device tool returns at most 8); the end of stdout is a summary.
 set -u
@@ -27,11 +28,14 @@ export SI_BIN_DIR=$BD
 log() { echo "[$(date -u +%H:%M:%S) +${SECONDS}s] $*"; }
 pack() { tar -czf "$OUTDIR/gpu_all.tgz" -C "$W" . 2>/dev/null; }
 
-# step NAME LIMIT_S COMMAND...: runs COMMAND with its output in $W/NAME/out.txt unless fewer than
-# LIMIT_S / 2 seconds of the budget are left; the limit is cut to what is left.
+# step NAME LIMIT_S COMMAND...: runs COMMAND with its output in $W/NAME/out.txt unless the step
+# is not in GPU_ALL_STEPS or fewer than LIMIT_S / 2 seconds of the budget are left; the limit is
+# cut to what is left.
+STEPS=${GPU_ALL_STEPS:-tests bench7b hf kernels bench7b_more}
 step() {
     local name=$1 limit=$2
     shift 2
+    [[ " $STEPS " == *" $name "* ]] || return 0
     local left=$((BUDGET - SECONDS))
     if [ "$left" -lt $((limit / 2)) ]; then
         log "SKIP $name: ${left}s left of the budget"
