@@ -7,7 +7,18 @@
  * the speed-up over the scalar reference. A matrix of 4096 x 4096 (9-67 MB) is larger than L2
  * but, for the 4-bit types, may partly sit in L3 between repetitions.
  *
- * usage: bench_vec_dot [ROWS COLS]   (default 4096 4096) */
+ * usage: bench_vec_dot [ROWS COLS]   (default 4096 4096)
+ *
+ * With --gemm, what cpu_matmul does for a prefill chunk on one thread instead: a ROWS x COLS
+ * matrix (from_float of random values) times N activation rows at the best ISA level, two ways:
+ *   dot:  quantize_row per activation row, then vec_dot per (weight row, activation row) (q4_0
+ *         and q8_0's vec_dot rearrange the activation row on every call: only gemm is fast);
+ *   gemm: quantize_row + prep_row per activation row, then gemm over chunks of GEMM_CHUNK
+ *         weight rows (as matmul.c hands them to a thread).
+ * Prints GFLOP/s (2 x ROWS x COLS x N per run, best of 15) and checks that both give the same
+ * bits (the kernels promise it: batch invariance). N = 1 measures decode through gemm.
+ *
+ * usage: bench_vec_dot --gemm [ROWS COLS N]   (default 1536 576 128: SmolLM2's FFN up, pp128) */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -68,7 +79,79 @@ static void fill_weights(si_type t, uint8_t *w, size_t bytes) {
     }
 }
 
+/* from_float of random values: valid blocks of every type, scales included */
+static void fill_weights_ff(si_type t, uint8_t *w, int64_t rows, int64_t cols) {
+    const quant_traits *q = quant_get(t);
+    float *buf = malloc((size_t)cols * sizeof(float));
+    if (!buf) exit(1);
+    for (int64_t r = 0; r < rows; r++) {
+        for (int64_t j = 0; j < cols; j++) buf[j] = 0.05f * rng_float();
+        q->from_float(buf, w + (size_t)r * quant_row_size(t, cols), cols);
+    }
+    free(buf);
+}
+
+#define GEMM_CHUNK 64 /* weight rows per gemm call */
+
+static int bench_gemm(int argc, char **argv) { /* argv: [ROWS COLS N] */
+    const int64_t rows = argc > 2 ? atoll(argv[0]) : 1536, cols = argc > 2 ? atoll(argv[1]) : 576;
+    const int n = argc > 2 ? atoi(argv[2]) : 128;
+    const si_type types[] = {SI_TYPE_Q4_0, SI_TYPE_Q8_0, SI_TYPE_Q4_1, SI_TYPE_F16, SI_TYPE_Q4_K, SI_TYPE_Q6_K};
+    float *x = malloc((size_t)cols * n * sizeof(float));
+    float *y1 = malloc((size_t)rows * n * sizeof(float)), *y2 = malloc((size_t)rows * n * sizeof(float));
+    uint8_t *xq = malloc(((size_t)cols * 4 + 64) * n), *xp = malloc(((size_t)cols * 4 + 64) * n);
+    if (!x || !y1 || !y2 || !xq || !xp) return 1;
+    for (int64_t i = 0; i < cols * n; i++) x[i] = rng_float();
+    printf("bench_vec_dot --gemm: %lld x %lld weights x %d activation rows, 1 thread, %s; GFLOP/s, best of 15\n",
+           (long long)rows, (long long)cols, n, cpu_isa_level_name(cpu_isa_detected()));
+    printf("%-6s %10s %10s %8s\n", "type", "dot", "gemm", "speed-up");
+    for (size_t ti = 0; ti < sizeof(types) / sizeof(types[0]); ti++) {
+        const si_type t = types[ti];
+        if (cols % quant_get(t)->block_size) continue;
+        const cpu_kernels *k = cpu_kernels_get(t);
+        const size_t wrow = quant_row_size(t, cols), xrow = quant_row_size(k->vec_dot_type, cols);
+        const size_t prow = k->prep_row ? k->prep_size(cols) : 0;
+        uint8_t *w = malloc(wrow * (size_t)rows);
+        if (!w) return 1;
+        fill_weights_ff(t, w, rows, cols);
+        double best[2] = {1e30, 1e30};
+        for (int rep = 0; rep < 15; rep++) {
+            for (int v = 0; v < 2; v++) {
+                const double t0 = now_s();
+                for (int r = 0; r < n; r++) {
+                    k->quantize_row(x + (size_t)r * cols, xq + (size_t)r * xrow, cols);
+                    if (v && prow) k->prep_row(xq + (size_t)r * xrow, xp + (size_t)r * prow, cols);
+                }
+                if (!v) {
+                    for (int r = 0; r < n; r++)
+                        for (int64_t o = 0; o < rows; o++)
+                            y1[(size_t)r * rows + o] = k->vec_dot(w + (size_t)o * wrow, xq + (size_t)r * xrow, cols);
+                } else {
+                    for (int64_t o0 = 0; o0 < rows; o0 += GEMM_CHUNK) {
+                        const int nw = (int)(rows - o0 < GEMM_CHUNK ? rows - o0 : GEMM_CHUNK);
+                        cpu_gemm(k, w + (size_t)o0 * wrow, wrow, nw, xq, xrow, xp, prow, n, cols, y2 + o0, (size_t)rows);
+                    }
+                }
+                const double dt = now_s() - t0;
+                if (dt < best[v]) best[v] = dt;
+            }
+        }
+        const double flop = 2.0 * (double)rows * (double)cols * n;
+        const int same = memcmp(y1, y2, (size_t)rows * n * sizeof(float)) == 0;
+        printf("%-6s %10.1f %10.1f %7.2fx %s\n", quant_get(t)->name, flop / best[0] / 1e9, flop / best[1] / 1e9,
+               best[0] / best[1], same ? "" : "RESULTS DIFFER");
+        free(w);
+    }
+    free(x);
+    free(y1);
+    free(y2);
+    free(xq);
+    free(xp);
+    return 0;
+}
+
 int main(int argc, char **argv) {
+    if (argc > 1 && !strcmp(argv[1], "--gemm")) return bench_gemm(argc - 2, argv + 2);
     const int64_t rows = argc > 2 ? atoll(argv[1]) : 4096, cols = argc > 2 ? atoll(argv[2]) : 4096;
     const si_type types[] = {SI_TYPE_Q4_0, SI_TYPE_Q8_0, SI_TYPE_Q4_1, SI_TYPE_F16, SI_TYPE_Q4_K,
                              SI_TYPE_Q6_K, SI_TYPE_Q5_0, SI_TYPE_Q5_1, SI_TYPE_BF16, SI_TYPE_Q2_K,

@@ -1,8 +1,9 @@
 /* cpu_kernels.h — SIMD dot-product kernels for the CPU matmul, chosen at run time by CPUID.
  *
  * For each weight type one cpu_kernels entry says which type the activations are quantised to
- * (vec_dot_type), how to quantise an f32 activation row to it (quantize_row) and how to dot a
- * weight row with it (vec_dot). The scalar entries are the reference kernels of quant/quant.h;
+ * (vec_dot_type), how to quantise an f32 activation row to it (quantize_row), how to dot a
+ * weight row with it (vec_dot) and, for the types that have one, a matrix kernel (gemm) that
+ * gives vec_dot's exact results for many weight rows x many activation rows. The scalar entries are the reference kernels of quant/quant.h;
  * the AVX2 and AVX-512 entries compute the same integer sums and differ from the reference only
  * in the order of the float accumulation (tests/unit/test_cpu_kernels.c checks that, type by
  * type). Every quantize_row is bit-identical to the reference from_float, so the quantised

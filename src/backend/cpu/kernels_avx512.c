@@ -151,13 +151,13 @@ static float vec_dot_q5_1_avx512(const void *vw, const void *vx, int64_t n) {
 }
 
 
-/* ---- single-row dots of q4_0 / q4_1 / q8_0: two blocks per zmm ----
+/* ---- q4_1: two blocks per zmm ----
  * Per pair of blocks: the integer sums of the 8 groups of four products of each block (int32
  * lanes 0-7 and 8-15), converted to float and multiplied-added with the block scales d_w * d_x
  * into one accumulator; one reduction at the end; an odd last block through the 256-bit kernel.
- * The multi-row kernels below (gemm) do exactly this arithmetic for every (weight row,
- * activation row), so their results are bit-identical to these. Pairs (not groups of four) keep
- * 576-column rows (18 blocks) free of a single-block tail. */
+ * q4_1's multi-row kernel does exactly this arithmetic for every activation row, so its results
+ * are bit-identical to the single-row ones. Pairs (not groups of four) keep 576-column rows
+ * (18 blocks) free of a single-block tail. */
 
 /* the leading fp16 pairs of two blocks -> [d0, m0, d1, m1] (m: whatever follows d) */
 static inline __m128 head_halves2(const void *base, size_t stride) {
@@ -174,46 +174,6 @@ static inline __m512 spread_pair(__m128 p) {
 static inline float sum_odd128(__m128 v) {
     const __m128 s = _mm_add_ps(v, _mm_movehl_ps(v, v));
     return _mm_cvtss_f32(_mm_movehdup_ps(s));
-}
-
-static float vec_dot_q4_0_avx512(const void *vw, const void *vx, int64_t n) {
-    const block_q4_0 *w = vw;
-    const block_q8_0 *y = vx;
-    const int64_t nb = n / QK4_0;
-    const __m512i eight = _mm512_set1_epi8(8);
-    __m512 acc = _mm512_setzero_ps();
-    int64_t i = 0;
-    for (; i + 2 <= nb; i += 2) {
-        const __m512i q = q4_pair_nibbles(w[i].qs, w[i + 1].qs);
-        const __m128 p = _mm_mul_ps(head_halves2(&w[i], sizeof(*w)), head_halves2(&y[i], sizeof(*y)));
-        const __m512i yv = load_pair(y[i].qs, y[i + 1].qs);
-        const __m512i isum = _mm512_sub_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), q, yv),
-                                              _mm512_dpbusd_epi32(_mm512_setzero_si512(), eight, yv));
-        acc = _mm512_fmadd_ps(spread_pair(p), _mm512_cvtepi32_ps(isum), acc);
-    }
-    float s = _mm512_reduce_add_ps(acc);
-    if (i < nb) s += vec_dot_q4_0_x86(&w[i], &y[i], (nb - i) * QK4_0);
-    return s;
-}
-
-static float vec_dot_q8_0_avx512(const void *vw, const void *vx, int64_t n) {
-    const block_q8_0 *w = vw;
-    const block_q8_0 *y = vx;
-    const int64_t nb = n / QK8_0;
-    __m512 acc = _mm512_setzero_ps();
-    int64_t i = 0;
-    for (; i + 2 <= nb; i += 2) {
-        const __m512i a = load_pair(w[i].qs, w[i + 1].qs);
-        const __mmask64 neg = _mm512_movepi8_mask(a);
-        const __m128 p = _mm_mul_ps(head_halves2(&w[i], sizeof(*w)), head_halves2(&y[i], sizeof(*y)));
-        const __m512i yv = load_pair(y[i].qs, y[i + 1].qs);
-        const __m512i sy = _mm512_mask_sub_epi8(yv, neg, _mm512_setzero_si512(), yv);
-        const __m512i isum = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_abs_epi8(a), sy);
-        acc = _mm512_fmadd_ps(spread_pair(p), _mm512_cvtepi32_ps(isum), acc);
-    }
-    float s = _mm512_reduce_add_ps(acc);
-    if (i < nb) s += vec_dot_q8_0_x86(&w[i], &y[i], (nb - i) * QK8_0);
-    return s;
 }
 
 /* q4_1 keeps its multi-row form (one weight row x up to 8 activation rows of q8_1): the m * s
@@ -264,134 +224,190 @@ static void gemm_q4_1_avx512(const void *w, size_t ws, int n_w, const void *x, s
     }
 }
 
-/* ---- q4_0 / q8_0 matrix products ----
- * The activation side of the single-row kernels' pair step (the pair of q8_0 blocks side by
- * side, their scales spread over the lanes, the q4_0 offset's products) depends on the
- * activation row only, so prep_row does it once per row into q8_pair records; the weight side
- * (nibbles or bytes, scales) is decoded once per pair for GEMM_R activation rows. What remains
- * per (weight row, activation row, pair) is one vpdpbusd, one conversion, one multiply of the
- * two spread scales and one FMA — the single-row kernels' operations on the same values:
- *  - q4_0: dpbusd(c, q, y) with c = -dpbusd(0, 8, y) is the same exact int32 per lane as
- *    dpbusd(0, q, y) - dpbusd(0, 8, y);
- *  - q8_0: weights as unsigned w + 128 (w ^ 0x80) and c = -dpbusd(0, 128, y): the same exact
- *    int32 per lane as the sign trick's dpbusd(0, |w|, y * sign(w));
- *  - spread(d_w) * spread(d_x) is spread(d_w * d_x) lane by lane.
- * An odd last block goes through the same 256-bit kernel as the single-row path, from a
- * block_q8_0 rebuilt from its record (the fp16 scale round-trips exactly through float). */
+/* ---- q4_0 / q8_0: one float lane per block ----
+ * The arithmetic, for a weight row w and an activation row x (q8_0) alike in vec_dot and gemm:
+ *     isum_b = sum over the block's 32 elements of w_e * x_e           (exact int32)
+ *     acc[b % 8] = fma(d_w[b] * d_x[b], (float)isum_b, acc[b % 8])      (blocks in order)
+ *     result = hsum_ps(acc)
+ * Blocks go in groups of 8, one ymm lane each: the group's quants are transposed in registers
+ * so that dword j of lane l holds elements 4j..4j+3 of block l, and 8 vpdpbusd then leave each
+ * block's whole sum in its own lane — no horizontal reduction per block, and one conversion,
+ * one multiply and one FMA per 8 blocks. The last group of a row whose block count is not a
+ * multiple of 8 is padded with zero blocks (their lanes add fma(0, 0, acc)), the same way on
+ * every path. vpdpbusd multiplies unsigned by signed bytes: q4_0's nibbles go in as they are and
+ * q8_0's weights as w + 128 (w ^ 0x80), the offsets' products (8 or 128 times the block's
+ * activation sum) being subtracted through the accumulator's start value c.
+ *
+ * Activation rows are rearranged once per row (prep_row) into q8_group records: gemm then
+ * decodes a weight group once for up to Q8G_R activation rows, and decode (one row) pays the
+ * rearrangement once per matmul, not once per weight row. vec_dot (a q8_0 row as it is)
+ * rearranges each group on the fly into the same record: same values, same operations. */
+
+#define Q8G 8 /* blocks per group */
 
 typedef struct {
-    int8_t y[64];   /* quants of blocks 2i and 2i + 1 (zero when 2i + 1 is past the row) */
-    float d[16];    /* their scales, [d0 x 8, d1 x 8] */
-    int32_t c[16];  /* -offset x each group of four y (offset 8 for q4_0, 128 for q8_0) */
-} q8_pair;
-_Static_assert(sizeof(q8_pair) == 192, "q8_pair is three zmm");
+    int8_t y[8][32]; /* y[j], lane l: quants 4j..4j+3 of block l of the group (0 past the row) */
+    int32_t c[8];    /* lane l: -offset x the sum of block l's quants (offset 8 q4_0, 128 q8_0) */
+    float d[8];      /* lane l: block l's scale (0 past the row) */
+} q8_group;
+_Static_assert(sizeof(q8_group) == 320, "q8_group is ten ymm");
 
-static size_t prep_size_q8_pairs(int64_t n) { return (size_t)((n / QK8_0 + 1) / 2) * sizeof(q8_pair); }
-
-static inline void prep_q8_pairs(const void *vx, void *vxp, int64_t n, int offset) {
-    const block_q8_0 *x = vx;
-    q8_pair *p = vxp;
-    const int64_t nb = n / QK8_0;
-    const __m512i off = _mm512_set1_epi8((char)offset);
-    for (int64_t b = 0; b < nb; b += 2, p++) {
-        const int two = b + 1 < nb;
-        const __m512i y = two ? load_pair(x[b].qs, x[b + 1].qs) : _mm512_zextsi256_si512(load256(x[b].qs));
-        const __m512 d = _mm512_insertf32x8(_mm512_set1_ps(h2f(x[b].d)), _mm256_set1_ps(two ? h2f(x[b + 1].d) : 0.0f), 1);
-        _mm512_storeu_si512(p->y, y);
-        _mm512_storeu_ps(p->d, d);
-        _mm512_storeu_si512(p->c, _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), off, y)));
-    }
+/* z[k] = [dwords 0-3 of block k | dwords 0-3 of block k + 4] -> t[j] lane l = dword j of block l */
+static inline void transpose_4x8(const __m256i z[4], __m256i t[4]) {
+    const __m256i a = _mm256_unpacklo_epi32(z[0], z[1]), b = _mm256_unpackhi_epi32(z[0], z[1]);
+    const __m256i c = _mm256_unpacklo_epi32(z[2], z[3]), d = _mm256_unpackhi_epi32(z[2], z[3]);
+    t[0] = _mm256_unpacklo_epi64(a, c);
+    t[1] = _mm256_unpackhi_epi64(a, c);
+    t[2] = _mm256_unpacklo_epi64(b, d);
+    t[3] = _mm256_unpackhi_epi64(b, d);
 }
 
-static void prep_row_q4_0(const void *x, void *xp, int64_t n) { prep_q8_pairs(x, xp, n, 8); }
-static void prep_row_q8_0(const void *x, void *xp, int64_t n) { prep_q8_pairs(x, xp, n, 128); }
+/* 16 bytes at offset off of each of 8 blocks (stride bytes apart) -> t[j] lane l = dword j */
+static inline void load_transposed(const uint8_t *base, size_t stride, size_t off, __m256i t[4]) {
+    __m256i z[4];
+    for (int k = 0; k < 4; k++)
+        z[k] = _mm256_loadu2_m128i((const __m128i *)(base + (k + 4) * stride + off), (const __m128i *)(base + k * stride + off));
+    transpose_4x8(z, t);
+}
 
-/* the pair starting at block b of one weight row: unsigned bytes and spread scales */
-KX86_ALWAYS_INLINE void weight_pair(const int is_q8, const uint8_t *row, int64_t b, __m512i *q, __m512 *d) {
+/* the fp16 scales at the start of 8 blocks (stride bytes apart) as floats */
+static inline __m256 group_scales(const uint8_t *base, int stride) {
+    const __m256i idx = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(stride));
+    const __m256i v = _mm256_i32gather_epi32((const int *)base, idx, 1); /* d and 2 bytes after */
+    return _mm256_cvtph_ps(_mm256_cvtepi32_epi16(v));
+}
+
+/* block b0's group of a q8_0 row with nb blocks (the part past the row as zero blocks) */
+static inline void prep_q8_group(const block_q8_0 *x, int64_t b0, int64_t nb, int offset, q8_group *g) {
+    block_q8_0 pad[Q8G];
+    const block_q8_0 *p = x + b0;
+    if (nb - b0 < Q8G) {
+        memset(pad, 0, sizeof(pad));
+        memcpy(pad, p, (size_t)(nb - b0) * sizeof(*p));
+        p = pad;
+    }
+    __m256i y[8];
+    load_transposed((const uint8_t *)p->qs, sizeof(*p), 0, y);
+    load_transposed((const uint8_t *)p->qs, sizeof(*p), 16, y + 4);
+    __m256i s = _mm256_setzero_si256();
+    for (int j = 0; j < 8; j++) {
+        s = _mm256_dpbusd_epi32(s, _mm256_set1_epi8((char)offset), y[j]);
+        _mm256_storeu_si256((__m256i *)g->y[j], y[j]);
+    }
+    _mm256_storeu_si256((__m256i *)g->c, _mm256_sub_epi32(_mm256_setzero_si256(), s));
+    _mm256_storeu_ps(g->d, group_scales((const uint8_t *)p, sizeof(*p)));
+}
+
+static size_t prep_size_q8_groups(int64_t n) { return (size_t)((n / QK8_0 + Q8G - 1) / Q8G) * sizeof(q8_group); }
+
+static inline void prep_q8_groups(const void *x, void *xp, int64_t n, int offset) {
+    const int64_t nb = n / QK8_0;
+    q8_group *g = xp;
+    for (int64_t b = 0; b < nb; b += Q8G) prep_q8_group(x, b, nb, offset, g++);
+}
+
+static void prep_row_q4_0(const void *x, void *xp, int64_t n) { prep_q8_groups(x, xp, n, 8); }
+static void prep_row_q8_0(const void *x, void *xp, int64_t n) { prep_q8_groups(x, xp, n, 128); }
+
+/* block b0's group of a weight row with nb blocks -> q[j] (unsigned bytes, as y[j] of
+ * q8_group) and the scales dw */
+KX86_ALWAYS_INLINE void weight_group(const int is_q8, const void *row, int64_t b0, int64_t nb, __m256i q[8], __m256 *dw) {
     if (is_q8) {
-        const block_q8_0 *w = (const block_q8_0 *)row + b;
-        *q = _mm512_xor_si512(load_pair(w[0].qs, w[1].qs), _mm512_set1_epi8((char)0x80));
-        *d = spread_pair(head_halves2(w, sizeof(*w)));
+        block_q8_0 pad[Q8G];
+        const block_q8_0 *p = (const block_q8_0 *)row + b0;
+        if (nb - b0 < Q8G) {
+            memset(pad, 0, sizeof(pad));
+            memcpy(pad, p, (size_t)(nb - b0) * sizeof(*p));
+            p = pad;
+        }
+        load_transposed((const uint8_t *)p->qs, sizeof(*p), 0, q);
+        load_transposed((const uint8_t *)p->qs, sizeof(*p), 16, q + 4);
+        for (int j = 0; j < 8; j++) q[j] = _mm256_xor_si256(q[j], _mm256_set1_epi8((char)0x80));
+        *dw = group_scales((const uint8_t *)p, sizeof(*p));
     } else {
-        const block_q4_0 *w = (const block_q4_0 *)row + b;
-        *q = q4_pair_nibbles(w[0].qs, w[1].qs);
-        *d = spread_pair(head_halves2(w, sizeof(*w)));
+        block_q4_0 pad[Q8G];
+        const block_q4_0 *p = (const block_q4_0 *)row + b0;
+        if (nb - b0 < Q8G) {
+            memset(pad, 0, sizeof(pad));
+            memcpy(pad, p, (size_t)(nb - b0) * sizeof(*p));
+            p = pad;
+        }
+        __m256i t[4];
+        load_transposed((const uint8_t *)p->qs, sizeof(*p), 0, t);
+        const __m256i m4 = _mm256_set1_epi8(0x0F);
+        for (int j = 0; j < 4; j++) { /* low nibbles: elements 0-15, high: 16-31 */
+            q[j] = _mm256_and_si256(t[j], m4);
+            q[j + 4] = _mm256_and_si256(_mm256_srli_epi16(t[j], 4), m4);
+        }
+        *dw = group_scales((const uint8_t *)p, sizeof(*p));
     }
 }
 
-/* the odd last block (index b) of one weight row against its record */
-KX86_ALWAYS_INLINE float weight_tail(const int is_q8, const uint8_t *row, int64_t b, const q8_pair *p) {
-    block_q8_0 y;
-    y.d = (uint16_t)_cvtss_sh(p->d[0], _MM_FROUND_TO_NEAREST_INT);
-    memcpy(y.qs, p->y, QK8_0);
-    return is_q8 ? vec_dot_q8_0_x86((const block_q8_0 *)row + b, &y, QK8_0)
-                 : vec_dot_q4_0_x86((const block_q4_0 *)row + b, &y, QK4_0);
+/* one group of one (weight row, activation row) */
+KX86_ALWAYS_INLINE __m256 group_step(__m256 acc, const __m256i q[8], __m256 dw, const q8_group *g) {
+    __m256i isum = _mm256_loadu_si256((const __m256i *)g->c);
+    for (int j = 0; j < 8; j++) isum = _mm256_dpbusd_epi32(isum, q[j], _mm256_loadu_si256((const __m256i *)g->y[j]));
+    return _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_loadu_ps(g->d)), _mm256_cvtepi32_ps(isum), acc);
 }
 
-#define GEMM_W 2 /* weight rows per tile */
-#define GEMM_R 8 /* activation rows per tile: GEMM_W x GEMM_R accumulators + the pair's operands */
-
-/* W weight rows (ws bytes apart) x R prepared activation rows (xs bytes apart) */
-KX86_ALWAYS_INLINE void q8act_tile(const int is_q8, const uint8_t *w, size_t ws, const int W, const uint8_t *xp,
-                                   size_t xs, int64_t nb, float *out, size_t os, const int R) {
-    __m512 acc[GEMM_W][GEMM_R];
-    for (int o = 0; o < W; o++)
-        for (int r = 0; r < R; r++) acc[o][r] = _mm512_setzero_ps();
-    const int64_t np = nb / 2;
-    for (int64_t i = 0; i < np; i++) {
-        __m512i q[GEMM_W];
-        __m512 dw[GEMM_W];
-        for (int o = 0; o < W; o++) weight_pair(is_q8, w + (size_t)o * ws, 2 * i, &q[o], &dw[o]);
-        for (int r = 0; r < R; r++) {
-            const q8_pair *p = (const q8_pair *)(xp + (size_t)r * xs) + i;
-            const __m512i y = _mm512_loadu_si512(p->y), c = _mm512_loadu_si512(p->c);
-            const __m512 dx = _mm512_loadu_ps(p->d);
-            for (int o = 0; o < W; o++)
-                acc[o][r] = _mm512_fmadd_ps(_mm512_mul_ps(dw[o], dx), _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(c, q[o], y)),
-                                            acc[o][r]);
-        }
-    }
-    for (int o = 0; o < W; o++)
-        for (int r = 0; r < R; r++) {
-            float s = _mm512_reduce_add_ps(acc[o][r]);
-            if (nb & 1) s += weight_tail(is_q8, w + (size_t)o * ws, nb - 1, (const q8_pair *)(xp + (size_t)r * xs) + np);
-            out[(size_t)r * os + (size_t)o] = s;
-        }
-}
-
-KX86_ALWAYS_INLINE void q8act_gemm(const int is_q8, const void *w, size_t ws, int n_w, const void *xp, size_t xs,
-                                   int n_x, int64_t n, float *out, size_t os) {
+KX86_ALWAYS_INLINE float q8g_dot(const int is_q8, const void *w, const void *vx, int64_t n) {
     const int64_t nb = n / QK8_0;
-    for (int r0 = 0; r0 < n_x; r0 += GEMM_R) {
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b += Q8G) {
+        __m256i q[8];
+        __m256 dw;
+        q8_group g;
+        weight_group(is_q8, w, b, nb, q, &dw);
+        prep_q8_group(vx, b, nb, is_q8 ? 128 : 8, &g);
+        acc = group_step(acc, q, dw, &g);
+    }
+    return hsum_ps(acc);
+}
+
+static float vec_dot_q4_0_avx512(const void *w, const void *x, int64_t n) { return q8g_dot(0, w, x, n); }
+static float vec_dot_q8_0_avx512(const void *w, const void *x, int64_t n) { return q8g_dot(1, w, x, n); }
+
+#define Q8G_R 16 /* activation rows per weight-group decode: 16 accumulators + 9 weight registers */
+
+KX86_ALWAYS_INLINE void q8g_rows(const int is_q8, const void *w, const uint8_t *xp, size_t xs, int64_t nb, float *out,
+                                 size_t os, const int R) {
+    __m256 acc[16]; /* KX86_SWITCH_R16 instantiates R up to 16 */
+    for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b += Q8G) {
+        __m256i q[8];
+        __m256 dw;
+        weight_group(is_q8, w, b, nb, q, &dw);
+        for (int r = 0; r < R; r++) acc[r] = group_step(acc[r], q, dw, (const q8_group *)(xp + (size_t)r * xs) + b / Q8G);
+    }
+    for (int r = 0; r < R; r++) out[(size_t)r * os] = hsum_ps(acc[r]);
+}
+
+KX86_ALWAYS_INLINE void q8g_gemm(const int is_q8, const void *w, size_t ws, int n_w, const void *xp, size_t xs, int n_x,
+                                 int64_t n, float *out, size_t os) {
+    const int64_t nb = n / QK8_0;
+    for (int r0 = 0; r0 < n_x; r0 += Q8G_R) {
         const uint8_t *x = (const uint8_t *)xp + (size_t)r0 * xs;
         float *o0 = out + (size_t)r0 * os;
-        int o = 0;
-        for (; o + GEMM_W <= n_w; o += GEMM_W)
-            KX86_SWITCH_R(n_x - r0, q8act_tile, is_q8, (const uint8_t *)w + (size_t)o * ws, ws, GEMM_W, x, xs, nb,
-                          o0 + o, os);
-        for (; o < n_w; o++)
-            KX86_SWITCH_R(n_x - r0, q8act_tile, is_q8, (const uint8_t *)w + (size_t)o * ws, ws, 1, x, xs, nb, o0 + o,
-                          os);
+        for (int o = 0; o < n_w; o++)
+            KX86_SWITCH_R16(n_x - r0, q8g_rows, is_q8, (const uint8_t *)w + (size_t)o * ws, x, xs, nb, o0 + o, os);
     }
 }
 
 static void gemm_q4_0_avx512(const void *w, size_t ws, int n_w, const void *xp, size_t xs, int n_x, int64_t n,
                              float *out, size_t os) {
-    q8act_gemm(0, w, ws, n_w, xp, xs, n_x, n, out, os);
+    q8g_gemm(0, w, ws, n_w, xp, xs, n_x, n, out, os);
 }
 
 static void gemm_q8_0_avx512(const void *w, size_t ws, int n_w, const void *xp, size_t xs, int n_x, int64_t n,
                              float *out, size_t os) {
-    q8act_gemm(1, w, ws, n_w, xp, xs, n_x, n, out, os);
+    q8g_gemm(1, w, ws, n_w, xp, xs, n_x, n, out, os);
 }
 
 /* ---- f16 matrix product ----
  * The activation rows are converted to f32 once (prep_row); each 16-element weight vector is
- * converted once for F16_GEMM_R rows. Per (weight row, activation row) the four accumulators
+ * converted once for the tile's 6 or 3 activation rows. Per (weight row, activation row) the four accumulators
  * receive exactly vec_dot_f16_avx512's FMAs in its order (64-element steps, 16-element steps
  * into acc[0], the masked tail into acc[1]) and are reduced as it reduces them. */
-
-#define F16_GEMM_R 6 /* 4 x 6 accumulators; f16_rows is only called with R <= 6 */
 
 static size_t prep_size_f16(int64_t n) { return ((size_t)n * sizeof(float) + 63) / 64 * 64; }
 
@@ -406,42 +422,123 @@ static void prep_row_f16(const void *vx, void *vxp, int64_t n) {
     }
 }
 
-KX86_ALWAYS_INLINE void f16_rows(const uint16_t *a, const uint8_t *xp, size_t xs, int64_t n, float *out, size_t os,
-                                 const int R) {
-    __m512 acc[8][4]; /* KX86_SWITCH_R also instantiates R = 7 and 8 (never called) */
-    for (int r = 0; r < R; r++)
-        for (int k = 0; k < 4; k++) acc[r][k] = _mm512_setzero_ps();
+/* W weight rows x R activation rows, 4 accumulators each (W * R <= 6) */
+KX86_ALWAYS_INLINE void f16_tile(const uint8_t *w, size_t ws, const int W, const uint8_t *xp, size_t xs, int64_t n,
+                                 float *out, size_t os, const int R) {
+    __m512 acc[2][8][4]; /* KX86_SWITCH_R instantiates R up to 8; only W * R <= 6 is called */
+    for (int o = 0; o < W; o++)
+        for (int r = 0; r < R; r++)
+            for (int k = 0; k < 4; k++) acc[o][r][k] = _mm512_setzero_ps();
+#define F16_W(o, i) ((const uint16_t *)(w + (size_t)(o) * ws) + (i))
+#define F16_X(r, i) ((const float *)(xp + (size_t)(r) * xs) + (i))
     int64_t i = 0;
     for (; i + 64 <= n; i += 64)
         for (int k = 0; k < 4; k++) {
-            const __m512 wv = load_f16_512(a + i + 16 * k);
-            for (int r = 0; r < R; r++)
-                acc[r][k] = _mm512_fmadd_ps(wv, _mm512_loadu_ps((const float *)(xp + (size_t)r * xs) + i + 16 * k), acc[r][k]);
+            __m512 wv[2];
+            for (int o = 0; o < W; o++) wv[o] = load_f16_512(F16_W(o, i + 16 * k));
+            for (int r = 0; r < R; r++) {
+                const __m512 xv = _mm512_loadu_ps(F16_X(r, i + 16 * k));
+                for (int o = 0; o < W; o++) acc[o][r][k] = _mm512_fmadd_ps(wv[o], xv, acc[o][r][k]);
+            }
         }
-    for (; i + 16 <= n; i += 16) {
-        const __m512 wv = load_f16_512(a + i);
-        for (int r = 0; r < R; r++)
-            acc[r][0] = _mm512_fmadd_ps(wv, _mm512_loadu_ps((const float *)(xp + (size_t)r * xs) + i), acc[r][0]);
-    }
+    for (; i + 16 <= n; i += 16)
+        for (int o = 0; o < W; o++) {
+            const __m512 wv = load_f16_512(F16_W(o, i));
+            for (int r = 0; r < R; r++) acc[o][r][0] = _mm512_fmadd_ps(wv, _mm512_loadu_ps(F16_X(r, i)), acc[o][r][0]);
+        }
     if (i < n) {
         const __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
-        const __m512 wv = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, a + i));
-        for (int r = 0; r < R; r++)
-            acc[r][1] = _mm512_fmadd_ps(wv, _mm512_maskz_loadu_ps(m, (const float *)(xp + (size_t)r * xs) + i), acc[r][1]);
+        for (int o = 0; o < W; o++) {
+            const __m512 wv = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, F16_W(o, i)));
+            for (int r = 0; r < R; r++)
+                acc[o][r][1] = _mm512_fmadd_ps(wv, _mm512_maskz_loadu_ps(m, F16_X(r, i)), acc[o][r][1]);
+        }
     }
-    for (int r = 0; r < R; r++)
-        out[(size_t)r * os] = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(acc[r][0], acc[r][1]),
-                                                                 _mm512_add_ps(acc[r][2], acc[r][3])));
+#undef F16_W
+#undef F16_X
+    for (int o = 0; o < W; o++)
+        for (int r = 0; r < R; r++)
+            out[(size_t)r * os + (size_t)o] = _mm512_reduce_add_ps(
+                _mm512_add_ps(_mm512_add_ps(acc[o][r][0], acc[o][r][1]), _mm512_add_ps(acc[o][r][2], acc[o][r][3])));
 }
+
+/* NOTE: up to 1365 columns six activation rows of f32 (32 KiB) stay in L1 while a weight row
+ * passes: one weight row x 6 activation rows. Wider rows would stream the activations from L2
+ * for every weight row, so there two weight rows share each activation load (x 3 rows). */
+#define F16_L1_COLS 1365
 
 static void gemm_f16_avx512(const void *w, size_t ws, int n_w, const void *xp, size_t xs, int n_x, int64_t n,
                             float *out, size_t os) {
-    for (int r0 = 0; r0 < n_x; r0 += F16_GEMM_R) {
+    const int W = n > F16_L1_COLS ? 2 : 1, RT = 6 / W;
+    for (int r0 = 0; r0 < n_x; r0 += RT) {
         const uint8_t *x = (const uint8_t *)xp + (size_t)r0 * xs;
-        const int left = n_x - r0 < F16_GEMM_R ? n_x - r0 : F16_GEMM_R;
+        float *o0 = out + (size_t)r0 * os;
+        const int left = n_x - r0 < RT ? n_x - r0 : RT;
+        int o = 0;
+        if (W == 2)
+            for (; o + 2 <= n_w; o += 2)
+                KX86_SWITCH_R(left, f16_tile, (const uint8_t *)w + (size_t)o * ws, ws, 2, x, xs, n, o0 + o, os);
+        for (; o < n_w; o++)
+            KX86_SWITCH_R(left, f16_tile, (const uint8_t *)w + (size_t)o * ws, ws, 1, x, xs, n, o0 + o, os);
+    }
+}
+
+/* ---- q4_K matrix product ----
+ * Per super-block the single-row kernel (kernels_x86.h's vec_dot_q4_k_x86) forms two exact
+ * integers — isum = sum_j scale_j x (the 32-element dot of sub-block j) and summ = sum_j min_j x
+ * (bsums[2j] + bsums[2j + 1]) — and then `sumf += d * (float)isum - dmin * (float)summ`. Here
+ * the weight side (nibbles, scales, mins) is decoded once per super-block for up to 8 activation
+ * rows, the integers are formed 64 elements per zmm (vpmaddubsw pairs, then vpdpwssd with the
+ * sub-block scales: the same exact sums), and the float step is that same C expression. */
+
+/* scale j in 16-bit lanes 0-15 (elements 0-31 of a 64-element step), scale j + 1 in 16-31 */
+static inline __m512i k4_scale_pair(__m512i sm, int j) {
+    const __m512i lo = _mm512_set1_epi16((short)j), hi = _mm512_set1_epi16((short)(j + 1));
+    return _mm512_permutexvar_epi16(_mm512_mask_blend_epi16(0xFFFF0000u, lo, hi), sm);
+}
+
+KX86_ALWAYS_INLINE void q4_k_rows(const block_q4_K *w, const uint8_t *x, size_t xs, int64_t nsb, float *out, size_t os,
+                                  const int R) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    float sumf[8];
+    for (int r = 0; r < R; r++) sumf[r] = 0;
+    for (int64_t i = 0; i < nsb; i++) {
+        /* scales 0-7 and mins 0-7 as int16 (quant_k.c's get_scale_min_k4), see k4_scales_mins */
+        const uint32_t a = load_u32(w[i].scales), b = load_u32(w[i].scales + 4), c = load_u32(w[i].scales + 8);
+        const uint32_t sc_lo = a & 0x3f3f3f3fu, mn_lo = b & 0x3f3f3f3fu;
+        const uint32_t sc_hi = (c & 0x0f0f0f0fu) | ((a >> 2) & 0x30303030u);
+        const uint32_t mn_hi = ((c >> 4) & 0x0f0f0f0fu) | ((b >> 2) & 0x30303030u);
+        const __m256i sm = _mm256_cvtepu8_epi16(_mm_setr_epi32((int)sc_lo, (int)sc_hi, (int)mn_lo, (int)mn_hi));
+        const __m128i mins = _mm256_extracti128_si256(sm, 1);
+        const __m256i mdup = _mm256_set_m128i(_mm_unpackhi_epi16(mins, mins), _mm_unpacklo_epi16(mins, mins));
+        __m512i u[4], sc[4];
+        for (int j = 0; j < 4; j++) { /* elements 64j..64j+31: low nibbles, 64j+32..64j+63: high */
+            const __m512i t = _mm512_broadcast_i64x4(load256(w[i].qs + 32 * j));
+            u[j] = _mm512_and_si512(_mm512_mask_srli_epi16(t, 0xFFFF0000u, t, 4), m4);
+            sc[j] = k4_scale_pair(_mm512_castsi256_si512(sm), 2 * j);
+        }
+        const float dw = h2f(w[i].d), mw = h2f(w[i].dmin);
+        for (int r = 0; r < R; r++) {
+            const block_q8_K *y = (const block_q8_K *)(x + (size_t)r * xs) + i;
+            __m512i acc = _mm512_setzero_si512();
+            for (int j = 0; j < 4; j++)
+                acc = _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(u[j], _mm512_loadu_si512(y->qs + 64 * j)), sc[j]);
+            const int isum = _mm512_reduce_add_epi32(acc);
+            const int summ = hsum_epi32(_mm256_madd_epi16(load256(y->bsums), mdup));
+            const float d = dw * y->d, dmin = mw * y->d;
+            sumf[r] += d * (float)isum - dmin * (float)summ;
+        }
+    }
+    for (int r = 0; r < R; r++) out[(size_t)r * os] = sumf[r];
+}
+
+static void gemm_q4_k_avx512(const void *w, size_t ws, int n_w, const void *x, size_t xs, int n_x, int64_t n,
+                             float *out, size_t os) {
+    for (int r0 = 0; r0 < n_x; r0 += 8) {
+        const uint8_t *xr = (const uint8_t *)x + (size_t)r0 * xs;
         for (int o = 0; o < n_w; o++)
-            KX86_SWITCH_R(left, f16_rows, (const uint16_t *)((const uint8_t *)w + (size_t)o * ws), x, xs, n,
-                          out + (size_t)r0 * os + o, os);
+            KX86_SWITCH_R(n_x - r0, q4_k_rows, (const block_q4_K *)((const uint8_t *)w + (size_t)o * ws), xr, xs,
+                          n / QK_K, out + (size_t)r0 * os + o, os);
     }
 }
 
@@ -453,15 +550,18 @@ const cpu_kernels *cpu_kernels_avx512_entry(si_type t, int has_bf16) {
                                       .gemm = gemm_f16_avx512, .prep_row = prep_row_f16, .prep_size = prep_size_f16};
     static const cpu_kernels k_bf16 = {.vec_dot_type = SI_TYPE_BF16, .quantize_row = quantize_row_bf16_x86, .vec_dot = vec_dot_bf16_avx512};
     static const cpu_kernels k_q4_0 = {.vec_dot_type = SI_TYPE_Q8_0, .quantize_row = quantize_row_q8_0_x86, .vec_dot = vec_dot_q4_0_avx512,
-                                       .gemm = gemm_q4_0_avx512, .prep_row = prep_row_q4_0, .prep_size = prep_size_q8_pairs};
+                                       .gemm = gemm_q4_0_avx512, .prep_row = prep_row_q4_0, .prep_size = prep_size_q8_groups};
     static const cpu_kernels k_q4_1 = {.vec_dot_type = SI_TYPE_Q8_1, .quantize_row = quantize_row_q8_1_x86, .vec_dot = vec_dot_q4_1_avx512,
                                        .gemm = gemm_q4_1_avx512};
     static const cpu_kernels k_q5_0 = {.vec_dot_type = SI_TYPE_Q8_0, .quantize_row = quantize_row_q8_0_x86, .vec_dot = vec_dot_q5_0_avx512};
     static const cpu_kernels k_q5_1 = {.vec_dot_type = SI_TYPE_Q8_1, .quantize_row = quantize_row_q8_1_x86, .vec_dot = vec_dot_q5_1_avx512};
     static const cpu_kernels k_q8_0 = {.vec_dot_type = SI_TYPE_Q8_0, .quantize_row = quantize_row_q8_0_x86, .vec_dot = vec_dot_q8_0_avx512,
-                                       .gemm = gemm_q8_0_avx512, .prep_row = prep_row_q8_0, .prep_size = prep_size_q8_pairs};
+                                       .gemm = gemm_q8_0_avx512, .prep_row = prep_row_q8_0, .prep_size = prep_size_q8_groups};
+    static const cpu_kernels k_q4_k = {.vec_dot_type = SI_TYPE_Q8_K, .quantize_row = quantize_row_q8_k_x86, .vec_dot = vec_dot_q4_k_x86,
+                                       .gemm = gemm_q4_k_avx512};
     switch (t) {
     case SI_TYPE_Q4_0: return &k_q4_0;
+    case SI_TYPE_Q4_K: return &k_q4_k;
     case SI_TYPE_Q5_0: return &k_q5_0;
     case SI_TYPE_Q5_1: return &k_q5_1;
     case SI_TYPE_Q8_0: return &k_q8_0;

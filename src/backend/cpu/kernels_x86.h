@@ -611,6 +611,29 @@ static float vec_dot_bf16_x86(const void *vw, const void *vx, int64_t n) {
         }                                                                                         \
     } while (0)
 
+/* the same for 1 <= r <= 16 */
+#define KX86_SWITCH_R16(r, kern, ...)                                                              \
+    do {                                                                                          \
+        switch (r) {                                                                              \
+        case 1: kern(__VA_ARGS__, 1); break;                                                      \
+        case 2: kern(__VA_ARGS__, 2); break;                                                      \
+        case 3: kern(__VA_ARGS__, 3); break;                                                      \
+        case 4: kern(__VA_ARGS__, 4); break;                                                      \
+        case 5: kern(__VA_ARGS__, 5); break;                                                      \
+        case 6: kern(__VA_ARGS__, 6); break;                                                      \
+        case 7: kern(__VA_ARGS__, 7); break;                                                      \
+        case 8: kern(__VA_ARGS__, 8); break;                                                      \
+        case 9: kern(__VA_ARGS__, 9); break;                                                      \
+        case 10: kern(__VA_ARGS__, 10); break;                                                    \
+        case 11: kern(__VA_ARGS__, 11); break;                                                    \
+        case 12: kern(__VA_ARGS__, 12); break;                                                    \
+        case 13: kern(__VA_ARGS__, 13); break;                                                    \
+        case 14: kern(__VA_ARGS__, 14); break;                                                    \
+        case 15: kern(__VA_ARGS__, 15); break;                                                    \
+        default: kern(__VA_ARGS__, 16); break;                                                    \
+        }                                                                                         \
+    } while (0)
+
 /* NOTE: the 256-bit table has no multi-row kernels: the AVX2 ones were not bit-identical to the
  * single-row kernels (batch invariance, cpu_kernels.h's gemm), so matmul loops vec_dot there. */
 /* The 256-bit table: one entry per weight type that has a kernel here. */

@@ -4,9 +4,11 @@
  * Q8_K or F16) so that the inner product runs on integers; then weight rows are dotted with each
  * quantised activation row. One pool job does both phases:
  *
- *  1. quantise: the activation rows (or, for a single row, slices of its blocks) are pieces that
- *     threads claim from an atomic counter; each counts its finished pieces into `q_done`, and
- *     every thread waits until all pieces are done before
+ *  1. quantise: the activation rows (or, for a single row without a gemm kernel, slices of its
+ *     blocks) are pieces that threads claim from an atomic counter; a row is also rearranged
+ *     into its gemm kernel's layout (cpu_kernels.h's prep_row) right after it is quantised.
+ *     Each thread counts its finished pieces into `q_done`, and every thread waits until all
+ *     pieces are done before
  *  2. multiply: weight rows are cut into chunks that threads claim from a second counter.
  * Nothing is assigned to a thread by its index: when the OS deschedules a worker (a busy or
  * over-subscribed machine), the threads that run take its share instead of waiting for it.
@@ -14,10 +16,11 @@
  * Decode (one activation row) is memory-bound: each chunk of weights is streamed once. Prefill
  * (many rows) is tiled so that a chunk of weight rows (MM_CHUNK_PREFILL bytes, meant to stay in
  * L2) is multiplied with every activation row before the next chunk is touched: each weight byte
- * comes from DRAM once per matmul instead of once per activation row. Within a chunk a weight
- * row meets a tile of MM_ROW_TILE activation rows in one multi-row kernel call (cpu_kernels.h's
- * vec_dot_rows): its blocks are decoded once per tile, not once per activation row. Batched
- * decode (a few sequences, one row each) takes the same path.
+ * comes from DRAM once per matmul instead of once per activation row. A chunk goes to the
+ * type's gemm kernel with all activation rows: it decodes each weight block once per tile of
+ * activation rows (8-16, held in registers), not once per activation row. Every row count takes
+ * that path when the type has a gemm kernel; the results per row are bit-identical to vec_dot's,
+ * so they never depend on the batch (cpu_kernels.h).
  *
  * The dot products and activation quantisers are the best this CPU has (cpu_kernels_get: AVX-512
  * VNNI, AVX2 or scalar, by CPUID). cpu_matmul_ref is the plain reference loop over quant/'s
@@ -60,13 +63,15 @@ static mm_kernels mm_kernels_for(si_type t) {
     return (mm_kernels){ck, xt->block_size, (size_t)xt->type_size};
 }
 
-/* NOTE: one activation row takes vec_dot (decode: nothing to amortise over); two or more take
- * gemm. Both give bit-identical results per row (cpu_kernels.h), so the split is only speed. */
-static int mm_uses_gemm(const cpu_kernels *ck, int n_rows) { return ck->gemm != NULL && n_rows > 1; }
+/* NOTE: every row count takes gemm where the type has one: decode (one row) too, since its
+ * activation row is then rearranged once per matmul instead of once per weight row (q4_0 / q8_0
+ * vec_dot rearrange on the fly). gemm and vec_dot give bit-identical results per row
+ * (cpu_kernels.h), so the choice is only speed. */
+static int mm_uses_gemm(const cpu_kernels *ck) { return ck->gemm != NULL; }
 
 /* bytes of gemm's prepared layout per activation row (0: gemm reads the quantised rows) */
-static size_t mm_prep_row(const cpu_kernels *ck, int64_t n_cols, int n_rows) {
-    return mm_uses_gemm(ck, n_rows) && ck->prep_row ? ck->prep_size(n_cols) : 0;
+static size_t mm_prep_row(const cpu_kernels *ck, int64_t n_cols) {
+    return mm_uses_gemm(ck) && ck->prep_row ? ck->prep_size(n_cols) : 0;
 }
 
 #define MM_ALIGN 64 /* the prepared rows start on a cache line */
@@ -76,7 +81,7 @@ size_t cpu_matmul_scratch(const si_tensor *W, int n_rows) {
     const cpu_kernels *ck = mm_kernels_for(W->type).ck;
     const size_t fast = quant_row_size(ck->vec_dot_type, W->n_cols);
     const size_t ref = quant_row_size(quant_get(W->type)->vec_dot_type, W->n_cols);
-    const size_t prep = mm_prep_row(ck, W->n_cols, n_rows);
+    const size_t prep = mm_prep_row(ck, W->n_cols);
     return (fast > ref ? fast : ref) * (size_t)n_rows + (prep ? MM_ALIGN + prep * (size_t)n_rows : 0);
 }
 
@@ -123,7 +128,7 @@ static void mm_quantise(mm_job *j) {
 /* Phase 2 for weight rows [o0, o1): every activation row. */
 static void mm_chunk(const mm_job *j, int64_t o0, int64_t o1) {
     const cpu_kernels *ck = j->k.ck;
-    if (!mm_uses_gemm(ck, j->n_rows)) {
+    if (!mm_uses_gemm(ck)) {
         for (int r = 0; r < j->n_rows; r++)
             for (int64_t o = o0; o < o1; o++)
                 j->out[(size_t)r * j->n_out + o] =
@@ -163,7 +168,7 @@ void cpu_matmul(thread_pool *pool, float *out, const si_tensor *W, const float *
         .w_row = quant_row_size(W->type, W->n_cols),
     };
     job.xq_row = quant_row_size(job.k.ck->vec_dot_type, W->n_cols);
-    job.xp_row = mm_prep_row(job.k.ck, W->n_cols, n_rows);
+    job.xp_row = mm_prep_row(job.k.ck, W->n_cols);
     if (job.xp_row) {
         const uintptr_t end = (uintptr_t)(job.xq + job.xq_row * (size_t)n_rows);
         job.xp = (uint8_t *)((end + MM_ALIGN - 1) / MM_ALIGN * MM_ALIGN);
