@@ -17,6 +17,8 @@
 #   GPU_BENCH_KEEP         1: keep each model after benching it (default: delete it when less
 #                          than 24 GiB would stay free in the model directory)
 #   GPU_BENCH_STEP_TIMEOUT seconds one synth or bench may take before it is killed (default 300)
+#   GPU_BENCH_DEADLINE_S   start no new model after this many seconds (default 0: no limit), so
+#                          a command chained after this script still gets its time
 #
 # One 10-minute device call fits about three 7B types (estimates in the final report of the
 # benchmarking session and bench/RESULTS.md); split the rest with GPU_BENCH_TYPES.
@@ -34,6 +36,7 @@ LLAMA3_TYPES=${GPU_BENCH_LLAMA3_TYPES:-f16 q4_0}
 BATCHED=${GPU_BENCH_BATCHED:-1}
 KEEP=${GPU_BENCH_KEEP:-0}
 STEP_TIMEOUT=${GPU_BENCH_STEP_TIMEOUT:-300}
+DEADLINE=${GPU_BENCH_DEADLINE_S:-0}
 BW_GBPS=4210 # the issue's measured H200 copy bandwidth, GB/s
 PP_BATCH_ARGS=()
 [ -n "${GPU_BENCH_PP_BATCH:-}" ] && PP_BATCH_ARGS=(-b "$GPU_BENCH_PP_BATCH")
@@ -64,6 +67,63 @@ log "types: llama2-7b: $TYPES$([ "$LLAMA3" = 1 ] && echo "; llama3-8b: $LLAMA3_T
     echo "gpu: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null || echo unknown)"
     echo "cpu: $(nproc) cores, $(awk '/MemTotal/ { print int($2 / 1048576) " GiB" }' /proc/meminfo)"
 } | tee "$OUT/env.txt"
+
+# summary: OUT/summary.md from the JSON written so far (after every model, so a run cut short
+# by the device call's time limit still brings one back).
+summary() {
+    python3 - "$OUT" "$BW_GBPS" > "$OUT/summary.md" <<'EOF'
+import glob, json, os, sys
+
+out, bw = sys.argv[1], float(sys.argv[2])
+# The issue's llama.cpp reference on the same H200 (Llama-2-7B shape): pp2048, tg128, 64-seq gen.
+REF = {"f16": (18961, 224, 4753), "q8_0": (11127, 273, None), "q4_0": (11009, 359, 3857)}
+
+def load(path):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+def fmt(x, spec="{:,.0f}"):
+    return "—" if x is None else spec.format(x)
+
+def ratio(a, b):
+    return "—" if a is None or not b else "{:.2f}".format(a / b)
+
+print(open(os.path.join(out, "env.txt")).read().strip().replace("\n", "  \n"))
+print()
+print("| model | pp2048 t/s | tg128 t/s | tg of {:.2f} TB/s | 64x(512+128) gen t/s "
+      "| decode t/s | pp / ref | tg / ref | decode / ref |".format(bw / 1000))
+print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+names = sorted({os.path.basename(p).split(".")[0]
+                for pat in ("*.bench.json", "*.batched.json") for p in glob.glob(os.path.join(out, pat))})
+for name in names:
+    pp = tg = frac = gen = dec = None
+    b = load(os.path.join(out, name + ".bench.json"))
+    for r in (b or {}).get("results", []):
+        if r.get("test", "").startswith("pp"):
+            pp = r["avg_ts"]
+        elif r.get("test", "").startswith("tg"):
+            tg, frac = r["avg_ts"], r.get("roofline_frac")
+    c = load(os.path.join(out, name + ".batched.json"))
+    if c:
+        gen = c[0]["aggregate_tps"]
+        dec = c[0]["per_request_tps"] * c[0]["concurrency"]
+    ref = REF.get(name.split("-")[-1]) if name.startswith("llama2-7b") else None
+    ref = ref or (None, None, None)
+    print("| {} | {} | {} | {} | {} | {} | {} | {} | {} |".format(
+        name, fmt(pp), fmt(tg, "{:,.1f}"), fmt(frac, "{:.2f}"), fmt(gen), fmt(dec),
+        ratio(pp, ref[0]), ratio(tg, ref[1]), ratio(dec, ref[2])))
+print()
+print("gen t/s: all generated tokens / wall time of the 64-request run, prefill included "
+      "(64 x 512 prompt tokens, chunked 512 per step). decode t/s: the sum over requests of "
+      "(tokens - 1) / (last token - first token), i.e. the generation rate once decoding; "
+      "llama.cpp's 64-seq figure is a generation-only rate (batched-bench S_TG), so the ratio "
+      "uses decode t/s (the issue's target: >= 1.5). "
+      "tg fraction: tg t/s x weight bytes read per token / {:.2f} TB/s.".format(bw / 1000))
+EOF
+}
 
 fail=0
 # bench_one SHAPE TYPE: synth (unless present), pp/tg, batched; logs and JSON under OUT.
@@ -120,64 +180,21 @@ bench_one() {
     fi
 }
 
-for type in $TYPES; do bench_one llama2-7b "$type"; done
+RUNS=""
+for type in $TYPES; do RUNS="$RUNS llama2-7b:$type"; done
 if [ "$LLAMA3" = 1 ]; then
-    for type in $LLAMA3_TYPES; do bench_one llama3-8b "$type"; done
+    for type in $LLAMA3_TYPES; do RUNS="$RUNS llama3-8b:$type"; done
 fi
+for run in $RUNS; do
+    if [ "$DEADLINE" -gt 0 ] && [ "$SECONDS" -ge "$DEADLINE" ]; then
+        log "${run/:/-}: skipped, past GPU_BENCH_DEADLINE_S=$DEADLINE"
+        fail=1
+        continue
+    fi
+    bench_one "${run%%:*}" "${run##*:}"
+    summary
+done
 
-log "summary -> $OUT/summary.md"
-python3 - "$OUT" "$BW_GBPS" > "$OUT/summary.md" <<'EOF'
-import glob, json, os, sys
-
-out, bw = sys.argv[1], float(sys.argv[2])
-# The issue's llama.cpp reference on the same H200 (Llama-2-7B shape): pp2048, tg128, 64-seq gen.
-REF = {"f16": (18961, 224, 4753), "q8_0": (11127, 273, None), "q4_0": (11009, 359, 3857)}
-
-def load(path):
-    try:
-        with open(path) as f:
-            return json.load(f)
-    except (OSError, ValueError):
-        return None
-
-def fmt(x, spec="{:,.0f}"):
-    return "—" if x is None else spec.format(x)
-
-def ratio(a, b):
-    return "—" if a is None or not b else "{:.2f}".format(a / b)
-
-print(open(os.path.join(out, "env.txt")).read().strip().replace("\n", "  \n"))
-print()
-print("| model | pp2048 t/s | tg128 t/s | tg of {:.2f} TB/s | 64x(512+128) gen t/s "
-      "| decode t/s | pp / ref | tg / ref | decode / ref |".format(bw / 1000))
-print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
-names = sorted({os.path.basename(p).split(".")[0]
-                for pat in ("*.bench.json", "*.batched.json") for p in glob.glob(os.path.join(out, pat))})
-for name in names:
-    pp = tg = frac = gen = dec = None
-    b = load(os.path.join(out, name + ".bench.json"))
-    for r in (b or {}).get("results", []):
-        if r.get("test", "").startswith("pp"):
-            pp = r["avg_ts"]
-        elif r.get("test", "").startswith("tg"):
-            tg, frac = r["avg_ts"], r.get("roofline_frac")
-    c = load(os.path.join(out, name + ".batched.json"))
-    if c:
-        gen = c[0]["aggregate_tps"]
-        dec = c[0]["per_request_tps"] * c[0]["concurrency"]
-    ref = REF.get(name.split("-")[-1]) if name.startswith("llama2-7b") else None
-    ref = ref or (None, None, None)
-    print("| {} | {} | {} | {} | {} | {} | {} | {} | {} |".format(
-        name, fmt(pp), fmt(tg, "{:,.1f}"), fmt(frac, "{:.2f}"), fmt(gen), fmt(dec),
-        ratio(pp, ref[0]), ratio(tg, ref[1]), ratio(dec, ref[2])))
-print()
-print("gen t/s: all generated tokens / wall time of the 64-request run, prefill included "
-      "(64 x 512 prompt tokens, chunked 512 per step). decode t/s: the sum over requests of "
-      "(tokens - 1) / (last token - first token), i.e. the generation rate once decoding; "
-      "llama.cpp's 64-seq figure is a generation-only rate (batched-bench S_TG), so the ratio "
-      "uses decode t/s (the issue's target: >= 1.5). "
-      "tg fraction: tg t/s x weight bytes read per token / {:.2f} TB/s.".format(bw / 1000))
-EOF
 cat "$OUT/summary.md"
 log "done$([ $fail = 1 ] && echo ", with FAILURES (see the logs in $OUT)")"
 exit $fail
