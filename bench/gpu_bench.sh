@@ -64,7 +64,8 @@ log "types: llama2-7b: $TYPES$([ "$LLAMA3" = 1 ] && echo "; llama3-8b: $LLAMA3_T
 {
     echo "date: $(date -u '+%Y-%m-%d %H:%M UTC')"
     echo "commit: $(git -C "$(dirname "$0")" rev-parse --short HEAD 2>/dev/null || echo unknown)"
-    echo "gpu: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null || echo unknown)"
+    echo "gpu: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader \
+        2>/dev/null || echo unknown)"
     echo "cpu: $(nproc) cores, $(awk '/MemTotal/ { print int($2 / 1048576) " GiB" }' /proc/meminfo)"
 } | tee "$OUT/env.txt"
 
@@ -96,8 +97,8 @@ print()
 print("| model | pp2048 t/s | tg128 t/s | tg of {:.2f} TB/s | 64x(512+128) gen t/s "
       "| decode t/s | pp / ref | tg / ref | decode / ref |".format(bw / 1000))
 print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
-names = sorted({os.path.basename(p).split(".")[0]
-                for pat in ("*.bench.json", "*.batched.json") for p in glob.glob(os.path.join(out, pat))})
+names = sorted({os.path.basename(p).split(".")[0] for pat in ("*.bench.json", "*.batched.json")
+                for p in glob.glob(os.path.join(out, pat))})
 for name in names:
     pp = tg = frac = gen = dec = None
     b = load(os.path.join(out, name + ".bench.json"))

@@ -128,7 +128,7 @@ static void gen_normal(float *x, int64_t n, uint64_t seed, uint64_t name_hash, i
             /* radius from u in (0, 1]: finite log, tails cut at 5.8 sigma */
             const float u = (float)((int32_t)(r >> 40) + 1) * (1.0f / 16777216.0f);
             const float rad = std * sqrt_nonneg(-2.0f * ln_unit(u) + 0.0f);
-            /* angle 2 pi t, t = v / 2^24: quadrant q plus a in [-pi/4, pi/4) */
+            /* angle 2 pi v / 2^24 (v: the low 24 bits) = q quarter turns + ang in [-pi/4, pi/4) */
             const uint32_t t = ((uint32_t)r & 0xFFFFFFu) + (1u << 21);
             const uint32_t q = (t >> 22) & 3u;
             const float ang = (float)((int32_t)(t & 0x3FFFFFu) - (1 << 21)) * two_pi_24;

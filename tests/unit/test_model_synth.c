@@ -384,7 +384,7 @@ static void check_vs_reference(const char *shape) {
 static void test_reference_llama(void **state) { (void)state; check_vs_reference("tiny"); }
 static void test_reference_qwen2(void **state) { (void)state; check_vs_reference("tiny-qwen2"); }
 
-/* ---- the weights ------------------------------------------------------------------------------ */
+/* ---- the weights ----------------------------------------------------------------------------- */
 
 static const gguf_tensor *find(const gguf_file *f, const char *name) {
     const gguf_tensor *t = gguf_find_tensor(f, name);
