@@ -234,7 +234,8 @@ static void gemm_q4_1_avx512(const void *w, size_t ws, int n_w, const void *x, s
  * block's whole sum in its own lane — no horizontal reduction per block, and one conversion,
  * one multiply and one FMA per 8 blocks. The last group of a row whose block count is not a
  * multiple of 8 is padded with zero blocks (their lanes add fma(0, 0, acc)), the same way on
- * every path. vpdpbusd multiplies unsigned by signed bytes: q4_0's nibbles go in as they are and
+ * every path (masked loads: nothing past the row is read). NOTE: q8_0 weights past the row
+ * become 0x80 after the xor; against zero activations and a zero scale they still add 0. vpdpbusd multiplies unsigned by signed bytes: q4_0's nibbles go in as they are and
  * q8_0's weights as w + 128 (w ^ 0x80), the offsets' products (8 or 128 times the block's
  * activation sum) being subtracted through the accumulator's start value c.
  *
@@ -262,40 +263,46 @@ static inline void transpose_4x8(const __m256i z[4], __m256i t[4]) {
     t[3] = _mm256_unpackhi_epi64(b, d);
 }
 
-/* 16 bytes at offset off of each of 8 blocks (stride bytes apart) -> t[j] lane l = dword j */
-static inline void load_transposed(const uint8_t *base, size_t stride, size_t off, __m256i t[4]) {
+/* 16 bytes at offset off of each of the first n (1..8) of 8 blocks (stride bytes apart), the
+ * others as zeros -> t[j] lane l = dword j. Masked loads never touch the missing blocks. */
+static inline void load_transposed(const uint8_t *base, size_t stride, size_t off, int n, __m256i t[4]) {
     __m256i z[4];
-    for (int k = 0; k < 4; k++)
-        z[k] = _mm256_loadu2_m128i((const __m128i *)(base + (k + 4) * stride + off), (const __m128i *)(base + k * stride + off));
+    if (n == Q8G) {
+        for (int k = 0; k < 4; k++)
+            z[k] = _mm256_loadu2_m128i((const __m128i *)(base + (k + 4) * stride + off), (const __m128i *)(base + k * stride + off));
+    } else {
+        for (int k = 0; k < 4; k++) {
+            const __m128i lo = _mm_maskz_loadu_epi32(k < n ? 0xF : 0, base + k * stride + off);
+            const __m128i hi = _mm_maskz_loadu_epi32(k + 4 < n ? 0xF : 0, base + (k + 4) * stride + off);
+            z[k] = _mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1);
+        }
+    }
     transpose_4x8(z, t);
 }
 
-/* the fp16 scales at the start of 8 blocks (stride bytes apart) as floats */
-static inline __m256 group_scales(const uint8_t *base, int stride) {
+/* the fp16 scales at the start of the first n (1..8) of 8 blocks (stride bytes apart) as
+ * floats, 0 for the others */
+static inline __m256 group_scales(const uint8_t *base, int stride, int n) {
     const __m256i idx = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(stride));
-    const __m256i v = _mm256_i32gather_epi32((const int *)base, idx, 1); /* d and 2 bytes after */
+    /* each lane reads d and the 2 bytes after it */
+    const __m256i v = _mm256_mmask_i32gather_epi32(_mm256_setzero_si256(), (__mmask8)((1u << n) - 1), idx, base, 1);
     return _mm256_cvtph_ps(_mm256_cvtepi32_epi16(v));
 }
 
 /* block b0's group of a q8_0 row with nb blocks (the part past the row as zero blocks) */
 static inline void prep_q8_group(const block_q8_0 *x, int64_t b0, int64_t nb, int offset, q8_group *g) {
-    block_q8_0 pad[Q8G];
     const block_q8_0 *p = x + b0;
-    if (nb - b0 < Q8G) {
-        memset(pad, 0, sizeof(pad));
-        memcpy(pad, p, (size_t)(nb - b0) * sizeof(*p));
-        p = pad;
-    }
+    const int n = nb - b0 < Q8G ? (int)(nb - b0) : Q8G;
     __m256i y[8];
-    load_transposed((const uint8_t *)p->qs, sizeof(*p), 0, y);
-    load_transposed((const uint8_t *)p->qs, sizeof(*p), 16, y + 4);
+    load_transposed((const uint8_t *)p->qs, sizeof(*p), 0, n, y);
+    load_transposed((const uint8_t *)p->qs, sizeof(*p), 16, n, y + 4);
     __m256i s = _mm256_setzero_si256();
     for (int j = 0; j < 8; j++) {
         s = _mm256_dpbusd_epi32(s, _mm256_set1_epi8((char)offset), y[j]);
         _mm256_storeu_si256((__m256i *)g->y[j], y[j]);
     }
     _mm256_storeu_si256((__m256i *)g->c, _mm256_sub_epi32(_mm256_setzero_si256(), s));
-    _mm256_storeu_ps(g->d, group_scales((const uint8_t *)p, sizeof(*p)));
+    _mm256_storeu_ps(g->d, group_scales((const uint8_t *)p, sizeof(*p), n));
 }
 
 static size_t prep_size_q8_groups(int64_t n) { return (size_t)((n / QK8_0 + Q8G - 1) / Q8G) * sizeof(q8_group); }
@@ -310,36 +317,25 @@ static void prep_row_q4_0(const void *x, void *xp, int64_t n) { prep_q8_groups(x
 static void prep_row_q8_0(const void *x, void *xp, int64_t n) { prep_q8_groups(x, xp, n, 128); }
 
 /* block b0's group of a weight row with nb blocks -> q[j] (unsigned bytes, as y[j] of
- * q8_group) and the scales dw */
+ * q8_group; zero past the row) and the scales dw */
 KX86_ALWAYS_INLINE void weight_group(const int is_q8, const void *row, int64_t b0, int64_t nb, __m256i q[8], __m256 *dw) {
+    const int n = nb - b0 < Q8G ? (int)(nb - b0) : Q8G;
     if (is_q8) {
-        block_q8_0 pad[Q8G];
         const block_q8_0 *p = (const block_q8_0 *)row + b0;
-        if (nb - b0 < Q8G) {
-            memset(pad, 0, sizeof(pad));
-            memcpy(pad, p, (size_t)(nb - b0) * sizeof(*p));
-            p = pad;
-        }
-        load_transposed((const uint8_t *)p->qs, sizeof(*p), 0, q);
-        load_transposed((const uint8_t *)p->qs, sizeof(*p), 16, q + 4);
+        load_transposed((const uint8_t *)p->qs, sizeof(*p), 0, n, q);
+        load_transposed((const uint8_t *)p->qs, sizeof(*p), 16, n, q + 4);
         for (int j = 0; j < 8; j++) q[j] = _mm256_xor_si256(q[j], _mm256_set1_epi8((char)0x80));
-        *dw = group_scales((const uint8_t *)p, sizeof(*p));
+        *dw = group_scales((const uint8_t *)p, sizeof(*p), n);
     } else {
-        block_q4_0 pad[Q8G];
         const block_q4_0 *p = (const block_q4_0 *)row + b0;
-        if (nb - b0 < Q8G) {
-            memset(pad, 0, sizeof(pad));
-            memcpy(pad, p, (size_t)(nb - b0) * sizeof(*p));
-            p = pad;
-        }
         __m256i t[4];
-        load_transposed((const uint8_t *)p->qs, sizeof(*p), 0, t);
+        load_transposed((const uint8_t *)p->qs, sizeof(*p), 0, n, t);
         const __m256i m4 = _mm256_set1_epi8(0x0F);
         for (int j = 0; j < 4; j++) { /* low nibbles: elements 0-15, high: 16-31 */
             q[j] = _mm256_and_si256(t[j], m4);
             q[j + 4] = _mm256_and_si256(_mm256_srli_epi16(t[j], 4), m4);
         }
-        *dw = group_scales((const uint8_t *)p, sizeof(*p));
+        *dw = group_scales((const uint8_t *)p, sizeof(*p), n);
     }
 }
 
