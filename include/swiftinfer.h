@@ -115,6 +115,11 @@ bool si_token_is_eog(const si_model *m, int32_t token);
 
 typedef struct si_session si_session;
 
+/* A session whose prefill runs n_batch tokens per forward pass (llama.cpp's n_batch: larger
+ * passes read the weights fewer times; the backend's scratch grows with it). Results do not
+ * depend on n_batch. si_session_create uses SI_SESSION_DEFAULT_BATCH. */
+#define SI_SESSION_DEFAULT_BATCH 512
+si_status si_session_create_batch(si_model *m, int32_t n_batch, si_session **out);
 si_status si_session_create(si_model *m, si_session **out);
 void si_session_free(si_session *s);
 

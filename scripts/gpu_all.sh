@@ -7,7 +7,7 @@
 #      under memcheck/racecheck, then the whole model on the GPU (logits vs CPU, engine
 #      exactness, GPU sampling, CUDA graphs, streaming; CLI smoke; smollm2 bench);
 #   2. bench/gpu_bench.sh on Llama-2-7B shapes, GPU_ALL_7B types (default "f16 q4_0");
-#   3. bench/hf_baseline.py --quick: Hugging Face transformers on the same GPU and shape;
+#   3. bench/hf_baseline.py --reps 1: Hugging Face transformers on the same GPU, shape, lengths;
 #   4. every other kernel test with timings (no sanitizer);
 #   5. bench/gpu_bench.sh for GPU_ALL_7B_MORE types (default "q8_0 q4_k") while time is left.
 #
@@ -63,7 +63,7 @@ if grep -q "bench FAILED" "$W/tests/out.txt" 2>/dev/null; then
 fi
 step bench7b 240 env GPU_BENCH_TYPES="${GPU_ALL_7B:-f16 q4_0}" GPU_BENCH_PP_BATCH=2048 \
     GPU_BENCH_STEP_TIMEOUT=150 bench/gpu_bench.sh "$BD/swiftinfer" "$W/bench7b"
-step hf 90 env PYTHONUNBUFFERED=1 python3 bench/hf_baseline.py --quick
+step hf 150 env PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 python3 bench/hf_baseline.py --reps 1
 step kernels 120 env SI_SKIP_MODEL=1 SI_SANITIZE=0 \
     SI_KTESTS="${GPU_ALL_KTESTS_MORE:-test_cuda_kernels test_cuda_attention}" tests/cuda/run.sh
 step bench7b_more 200 env GPU_BENCH_TYPES="${GPU_ALL_7B_MORE:-q8_0 q4_k}" GPU_BENCH_PP_BATCH=2048 \

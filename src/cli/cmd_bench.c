@@ -461,7 +461,7 @@ int cmd_bench(int argc, char **argv) {
         si_model *m = NULL;
         si_session *s = NULL;
         fprintf(stderr, "bench: loading %s\n", path);
-        if (si_model_load(path, &mp, &m) || si_session_create(m, &s)) {
+        if (si_model_load(path, &mp, &m) || si_session_create_batch(m, (int32_t)o.batch, &s)) {
             rc = cli_fail_status(SI_ERR_INTERNAL);
             si_model_free(m);
             break;

@@ -1,6 +1,6 @@
 /* session.c — si_session: the single-sequence generation path, a one-sequence batch through
  * the model's backend (backend/backend.h). All memory is allocated at creation (KV cache for
- * n_ctx tokens, scratch for SESSION_MAX_CHUNK tokens). */
+ * n_ctx tokens, scratch for n_batch tokens). */
 #include "model/session.h"
 
 #include <stdlib.h>
@@ -9,6 +9,14 @@
 #include "core/error.h"
 
 si_status si_session_create(si_model *m, si_session **out) {
+    return si_session_create_batch(m, SI_SESSION_DEFAULT_BATCH, out);
+}
+
+si_status si_session_create_batch(si_model *m, int32_t n_batch, si_session **out) {
+    *out = NULL;
+    if (n_batch < 1)
+        return si_error(SI_ERR_INVALID_ARG, "session: n_batch must be >= 1 (got %d)", n_batch);
+    if (n_batch > m->n_ctx) n_batch = m->n_ctx; /* no pass is longer than the context */
     const model_hparams *hp = &m->hp;
     const int32_t kv_dim = hp->n_head_kv * hp->head_dim;
     const int32_t n_blocks = (m->n_ctx + KV_BLOCK_SIZE - 1) / KV_BLOCK_SIZE;
@@ -17,7 +25,8 @@ si_status si_session_create(si_model *m, si_session **out) {
     s->m = m;
     s->be = backend_for_model(m);
     s->n_blocks = n_blocks;
-    const backend_params bp = {n_blocks, SESSION_MAX_CHUNK, 1, m->n_ctx};
+    s->n_batch = n_batch;
+    const backend_params bp = {n_blocks, n_batch, 1, m->n_ctx};
     si_status st = s->be->create(m, &bp, &s->bs);
     if (st != SI_OK) {
         si_session_free(s);
@@ -27,8 +36,8 @@ si_status si_session_create(si_model *m, si_session **out) {
                         (kv_cache_block_bytes(hp->n_layer, kv_dim, KV_BLOCK_SIZE) * n_blocks) >> 20);
     }
     s->block_table = malloc((size_t)n_blocks * sizeof(int32_t));
-    s->pos = malloc(SESSION_MAX_CHUNK * sizeof(int32_t));
-    s->seq = calloc(SESSION_MAX_CHUNK, sizeof(int32_t));
+    s->pos = malloc((size_t)n_batch * sizeof(int32_t));
+    s->seq = calloc((size_t)n_batch, sizeof(int32_t));
     s->logits = calloc((size_t)hp->n_vocab, sizeof(float));
     if (!s->block_table || !s->pos || !s->seq || !s->logits) {
         si_session_free(s);
@@ -49,7 +58,7 @@ void si_session_free(si_session *s) {
     free(s);
 }
 
-/* Runs n <= SESSION_MAX_CHUNK tokens at positions n_past.. as a one-sequence batch; writes the
+/* Runs n <= n_batch tokens at positions n_past.. as a one-sequence batch; writes the
  * last token's logits when want_logits. */
 static void session_forward(si_session *s, const int32_t *tokens, int32_t n, bool want_logits) {
     for (int32_t t = 0; t < n; t++) s->pos[t] = s->n_past + t;
@@ -83,7 +92,7 @@ si_status si_session_eval(si_session *s, const int32_t *tokens, int32_t n) {
             return si_error(SI_ERR_INVALID_ARG, "token id %d at index %d is outside the "
                             "vocabulary [0, %d)", tokens[i], i, m->hp.n_vocab);
     for (int32_t done = 0; done < n;) {
-        int32_t chunk = n - done < SESSION_MAX_CHUNK ? n - done : SESSION_MAX_CHUNK;
+        int32_t chunk = n - done < s->n_batch ? n - done : s->n_batch;
         session_forward(s, tokens + done, chunk, done + chunk == n);
         done += chunk;
     }
