@@ -244,14 +244,20 @@ static void test_gemv(si_type t, const char *tn, int M, int K, bool bench) {
     h2d(dw, hw.data(), alloc);
     h2d(dx, hx.data(), hx.size());
     std::vector<float> hy((size_t)NBMAX * M);
-    for (int nb : {1, 2, 3, 5, 7, 8}) { /* 7: the tensor-core kernel with a batch column unused */
+    /* 7 and 8 rows once more with the tensor-core kernel on (7: a batch column unused) */
+    const int runs[][2] = {{1, 0}, {2, 0}, {3, 0}, {5, 0}, {7, 0}, {8, 0}, {7, 1}, {8, 1}};
+    for (const auto &r : runs) {
+        const int nb = r[0];
+        cuda_gemv_set_tensor_cores(r[1]);
         poison(dy, (size_t)NBMAX * M);
-        if (cuda_gemv(t, dw, M, K, dx, nb, dy, g_st) != 0) { report("gemv launch", NAN, 0); continue; }
+        const int rc = cuda_gemv(t, dw, M, K, dx, nb, dy, g_st);
+        cuda_gemv_set_tensor_cores(0);
+        if (rc != 0) { report("gemv launch", NAN, 0); continue; }
         d2h(hy.data(), dy, (size_t)nb * M);
         /* f32 accumulation of up to 11008 products, different order from the double ref */
         const double err = rel_max_err(hy.data(), ref.data(), (size_t)nb * M);
         char name[96];
-        snprintf(name, sizeof name, "gemv %-5s M=%-5d K=%-5d nb=%d", tn, M, K, nb);
+        snprintf(name, sizeof name, "gemv %-5s M=%-5d K=%-5d nb=%d%s", tn, M, K, nb, r[1] ? " mma" : "");
         report(name, err, 1e-4);
     }
     if (bench) {
@@ -260,12 +266,16 @@ static void test_gemv(si_type t, const char *tn, int M, int K, bool bench) {
         const double us_read = time_median_us([&] { read_bytes(dw, row_bytes * M); }, 50);
         bench_line("read  %-5s %5dx%-5d       %8.2f us  %7.1f GB/s  (plain read of the weight bytes)\n", tn, M, K,
                    us_read, (double)row_bytes * M / us_read * 1e-3);
-        for (int nb : {1, 2, 4, 8}) {
+        const int runs[][2] = {{1, 0}, {2, 0}, {4, 0}, {8, 0}, {8, 1}}; /* {rows, tensor cores} */
+        for (const auto &r : runs) {
+            const int nb = r[0];
+            cuda_gemv_set_tensor_cores(r[1]);
             const double us = time_median_us([&] { cuda_gemv(t, dw, M, K, dx, nb, dy, g_st); }, 50);
+            cuda_gemv_set_tensor_cores(0);
             const double bytes = (double)row_bytes * M + (double)nb * K * 4 + (double)nb * M * 4;
             const double gbs = bytes / us * 1e-3;
-            bench_line("gemv  %-5s %5dx%-5d nb=%d  %8.2f us  %7.1f GB/s  %5.1f%% of 4.21 TB/s\n", tn, M, K,
-                       nb, us, gbs, 100.0 * gbs / k_peak_gbs);
+            bench_line("gemv  %-5s %5dx%-5d nb=%d%s  %8.2f us  %7.1f GB/s  %5.1f%% of 4.21 TB/s\n", tn, M,
+                       K, nb, r[1] ? " mma" : "    ", us, gbs, 100.0 * gbs / k_peak_gbs);
         }
     }
     CUDA_CHECK(cudaFree(dw));
@@ -643,8 +653,9 @@ int main(int argc, char **argv) {
 
     /* GEMV: Llama-2-7B shapes (timed), the fused QKV and gate+up shapes, and odd ones */
     printf("gemv paths (gemv.cu): f16/bf16 with K %% 8 == 0: streaming kernel; quantised types with K %% 128 == 0\n"
-           "  (k-quants: K %% 256 == 0) and K <= 14336: x quantised to q8_0 per CTA, dp4a kernel for nb <= 6,\n"
-           "  int8 tensor-core kernel (also K %% 256 == 0) for nb >= 7; any other shape: f32-x kernel.\n"
+           "  (k-quants: K %% 256 == 0) and K <= 14336: x quantised to q8_0 per CTA, dp4a kernel (\"mma\":\n"
+           "  the int8 tensor-core kernel, off by default, for nb >= 7 when K %% 256 == 0); any other shape:\n"
+           "  f32-x kernel.\n"
            "  A failing check names type, M, K and nb, so the path is known from those.\n");
     struct shape { int M, K; bool timed; };
     std::vector<shape> shapes;

@@ -32,11 +32,20 @@ size_t cuda_weight_alloc_bytes(si_type t, int64_t M, int64_t K);
 /* Decode matmul: y[b][m] = sum_k W[m][k] * x[b][k] for b < n_batch (1..8).
  * W: M x K of type t in {F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q6_K}, K a multiple of the block
  * size; x: f32 [n_batch][K], 16-byte aligned; y: f32 [n_batch][M].
- * For Q8_0 and Q4_0 with K % 128 == 0 and K <= 14336, x is first quantised to Q8_0 blocks
- * (ggml's quantize_row_q8_0_ref, as the CPU backend's vec_dot_type) and the products are
- * integer dot products; every other case multiplies the f32 x. */
+ * For the quantised types with K % 128 == 0 (k-quants: K % 256) and K <= 14336, x is first
+ * quantised to Q8_0 blocks (for Q8_0/Q4_0 as the CPU backend's vec_dot_type, ggml's
+ * quantize_row_q8_0_ref) and the products are integer (dp4a); every other case multiplies the
+ * f32 x. Each output row's arithmetic is the same for every n_batch (batch invariance), unless
+ * the tensor-core kernel is on (below). */
 int cuda_gemv(si_type t, const void *W, int M, int K, const float *x, int n_batch, float *y,
               cudaStream_t stream);
+
+/* The int8 tensor-core GEMV (gemv_mma.cuh) for 7-8 batch rows of the quantised types: ~30%
+ * faster than dp4a for Q4_0/Q4_1 at 8 rows on the H200, but its sums run in another order
+ * than the 1-row kernel's, so a sequence's logits would depend on how many others share its
+ * decode step. Off by default (the engine promises identical outputs alone and batched); on
+ * with on != 0 or SI_CUDA_GEMV_MMA=1 in the environment. */
+void cuda_gemv_set_tensor_cores(int on);
 
 /* Prefill matmul through cuBLASLt on tensor cores: the same y = x W^T for n_rows activation
  * rows. F16/BF16 weights are used in place (x is converted to the weight's type); quantised

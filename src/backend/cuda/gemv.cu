@@ -139,19 +139,33 @@ extern "C" size_t cuda_weight_alloc_bytes(si_type t, int64_t M, int64_t K) {
 }
 
 /* Batch rows from which the quantised types take the tensor-core kernel (gemv_mma.cuh) rather
- * than the dp4a one (gemv_q8x.cuh); both quantise x the same way. The dp4a kernel's time grows
- * with the batch rows, the tensor-core one's hardly: on the H200 (32000x4096) they cross near
- * 6 rows for Q4_0/Q4_1 (at 8: 26 -> 34 % and 30 -> 38 % of 4.21 TB/s), near 8 for the others;
- * at 1-4 rows the dp4a kernel is 1.2-2x faster. */
+ * than the dp4a one (gemv_q8x.cuh) when it is on (cuda_gemv_set_tensor_cores); both quantise x
+ * the same way. The dp4a kernel's time grows with the batch rows, the tensor-core one's hardly:
+ * on the H200 (32000x4096) they cross near 6 rows for Q4_0/Q4_1 (at 8: 26 -> 34 % and 30 -> 38 %
+ * of 4.21 TB/s), near 8 for the others; at 1-4 rows the dp4a kernel is 1.2-2x faster. */
 #ifndef GEMV_MMA_MIN_NB
 #define GEMV_MMA_MIN_NB 7
 #endif
+
+static int g_mma = -1; /* -1: not decided yet (SI_CUDA_GEMV_MMA decides on first use) */
+
+extern "C" void cuda_gemv_set_tensor_cores(int on) { g_mma = on != 0; }
+
+static bool gemv_mma_on() {
+    if (g_mma < 0) {
+        const char *e = getenv("SI_CUDA_GEMV_MMA");
+        g_mma = e && e[0] == '1';
+    }
+    return g_mma == 1;
+}
 
 /* A quantised type: the tensor-core or dp4a kernel where K allows it (K % 256 == 0 / K % 128 == 0,
  * K <= 14336, shared memory fits), else the f32-activation kernel above. */
 template <class TM, class TX, class T>
 static int gemv_quant(const void *W, int M, int K, const float *x, int nb, float *y, cudaStream_t st) {
-    if (nb >= GEMV_MMA_MIN_NB && gemv_mma_ok<TM>(K) && gemv_mma_launch<TM>(W, M, K, x, nb, y, st) == 0) return 0;
+    if (nb >= GEMV_MMA_MIN_NB && gemv_mma_on() && gemv_mma_ok<TM>(K) &&
+        gemv_mma_launch<TM>(W, M, K, x, nb, y, st) == 0)
+        return 0;
     if (gemv_q8x_ok<TX>(K) && gemv_q8x_launch<TX>(W, M, K, x, nb, y, st) == 0) return 0;
     return gemv_launch<T>(W, M, K, x, nb, y, st);
 }
