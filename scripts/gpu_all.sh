@@ -24,6 +24,7 @@ W=/tmp/gpu_all
 OUTDIR=${OUT:-/tmp}
 mkdir -p "$W" "$OUTDIR"
 export SI_BIN_DIR=$BD
+. tests/cuda/host_deps.sh # the carried host libraries, for the benchmark steps too
 
 log() { echo "[$(date -u +%H:%M:%S) +${SECONDS}s] $*"; }
 pack() { tar -czf "$OUTDIR/gpu_all.tgz" -C "$W" . 2>/dev/null; }

@@ -28,23 +28,8 @@ fail=0
 echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo "${SI_COMMIT:-unknown}")  date: $(date -u +%F)" | tee "$LOG/build.log"
 nvidia-smi >> "$LOG/build.log" 2>&1 || true
 
-# host libraries from carried .deb files (dpkg -x into /tmp/deps, pointed at by the env)
-PKGCONF_ARG=""
-if [ -d .debs ] && ! pkg-config --exists libpcre2-8 2>/dev/null; then
-    DEPS=/tmp/deps
-    mkdir -p "$DEPS"
-    for f in .debs/*.deb; do dpkg -x "$f" "$DEPS"; done
-    # libmicrohttpd.pc names gnutls as a private requirement, whose .pc is not there: drop it
-    # (only the .so's own DT_NEEDED matters, and the GPU image has libgnutls)
-    sed -i '/^Requires.private/d' "$DEPS"/usr/lib/x86_64-linux-gnu/pkgconfig/*.pc
-    ML=$DEPS/usr/lib/x86_64-linux-gnu
-    export PKG_CONFIG_PATH=$ML/pkgconfig:$DEPS/usr/share/pkgconfig
-    export PKG_CONFIG_SYSROOT_DIR=$DEPS PKG_CONFIG_ALLOW_SYSTEM_CFLAGS=1 PKG_CONFIG_ALLOW_SYSTEM_LIBS=1
-    export CPATH=$DEPS/usr/include${CPATH:+:$CPATH} LIBRARY_PATH=$ML${LIBRARY_PATH:+:$LIBRARY_PATH}
-    export LD_LIBRARY_PATH=$ML${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-    command -v pkg-config > /dev/null || PKGCONF_ARG="-DPKG_CONFIG_EXECUTABLE=$DEPS/usr/bin/pkgconf"
-    echo "host libraries unpacked from .debs into $DEPS" | tee -a "$LOG/build.log"
-fi
+# host libraries from carried .deb files (tests/cuda/host_deps.sh sets PKGCONF_ARG)
+. tests/cuda/host_deps.sh
 
 BD=${SI_BIN_DIR:-build-cuda}
 full=1
