@@ -1,0 +1,76 @@
+#!/usr/bin/env python3
+"""plot_gpu.py DIR PNG — issue 6's Llama-2-7B GPU numbers as a chart: for each weight type,
+SwiftInfer's pp2048, tg128 and 64-sequence decode rate (the *.bench.json / *.batched.json files
+bench/gpu_bench.sh writes) beside upstream llama.cpp's reference numbers from the issue and,
+for f16, Hugging Face transformers (hf_baseline.log's JSON line, when DIR has it)."""
+import json
+import pathlib
+import sys
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+# issue 6: llama.cpp (Aug 2026, CUDA, flash attention) on the same H200 and shape
+LLAMA_CPP = {"f16": (18961, 224, 4753), "q8_0": (11127, 273, None), "q4_0": (11009, 359, 3857)}
+TYPES = ["f16", "bf16", "q8_0", "q4_0", "q4_k"]
+TESTS = ["pp2048 t/s", "tg128 t/s", "64 x (512+128) decode t/s"]
+
+
+def ours(d, t):
+    bench = d / f"llama2-7b-{t}.bench.json"
+    batched = d / f"llama2-7b-{t}.batched.json"
+    if not bench.exists():
+        return None
+    rows = {r["test"]: r["avg_ts"] for r in json.loads(bench.read_text())["results"]}
+    dec = None
+    if batched.exists():
+        b = json.loads(batched.read_text())
+        b = b[0] if isinstance(b, list) else b
+        b = b.get("results", [b])[0] if isinstance(b, dict) and "results" in b else b
+        dec = b["per_request_tps"] * b["concurrency"]
+    return rows.get("pp2048"), rows.get("tg128"), dec
+
+
+def hf(d):
+    log = d / "hf_baseline.log"
+    if not log.exists():
+        return None
+    for line in log.read_text().splitlines():
+        if line.startswith("{"):
+            j = json.loads(line)
+            return j["prefill"]["tps"], j["decode"]["tps"], j["batched"]["decode_tps"]
+    return None
+
+
+def main():
+    d, png = pathlib.Path(sys.argv[1]), sys.argv[2]
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.5))
+    base = hf(d)
+    for k, (ax, test) in enumerate(zip(axes, TESTS)):
+        labels, vals, refs, hfs = [], [], [], []
+        for t in TYPES:
+            o = ours(d, t)
+            if o is None or o[k] is None:
+                continue
+            labels.append(t)
+            vals.append(o[k])
+            refs.append((LLAMA_CPP.get(t) or (None,) * 3)[k] or 0)
+            hfs.append(base[k] if base and t == "f16" else 0)
+        x = range(len(labels))
+        w = 0.28
+        ax.bar([i - w for i in x], vals, w, label="SwiftInfer")
+        ax.bar(list(x), refs, w, label="llama.cpp (issue 6 reference)")
+        ax.bar([i + w for i in x], hfs, w, label="HF transformers fp16 (same GPU)")
+        ax.set_xticks(list(x), labels)
+        ax.set_title(test)
+        ax.set_ylabel("tokens/s")
+    axes[0].legend(fontsize=8)
+    fig.suptitle("Llama-2-7B shape, random weights, NVIDIA H200 (bars at 0: no reference)")
+    fig.tight_layout()
+    fig.savefig(png, dpi=110)
+
+
+if __name__ == "__main__":
+    main()
