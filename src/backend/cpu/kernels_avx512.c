@@ -5,7 +5,13 @@
  * int16 intermediate, one instruction less per block. The float types use 512-bit registers:
  * F16 converts in registers with vcvtph2ps, BF16 uses vdpbf16ps (AVX512_BF16: a pair of bf16
  * products per lane, accumulated in f32; it treats denormal inputs as zero — bf16 activations and
- * weights of real models are far from that range) when the CPU has it. */
+ * weights of real models are far from that range) when the CPU has it.
+ *
+ * Matrix kernels (cpu_kernels.h's gemm) for q4_0, q8_0, q4_1, q4_K and f16: each decodes a weight
+ * block once for many activation rows and gives, element by element, exactly vec_dot's result
+ * (the same integer sums and the same float operations in the same order). q4_0 and q8_0 use
+ * one float lane per block (below) in vec_dot as well, so that gemm can keep 16 activation rows
+ * in registers with one accumulator each. */
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 
