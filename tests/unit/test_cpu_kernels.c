@@ -13,8 +13,8 @@
  * - dispatch: SWIFTINFER_ISA=scalar gives the reference functions; levels above the CPU's are
  *   NULL; unsupported types are NULL.
  * - gemm (multi-row): every element bit-identical to the same level's vec_dot (batch
- *   invariance) and within the same tolerances of the reference; 1, 2, 5 weight rows x 1..11
- *   activation rows, padded rows, strided and poisoned outputs (see check_gemm).
+ *   invariance) and within the same tolerances of the reference; 1, 2, 5 weight rows x 1..11,
+ *   17 and 40 activation rows, padded rows, strided and poisoned outputs (see check_gemm).
  * Outputs are poisoned (0xA5 bytes, NaN results) before every call. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -211,8 +211,8 @@ static void test_vec_dot_all(void **state) {
 
 /* gemm (multi-row) against the same level's single-row vec_dot (itself checked against the
  * reference above) and against the scalar reference: n_w weight rows x n_x activation rows
- * (n_x 1..11: tile groups and their remainders; n_w 1..5: pairs of weight rows and a single
- * one), activation rows with padding between them (x_stride > row bytes), prepared rows
+ * (n_x 1..11, 17, 40: tile groups, their remainders, several tiles; n_w 1, 2, 5: pairs of weight
+ * rows and a single one), activation rows with padding between them (x_stride > row bytes), prepared rows
  * likewise, an output row stride of n_w + 2 with the slots in between poisoned and checked
  * untouched. Every element must be bit-identical to vec_dot of its own weight and activation
  * row: that is batch invariance (a row's result never depends on what else is in the call). */
@@ -291,7 +291,11 @@ static void test_gemm_all(void **state) {
             const quant_traits *q = quant_get(t);
             fast += cpu_kernels_get_isa(t, (cpu_isa)isa)->gemm != NULL;
             for (size_t wi = 0; wi < sizeof(n_ws) / sizeof(n_ws[0]); wi++) {
-                for (int rows = 1; rows <= 11; rows++) {
+                /* 1..11: within one tile of activation rows; 17, 40: several tiles (q4_0 / q8_0
+                 * then decode each weight row once for all of them) */
+                static const int n_xs[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 17, 40};
+                for (size_t xi = 0; xi < sizeof(n_xs) / sizeof(n_xs[0]); xi++) {
+                    const int rows = n_xs[xi];
                     if (is_float_type(t)) {
                         for (size_t j = 0; j < sizeof(nfloat) / sizeof(nfloat[0]); j++, checked++)
                             check_gemm(t, (cpu_isa)isa, nfloat[j], n_ws[wi], rows, 0);
@@ -303,6 +307,14 @@ static void test_gemm_all(void **state) {
                     }
                 }
             }
+        }
+    }
+    /* q4_0 / q8_0 decode weight rows in blocks that fit 32 KiB (22 rows of 33 blocks): more
+     * weight rows than one block, several tiles of activation rows */
+    if (cpu_isa_detected() >= CPU_ISA_AVX512) {
+        for (int rb = 0; rb < 2; rb++) {
+            check_gemm(SI_TYPE_Q4_0, CPU_ISA_AVX512, 33 * QK4_0, 25, 40, rb);
+            check_gemm(SI_TYPE_Q8_0, CPU_ISA_AVX512, 33 * QK8_0, 25, 40, rb);
         }
     }
     /* the benchmarked types have matrix kernels on AVX-512 */

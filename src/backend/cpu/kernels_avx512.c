@@ -384,14 +384,57 @@ KX86_ALWAYS_INLINE void q8g_rows(const int is_q8, const void *w, const uint8_t *
     for (int r = 0; r < R; r++) out[(size_t)r * os] = hsum_ps(acc[r]);
 }
 
+/* a weight group decoded by weight_group, kept for several tiles of activation rows */
+typedef struct {
+    __m256i q[8];
+    __m256 dw;
+} q8g_decoded;
+
+#define Q8G_DECODED_MAX (32 * 1024 / (int)sizeof(q8g_decoded)) /* 32 KiB of stack: stays in L1 */
+
+/* R activation rows against one weight row whose groups are already decoded */
+KX86_ALWAYS_INLINE void q8g_rows_decoded(const q8g_decoded *wg, const uint8_t *xp, size_t xs, int64_t ng, float *out,
+                                         size_t os, const int R) {
+    __m256 acc[16]; /* KX86_SWITCH_R16 instantiates R up to 16 */
+    for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
+    for (int64_t g = 0; g < ng; g++) {
+        __m256i q[8];
+        for (int j = 0; j < 8; j++) q[j] = _mm256_load_si256(&wg[g].q[j]);
+        const __m256 dw = _mm256_load_ps((const float *)&wg[g].dw);
+        for (int r = 0; r < R; r++) acc[r] = group_step(acc[r], q, dw, (const q8_group *)(xp + (size_t)r * xs) + g);
+    }
+    for (int r = 0; r < R; r++) out[(size_t)r * os] = hsum_ps(acc[r]);
+}
+
+/* NOTE: with more activation rows than one tile, a block of weight rows is decoded once into
+ * q8g_decoded groups on the stack and reused by every tile, instead of once per tile (the same
+ * values in the same registers, so the same results). */
 KX86_ALWAYS_INLINE void q8g_gemm(const int is_q8, const void *w, size_t ws, int n_w, const void *xp, size_t xs, int n_x,
                                  int64_t n, float *out, size_t os) {
-    const int64_t nb = n / QK8_0;
-    for (int r0 = 0; r0 < n_x; r0 += Q8G_R) {
-        const uint8_t *x = (const uint8_t *)xp + (size_t)r0 * xs;
-        float *o0 = out + (size_t)r0 * os;
-        for (int o = 0; o < n_w; o++)
-            KX86_SWITCH_R16(n_x - r0, q8g_rows, is_q8, (const uint8_t *)w + (size_t)o * ws, x, xs, nb, o0 + o, os);
+    const int64_t nb = n / QK8_0, ng = (nb + Q8G - 1) / Q8G;
+    if (n_x <= Q8G_R || ng > Q8G_DECODED_MAX) {
+        for (int r0 = 0; r0 < n_x; r0 += Q8G_R) {
+            const uint8_t *x = (const uint8_t *)xp + (size_t)r0 * xs;
+            float *o0 = out + (size_t)r0 * os;
+            for (int o = 0; o < n_w; o++)
+                KX86_SWITCH_R16(n_x - r0, q8g_rows, is_q8, (const uint8_t *)w + (size_t)o * ws, x, xs, nb, o0 + o, os);
+        }
+        return;
+    }
+    q8g_decoded dec[Q8G_DECODED_MAX];
+    const int block = (int)(Q8G_DECODED_MAX / ng);
+    for (int o0 = 0; o0 < n_w; o0 += block) {
+        const int nw = n_w - o0 < block ? n_w - o0 : block;
+        for (int o = 0; o < nw; o++)
+            for (int64_t g = 0; g < ng; g++)
+                weight_group(is_q8, (const uint8_t *)w + (size_t)(o0 + o) * ws, g * Q8G, nb, dec[o * ng + g].q,
+                             &dec[o * ng + g].dw);
+        for (int r0 = 0; r0 < n_x; r0 += Q8G_R) {
+            const uint8_t *x = (const uint8_t *)xp + (size_t)r0 * xs;
+            for (int o = 0; o < nw; o++)
+                KX86_SWITCH_R16(n_x - r0, q8g_rows_decoded, dec + (size_t)o * ng, x, xs, ng,
+                                out + (size_t)r0 * os + o0 + o, os);
+        }
     }
 }
 
