@@ -157,78 +157,6 @@ static float vec_dot_q5_1_avx512(const void *vw, const void *vx, int64_t n) {
 }
 
 
-/* ---- q4_1: two blocks per zmm ----
- * Per pair of blocks: the integer sums of the 8 groups of four products of each block (int32
- * lanes 0-7 and 8-15), converted to float and multiplied-added with the block scales d_w * d_x
- * into one accumulator; one reduction at the end; an odd last block through the 256-bit kernel.
- * q4_1's multi-row kernel does exactly this arithmetic for every activation row, so its results
- * are bit-identical to the single-row ones. Pairs (not groups of four) keep 576-column rows
- * (18 blocks) free of a single-block tail. */
-
-/* the leading fp16 pairs of two blocks -> [d0, m0, d1, m1] (m: whatever follows d) */
-static inline __m128 head_halves2(const void *base, size_t stride) {
-    const uint8_t *p = base;
-    return _mm_cvtph_ps(_mm_insert_epi32(_mm_cvtsi32_si128((int)load_u32(p)), (int)load_u32(p + stride), 1));
-}
-
-/* lanes 0 and 2 of p -> [p0 x 8, p2 x 8] */
-static inline __m512 spread_pair(__m128 p) {
-    return _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2), _mm512_castps128_ps512(p));
-}
-
-/* lane 1 + lane 3 */
-static inline float sum_odd128(__m128 v) {
-    const __m128 s = _mm_add_ps(v, _mm_movehl_ps(v, v));
-    return _mm_cvtss_f32(_mm_movehdup_ps(s));
-}
-
-/* q4_1 keeps its multi-row form (one weight row x up to 8 activation rows of q8_1): the m * s
- * terms accumulate per row in their own 4-lane register. */
-KX86_ALWAYS_INLINE void q4_1_rows_avx512(const void *vw, const uint8_t *x, size_t xs, int64_t n, float *out,
-                                         size_t os, const int R) {
-    const block_q4_1 *w = vw;
-    const int64_t nb = n / QK4_1;
-    __m512 acc[8];
-    __m128 accm[8];
-    for (int r = 0; r < R; r++) {
-        acc[r] = _mm512_setzero_ps();
-        accm[r] = _mm_setzero_ps();
-    }
-    int64_t i = 0;
-    for (; i + 2 <= nb; i += 2) {
-        const __m512i q = q4_pair_nibbles(w[i].qs, w[i + 1].qs);
-        const __m128 hw = head_halves2(&w[i], sizeof(*w));
-        for (int r = 0; r < R; r++) {
-            const block_q8_1 *y = (const block_q8_1 *)(x + (size_t)r * xs) + i;
-            const __m128 p = _mm_mul_ps(hw, head_halves2(y, sizeof(*y)));
-            accm[r] = _mm_add_ps(accm[r], p);
-            const __m512i isum = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q, load_pair(y[0].qs, y[1].qs));
-            acc[r] = _mm512_fmadd_ps(spread_pair(p), _mm512_cvtepi32_ps(isum), acc[r]);
-        }
-    }
-    for (int r = 0; r < R; r++) {
-        const block_q8_1 *y = (const block_q8_1 *)(x + (size_t)r * xs);
-        float s = _mm512_reduce_add_ps(acc[r]) + sum_odd128(accm[r]);
-        if (i < nb) s += vec_dot_q4_1_x86(&w[i], &y[i], (nb - i) * QK4_1);
-        out[(size_t)r * os] = s;
-    }
-}
-
-static float vec_dot_q4_1_avx512(const void *w, const void *x, int64_t n) {
-    float out;
-    q4_1_rows_avx512(w, x, 0, n, &out, 1, 1);
-    return out;
-}
-
-static void gemm_q4_1_avx512(const void *w, size_t ws, int n_w, const void *x, size_t xs, int n_x, int64_t n,
-                             float *out, size_t os) {
-    for (int r0 = 0; r0 < n_x; r0 += 8) {
-        const uint8_t *xr = (const uint8_t *)x + (size_t)r0 * xs;
-        for (int o = 0; o < n_w; o++)
-            KX86_SWITCH_R(n_x - r0, q4_1_rows_avx512, (const uint8_t *)w + (size_t)o * ws, xr, xs, n,
-                          out + (size_t)r0 * os + o, os);
-    }
-}
 
 /* ---- q4_0 / q8_0: one float lane per block ----
  * The arithmetic, for a weight row w and an activation row x (q8_0) alike in vec_dot and gemm:
@@ -322,6 +250,18 @@ static inline void prep_q8_groups(const void *x, void *xp, int64_t n, int offset
 static void prep_row_q4_0(const void *x, void *xp, int64_t n) { prep_q8_groups(x, xp, n, 8); }
 static void prep_row_q8_0(const void *x, void *xp, int64_t n) { prep_q8_groups(x, xp, n, 128); }
 
+/* the 16 nibble bytes at qs of the first n (1..8) of 8 4-bit blocks (stride bytes apart) ->
+ * q[j] laid out as q8_group's y[j] (low nibbles: elements 0-15, high: 16-31; zero past n) */
+static inline void group_nibbles(const uint8_t *qs, size_t stride, int n, __m256i q[8]) {
+    __m256i t[4];
+    load_transposed(qs, stride, 0, n, t);
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    for (int j = 0; j < 4; j++) {
+        q[j] = _mm256_and_si256(t[j], m4);
+        q[j + 4] = _mm256_and_si256(_mm256_srli_epi16(t[j], 4), m4);
+    }
+}
+
 /* block b0's group of a weight row with nb blocks -> q[j] (unsigned bytes, as y[j] of
  * q8_group; zero past the row) and the scales dw */
 KX86_ALWAYS_INLINE void weight_group(const int is_q8, const void *row, int64_t b0, int64_t nb, __m256i q[8], __m256 *dw) {
@@ -334,13 +274,7 @@ KX86_ALWAYS_INLINE void weight_group(const int is_q8, const void *row, int64_t b
         *dw = group_scales((const uint8_t *)p, sizeof(*p), n);
     } else {
         const block_q4_0 *p = (const block_q4_0 *)row + b0;
-        __m256i t[4];
-        load_transposed((const uint8_t *)p->qs, sizeof(*p), 0, n, t);
-        const __m256i m4 = _mm256_set1_epi8(0x0F);
-        for (int j = 0; j < 4; j++) { /* low nibbles: elements 0-15, high: 16-31 */
-            q[j] = _mm256_and_si256(t[j], m4);
-            q[j + 4] = _mm256_and_si256(_mm256_srli_epi16(t[j], 4), m4);
-        }
+        group_nibbles((const uint8_t *)p->qs, sizeof(*p), n, q);
         *dw = group_scales((const uint8_t *)p, sizeof(*p), n);
     }
 }
@@ -446,6 +380,102 @@ static void gemm_q4_0_avx512(const void *w, size_t ws, int n_w, const void *xp, 
 static void gemm_q8_0_avx512(const void *w, size_t ws, int n_w, const void *xp, size_t xs, int n_x, int64_t n,
                              float *out, size_t os) {
     q8g_gemm(1, w, ws, n_w, xp, xs, n_x, n, out, os);
+}
+
+/* ---- q4_1: the same groups plus the min term ----
+ * For a weight row w and an activation row x (q8_1), in vec_dot and gemm alike:
+ *     isum_b = sum over the block's 32 elements of q_e * x_e      (nibbles 0..15, exact int32)
+ *     acc[b % 8]  = fma(d_w[b] * d_x[b], (float)isum_b, acc[b % 8])
+ *     accm[b % 8] = fma(m_w[b], s_x[b], accm[b % 8])                (s_x: q8_1's d * sum(x))
+ *     result = hsum_ps(acc) + hsum_ps(accm)
+ * The activation row is prepared once per matmul into q8s_group records (q8_group with no
+ * offset, plus the s lanes); vec_dot prepares each group on the fly into the same record, so a
+ * row's result is the same alone or in a batch. Up to 8 activation rows per weight decode (two
+ * accumulators each). */
+
+typedef struct {
+    q8_group g; /* c all zero: q4_1's nibbles need no offset */
+    float s[8]; /* lane l: block l's s (0 past the row) */
+} q8s_group;
+
+static void prep_q8s_group(const block_q8_1 *x, int64_t b0, int64_t nb, q8s_group *gs) {
+    const block_q8_1 *p = x + b0;
+    const int n = nb - b0 < Q8G ? (int)(nb - b0) : Q8G;
+    __m256i y[8];
+    load_transposed((const uint8_t *)p->qs, sizeof(*p), 0, n, y);
+    load_transposed((const uint8_t *)p->qs, sizeof(*p), 16, n, y + 4);
+    for (int j = 0; j < 8; j++) _mm256_storeu_si256((__m256i *)gs->g.y[j], y[j]);
+    _mm256_storeu_si256((__m256i *)gs->g.c, _mm256_setzero_si256());
+    _mm256_storeu_ps(gs->g.d, group_scales((const uint8_t *)p, sizeof(*p), n));
+    _mm256_storeu_ps(gs->s, group_scales((const uint8_t *)&p->s, sizeof(*p), n));
+}
+
+static size_t prep_size_q8s_groups(int64_t n) { /* rows of whole 64-byte lines, as cpu_kernels.h asks */
+    return ((size_t)((n / QK8_1 + Q8G - 1) / Q8G) * sizeof(q8s_group) + 63) / 64 * 64;
+}
+
+static void prep_row_q4_1(const void *x, void *xp, int64_t n) {
+    const int64_t nb = n / QK8_1;
+    q8s_group *g = xp;
+    for (int64_t b = 0; b < nb; b += Q8G) prep_q8s_group(x, b, nb, g++);
+}
+
+/* block b0's group of a q4_1 row with nb blocks -> nibbles q, scales dw and mins mw */
+static inline void weight_group_q4_1(const void *row, int64_t b0, int64_t nb, __m256i q[8], __m256 *dw,
+                                     __m256 *mw) {
+    const int n = nb - b0 < Q8G ? (int)(nb - b0) : Q8G;
+    const block_q4_1 *p = (const block_q4_1 *)row + b0;
+    group_nibbles((const uint8_t *)p->qs, sizeof(*p), n, q);
+    /* d and m are adjacent: one gather brings both (d the low half of each lane, m the high) */
+    const __m256i idx = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(sizeof(*p)));
+    const __m256i dm = _mm256_mmask_i32gather_epi32(_mm256_setzero_si256(), (__mmask8)((1u << n) - 1), idx, p, 1);
+    *dw = _mm256_cvtph_ps(_mm256_cvtepi32_epi16(dm));
+    *mw = _mm256_cvtph_ps(_mm256_cvtepi32_epi16(_mm256_srli_epi32(dm, 16)));
+}
+
+KX86_ALWAYS_INLINE void q4_1_group_step(__m256 *acc, __m256 *accm, const __m256i q[8], __m256 dw, __m256 mw,
+                                        const q8s_group *gs) {
+    *acc = group_step(*acc, q, dw, &gs->g);
+    *accm = _mm256_fmadd_ps(mw, _mm256_loadu_ps(gs->s), *accm);
+}
+
+static float vec_dot_q4_1_avx512(const void *w, const void *x, int64_t n) {
+    const int64_t nb = n / QK4_1;
+    __m256 acc = _mm256_setzero_ps(), accm = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b += Q8G) {
+        __m256i q[8];
+        __m256 dw, mw;
+        q8s_group gs;
+        weight_group_q4_1(w, b, nb, q, &dw, &mw);
+        prep_q8s_group(x, b, nb, &gs);
+        q4_1_group_step(&acc, &accm, q, dw, mw, &gs);
+    }
+    return hsum_ps(acc) + hsum_ps(accm);
+}
+
+KX86_ALWAYS_INLINE void q4_1_rows(const void *w, const uint8_t *xp, size_t xs, int64_t nb, float *out, size_t os,
+                                  const int R) {
+    __m256 acc[8], accm[8]; /* KX86_SWITCH_R instantiates R up to 8 */
+    for (int r = 0; r < R; r++) acc[r] = accm[r] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b += Q8G) {
+        __m256i q[8];
+        __m256 dw, mw;
+        weight_group_q4_1(w, b, nb, q, &dw, &mw);
+        for (int r = 0; r < R; r++)
+            q4_1_group_step(&acc[r], &accm[r], q, dw, mw, (const q8s_group *)(xp + (size_t)r * xs) + b / Q8G);
+    }
+    for (int r = 0; r < R; r++) out[(size_t)r * os] = hsum_ps(acc[r]) + hsum_ps(accm[r]);
+}
+
+static void gemm_q4_1_avx512(const void *w, size_t ws, int n_w, const void *xp, size_t xs, int n_x, int64_t n,
+                             float *out, size_t os) {
+    const int64_t nb = n / QK4_1;
+    for (int r0 = 0; r0 < n_x; r0 += 8) {
+        const uint8_t *x = (const uint8_t *)xp + (size_t)r0 * xs;
+        for (int o = 0; o < n_w; o++)
+            KX86_SWITCH_R(n_x - r0, q4_1_rows, (const uint8_t *)w + (size_t)o * ws, x, xs, nb,
+                          out + (size_t)r0 * os + o, os);
+    }
 }
 
 /* ---- f16 matrix product ----
@@ -597,7 +627,7 @@ const cpu_kernels *cpu_kernels_avx512_entry(si_type t, int has_bf16) {
     static const cpu_kernels k_q4_0 = {.vec_dot_type = SI_TYPE_Q8_0, .quantize_row = quantize_row_q8_0_x86, .vec_dot = vec_dot_q4_0_avx512,
                                        .gemm = gemm_q4_0_avx512, .prep_row = prep_row_q4_0, .prep_size = prep_size_q8_groups};
     static const cpu_kernels k_q4_1 = {.vec_dot_type = SI_TYPE_Q8_1, .quantize_row = quantize_row_q8_1_x86, .vec_dot = vec_dot_q4_1_avx512,
-                                       .gemm = gemm_q4_1_avx512};
+                                       .gemm = gemm_q4_1_avx512, .prep_row = prep_row_q4_1, .prep_size = prep_size_q8s_groups};
     static const cpu_kernels k_q5_0 = {.vec_dot_type = SI_TYPE_Q8_0, .quantize_row = quantize_row_q8_0_x86, .vec_dot = vec_dot_q5_0_avx512};
     static const cpu_kernels k_q5_1 = {.vec_dot_type = SI_TYPE_Q8_1, .quantize_row = quantize_row_q8_1_x86, .vec_dot = vec_dot_q5_1_avx512};
     static const cpu_kernels k_q8_0 = {.vec_dot_type = SI_TYPE_Q8_0, .quantize_row = quantize_row_q8_0_x86, .vec_dot = vec_dot_q8_0_avx512,
