@@ -327,6 +327,14 @@ int32_t sampler_pick(sampler_cand *c, int32_t n, const sampler_chain *p, double 
 int32_t si_sampler_sample(si_sampler *s, const float *logits, const int32_t *history,
                           int32_t n_history) {
     SI_ASSERT(s && logits);
+    if (s->p.temperature <= 0.0f && sampler_history_free(s, n_history)) {
+        /* greedy without penalties: the argmax (ties: the lowest id), as sampler_pick would
+         * choose, without copying the vocabulary into candidates first */
+        int32_t best = 0;
+        for (int32_t i = 1; i < s->n_vocab; i++)
+            if (logits[i] > logits[best]) best = i;
+        return best;
+    }
     sampler_cand *c = s->cands;
     for (int32_t i = 0; i < s->n_vocab; i++) {
         c[i].id = i;

@@ -108,6 +108,20 @@ void forward_scratch_free(forward_scratch *ws) {
     free(ws);
 }
 
+/* Several weights against the same input (Q/K/V, gate/up): one pool job when they share a type
+ * (the usual case), else one each (e.g. Q4_K_M's Q6_K value projections). Same results either
+ * way. */
+static void matmul_same_input(thread_pool *pool, int n, float *const *outs, const si_tensor *const *Ws,
+                              const float *x, int n_rows, void *scratch) {
+    bool same = true;
+    for (int i = 1; i < n; i++) same &= Ws[i]->type == Ws[0]->type;
+    if (same) {
+        cpu_matmul_multi(pool, n, outs, Ws, x, n_rows, scratch);
+        return;
+    }
+    for (int i = 0; i < n; i++) cpu_matmul(pool, outs[i], Ws[i], x, n_rows, scratch);
+}
+
 /* Broken batches are caller bugs (the scheduler builds them), so they abort. */
 static void check_batch(const si_model *m, const kv_cache *kv, const si_batch *b,
                         const forward_scratch *ws) {
@@ -154,9 +168,9 @@ void forward_batch(si_model *m, kv_cache *kv, const si_batch *b, forward_scratch
 
         /* attention block */
         cpu_rmsnorm(ws->xb, ws->x, L->attn_norm.data, dim, n, hp->rms_eps);
-        cpu_matmul(pool, ws->q, &L->wq, ws->xb, n, ws->qscratch);
-        cpu_matmul(pool, ws->k, &L->wk, ws->xb, n, ws->qscratch);
-        cpu_matmul(pool, ws->v, &L->wv, ws->xb, n, ws->qscratch);
+        float *qkv_out[] = {ws->q, ws->k, ws->v};
+        const si_tensor *qkv[] = {&L->wq, &L->wk, &L->wv};
+        matmul_same_input(pool, 3, qkv_out, qkv, ws->xb, n, ws->qscratch);
         if (L->bq.data) cpu_add_bias(ws->q, L->bq.data, q_dim, n);
         if (L->bk.data) cpu_add_bias(ws->k, L->bk.data, kv_dim, n);
         if (L->bv.data) cpu_add_bias(ws->v, L->bv.data, kv_dim, n);
@@ -180,8 +194,9 @@ void forward_batch(si_model *m, kv_cache *kv, const si_batch *b, forward_scratch
 
         /* feed-forward block: down(silu(gate(x)) * up(x)) */
         cpu_rmsnorm(ws->xb, ws->x, L->ffn_norm.data, dim, n, hp->rms_eps);
-        cpu_matmul(pool, ws->hb, &L->w_gate, ws->xb, n, ws->qscratch);
-        cpu_matmul(pool, ws->hb2, &L->w_up, ws->xb, n, ws->qscratch);
+        float *gate_up_out[] = {ws->hb, ws->hb2};
+        const si_tensor *gate_up[] = {&L->w_gate, &L->w_up};
+        matmul_same_input(pool, 2, gate_up_out, gate_up, ws->xb, n, ws->qscratch);
         cpu_swiglu(ws->hb, ws->hb2, (int64_t)n * ff);
         cpu_matmul(pool, ws->xb, &L->w_down, ws->hb, n, ws->qscratch);
         cpu_add(ws->x, ws->xb, (int64_t)n * dim);

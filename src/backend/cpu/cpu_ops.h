@@ -24,6 +24,14 @@ size_t cpu_matmul_scratch(const si_tensor *W, int n_rows);
 void cpu_matmul(thread_pool *pool, float *out, const si_tensor *W, const float *x, int n_rows,
                 void *scratch);
 
+/* cpu_matmul for up to CPU_MATMUL_MAX_MATS matrices of one type and one column count against
+ * the same x (a layer's Q/K/V, its gate/up): x is quantised once and the threads share one job,
+ * so they meet once instead of once per matrix. outs[i]: [n_rows][Ws[i]->n_rows]. Each output is
+ * exactly cpu_matmul's. scratch: cpu_matmul_scratch(Ws[0], n_rows) bytes. */
+#define CPU_MATMUL_MAX_MATS 3
+void cpu_matmul_multi(thread_pool *pool, int n_mats, float *const *outs, const si_tensor *const *Ws,
+                      const float *x, int n_rows, void *scratch);
+
 /* The reference for cpu_matmul (tests): the same product on the calling thread, a plain loop over
  * quant/'s scalar kernels. scratch: cpu_matmul_scratch(W, n_rows) bytes. */
 void cpu_matmul_ref(float *out, const si_tensor *W, const float *x, int n_rows, void *scratch);

@@ -85,18 +85,27 @@ size_t cpu_matmul_scratch(const si_tensor *W, int n_rows) {
     return (fast > ref ? fast : ref) * (size_t)n_rows + (prep ? MM_ALIGN + prep * (size_t)n_rows : 0);
 }
 
+/* One weight matrix of a job: its rows are chunks first_chunk .. first_chunk + n_chunks - 1 of
+ * the job's chunk numbering. */
+typedef struct {
+    const uint8_t *w;
+    float *out;      /* [n_rows][n_out] */
+    int64_t n_out;   /* W's rows */
+    int64_t chunk_rows, first_chunk;
+} mm_mat;
+
 typedef struct {
     mm_kernels k;
-    float *out;      /* [n_rows][W->n_rows] */
+    mm_mat mats[CPU_MATMUL_MAX_MATS];
+    int n_mats;
     const float *x;  /* [n_rows][n_cols] */
     uint8_t *xq;     /* [n_rows][xq_row]: x in vec_dot_type */
     uint8_t *xp;     /* [n_rows][xp_row]: xq in gemm's prepared layout (xp_row 0: none) */
-    const uint8_t *w;
-    int64_t n_cols, n_out; /* W's columns (input) and rows (output) */
+    int64_t n_cols;        /* the weights' columns (input) */
     int n_rows;            /* activation rows */
     size_t xq_row, xp_row, w_row; /* bytes per quantised / prepared activation row, weight row */
     int q_parts;           /* pieces each activation row is quantised in */
-    int64_t chunk_rows, n_chunks;
+    int64_t n_chunks;      /* over all matrices */
     atomic_int_fast64_t next_piece; /* the next quantisation piece nobody has claimed */
     atomic_int_fast64_t q_done;     /* quantisation pieces finished */
     atomic_int_fast64_t next_chunk; /* the next weight chunk nobody has claimed */
@@ -125,45 +134,50 @@ static void mm_quantise(mm_job *j) {
     }
 }
 
-/* Phase 2 for weight rows [o0, o1): every activation row. */
-static void mm_chunk(const mm_job *j, int64_t o0, int64_t o1) {
+/* Phase 2 for rows [o0, o1) of matrix m: every activation row. */
+static void mm_chunk(const mm_job *j, const mm_mat *m, int64_t o0, int64_t o1) {
     const cpu_kernels *ck = j->k.ck;
     if (!mm_uses_gemm(ck)) {
         for (int r = 0; r < j->n_rows; r++)
             for (int64_t o = o0; o < o1; o++)
-                j->out[(size_t)r * j->n_out + o] =
-                    ck->vec_dot(j->w + (size_t)o * j->w_row, j->xq + (size_t)r * j->xq_row, j->n_cols);
+                m->out[(size_t)r * m->n_out + o] =
+                    ck->vec_dot(m->w + (size_t)o * j->w_row, j->xq + (size_t)r * j->xq_row, j->n_cols);
         return;
     }
     /* gemm decodes each weight block once per group of activation rows; the chunk of weight
      * rows stays in L2 while the activation rows pass */
-    cpu_gemm(ck, j->w + (size_t)o0 * j->w_row, j->w_row, (int)(o1 - o0), j->xq, j->xq_row, j->xp,
-             j->xp_row, j->n_rows, j->n_cols, j->out + o0, (size_t)j->n_out);
+    cpu_gemm(ck, m->w + (size_t)o0 * j->w_row, j->w_row, (int)(o1 - o0), j->xq, j->xq_row, j->xp,
+             j->xp_row, j->n_rows, j->n_cols, m->out + o0, (size_t)m->n_out);
 }
 
 static void mm_worker(void *ctx, int ith, int nth) {
     (void)ith, (void)nth;
     mm_job *j = ctx;
     mm_quantise(j);
+    int i = 0; /* chunks are claimed in increasing order: the matrix index only moves forward */
     for (int64_t c; (c = atomic_fetch_add_explicit(&j->next_chunk, 1, memory_order_relaxed)) <
                     j->n_chunks;) {
-        const int64_t o0 = c * j->chunk_rows;
-        const int64_t o1 = o0 + j->chunk_rows < j->n_out ? o0 + j->chunk_rows : j->n_out;
-        mm_chunk(j, o0, o1);
+        while (i + 1 < j->n_mats && c >= j->mats[i + 1].first_chunk) i++;
+        const mm_mat *m = &j->mats[i];
+        const int64_t o0 = (c - m->first_chunk) * m->chunk_rows;
+        const int64_t o1 = o0 + m->chunk_rows < m->n_out ? o0 + m->chunk_rows : m->n_out;
+        mm_chunk(j, m, o0, o1);
     }
 }
 
-void cpu_matmul(thread_pool *pool, float *out, const si_tensor *W, const float *x, int n_rows,
-                void *scratch) {
+void cpu_matmul_multi(thread_pool *pool, int n_mats, float *const *outs, const si_tensor *const *Ws,
+                      const float *x, int n_rows, void *scratch) {
+    SI_ASSERT(n_mats >= 1 && n_mats <= CPU_MATMUL_MAX_MATS);
+    const si_tensor *W = Ws[0];
+    for (int i = 1; i < n_mats; i++)
+        SI_ASSERT(Ws[i]->type == W->type && Ws[i]->n_cols == W->n_cols);
     const int nth = pool_size(pool);
     mm_job job = {
         .k = mm_kernels_for(W->type),
-        .out = out,
+        .n_mats = n_mats,
         .x = x,
         .xq = scratch,
-        .w = W->data,
         .n_cols = W->n_cols,
-        .n_out = W->n_rows,
         .n_rows = n_rows,
         .w_row = quant_row_size(W->type, W->n_cols),
     };
@@ -178,16 +192,28 @@ void cpu_matmul(thread_pool *pool, float *out, const si_tensor *W, const float *
     job.q_parts = n_rows >= nth || job.xp_row ? 1 : (nth + n_rows - 1) / n_rows;
 
     const size_t target = n_rows == 1 ? MM_CHUNK_DECODE : MM_CHUNK_PREFILL;
-    int64_t rows = (int64_t)(target / job.w_row);
-    const int64_t balanced = job.n_out / ((int64_t)nth * MM_MIN_CHUNKS_PER_THREAD);
-    if (rows > balanced) rows = balanced; /* small matrices: enough chunks for every thread */
-    if (rows < 1) rows = 1;
-    job.chunk_rows = rows;
-    job.n_chunks = (job.n_out + rows - 1) / rows;
+    for (int i = 0; i < n_mats; i++) {
+        mm_mat *m = &job.mats[i];
+        m->w = Ws[i]->data;
+        m->out = outs[i];
+        m->n_out = Ws[i]->n_rows;
+        int64_t rows = (int64_t)(target / job.w_row);
+        const int64_t balanced = m->n_out / ((int64_t)nth * MM_MIN_CHUNKS_PER_THREAD);
+        if (rows > balanced) rows = balanced; /* small matrices: enough chunks for every thread */
+        if (rows < 1) rows = 1;
+        m->chunk_rows = rows;
+        m->first_chunk = job.n_chunks;
+        job.n_chunks += (m->n_out + rows - 1) / rows;
+    }
     atomic_init(&job.next_piece, 0);
     atomic_init(&job.q_done, 0);
     atomic_init(&job.next_chunk, 0);
     pool_run(pool, mm_worker, &job);
+}
+
+void cpu_matmul(thread_pool *pool, float *out, const si_tensor *W, const float *x, int n_rows,
+                void *scratch) {
+    cpu_matmul_multi(pool, 1, &out, &W, x, n_rows, scratch);
 }
 
 void cpu_matmul_ref(float *out, const si_tensor *W, const float *x, int n_rows, void *scratch) {
