@@ -138,8 +138,69 @@ static void test_back_to_back(void **state) {
     pool_free(p);
 }
 
+/* cpu_matmul_multi: three matrices of one type (different row counts, like Q/K/V) against the
+ * same activations give exactly what three cpu_matmul calls give, for every type and row count
+ * of decode and prefill, and write nothing past any output. */
+static void test_matmul_multi_is_three_matmuls(void **state) {
+    (void)state;
+    thread_pool *p = NULL;
+    assert_int_equal(pool_create(2, &p), SI_OK);
+    static const int ROWS[] = {1, 4, 17};
+    static const int64_t N_OUT[3] = {67, 23, 23};
+    const int64_t n_cols = 512;
+    for (int t = 0; t < (int)SI_TYPE_COUNT; t++) {
+        if (!matmul_type((si_type)t)) continue;
+        const quant_traits *qt = quant_get((si_type)t);
+        const size_t w_row = quant_row_size((si_type)t, n_cols);
+        si_tensor W[3];
+        uint8_t *wq[3];
+        float *wf = malloc(sizeof(float) * (size_t)(N_OUT[0] * n_cols));
+        assert_non_null(wf);
+        for (int m = 0; m < 3; m++) {
+            wq[m] = malloc(w_row * (size_t)N_OUT[m]);
+            assert_non_null(wq[m]);
+            fill_random(wf, N_OUT[m] * n_cols, 0.02f);
+            for (int64_t o = 0; o < N_OUT[m]; o++)
+                qt->from_float(wf + o * n_cols, wq[m] + (size_t)o * w_row, n_cols);
+            W[m] = (si_tensor){.data = wq[m], .type = (si_type)t, .n_cols = n_cols, .n_rows = N_OUT[m]};
+        }
+        for (size_t r = 0; r < sizeof ROWS / sizeof ROWS[0]; r++) {
+            const int n_rows = ROWS[r];
+            float *x = malloc(sizeof(float) * (size_t)(n_rows * n_cols));
+            uint8_t *scratch = malloc(cpu_matmul_scratch(&W[0], n_rows));
+            float *one[3], *multi[3];
+            assert_true(x && scratch);
+            fill_random(x, n_rows * n_cols, 1.0f);
+            for (int m = 0; m < 3; m++) {
+                const size_t n = (size_t)n_rows * (size_t)N_OUT[m];
+                one[m] = malloc(sizeof(float) * n);
+                multi[m] = malloc(sizeof(float) * (n + GUARD));
+                assert_true(one[m] && multi[m]);
+                for (size_t i = 0; i < n; i++) multi[m][i] = NAN;
+                for (int g = 0; g < GUARD; g++) multi[m][n + g] = SENTINEL;
+                cpu_matmul(p, one[m], &W[m], x, n_rows, scratch);
+            }
+            const si_tensor *Ws[3] = {&W[0], &W[1], &W[2]};
+            cpu_matmul_multi(p, 3, multi, Ws, x, n_rows, scratch);
+            for (int m = 0; m < 3; m++) {
+                const size_t n = (size_t)n_rows * (size_t)N_OUT[m];
+                if (memcmp(one[m], multi[m], n * sizeof(float)) != 0)
+                    fail_msg("%s rows %d matrix %d: cpu_matmul_multi differs from cpu_matmul",
+                             qt->name, n_rows, m);
+                for (int g = 0; g < GUARD; g++) assert_true(multi[m][n + g] == SENTINEL);
+                free(one[m]), free(multi[m]);
+            }
+            free(x), free(scratch);
+        }
+        for (int m = 0; m < 3; m++) free(wq[m]);
+        free(wf);
+    }
+    pool_free(p);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_matmul_multi_is_three_matmuls),
         cmocka_unit_test(test_matmul_vs_ref),
         cmocka_unit_test(test_back_to_back),
     };
