@@ -65,8 +65,10 @@ void attention_head_avx512(float *oh, const float *qh, const kv_cache *kv, int32
     for (int d = 0; d < hd; d += 16) _mm512_storeu_ps(qr + d, round16_512(_mm512_loadu_ps(qh + d)));
 
     float max = -INFINITY;
-    for (int i = 0; i < n_kv; i++) {
-        const uint16_t *kh = kv_cache_k(kv, layer, table[i / bs], i % bs) + (size_t)kvh * hd;
+    /* slot i = block table[blk], offset off: stepped, not divided (a division per key costs
+     * more than a 64-wide dot product) */
+    for (int i = 0, blk = 0, off = 0; i < n_kv; i++, off = off + 1 == bs ? (blk++, 0) : off + 1) {
+        const uint16_t *kh = kv_cache_k(kv, layer, table[blk], off) + (size_t)kvh * hd;
         __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
         if (rotate) {
             for (int d = 0; d < hd; d += 16) _mm512_storeu_ps(kr + d, load16_512(kh + d));
@@ -106,8 +108,8 @@ void attention_head_avx512(float *oh, const float *qh, const kv_cache *kv, int32
         const int nv = (hd - d0) / 16 < 8 ? (hd - d0) / 16 : 8;
         __m512 acc[8];
         for (int c = 0; c < 8; c++) acc[c] = _mm512_setzero_ps();
-        for (int k = 0; k < n_kv; k++) {
-            const uint16_t *vh = kv_cache_v(kv, layer, table[k / bs], k % bs) + (size_t)kvh * hd + d0;
+        for (int k = 0, blk = 0, off = 0; k < n_kv; k++, off = off + 1 == bs ? (blk++, 0) : off + 1) {
+            const uint16_t *vh = kv_cache_v(kv, layer, table[blk], off) + (size_t)kvh * hd + d0;
             const __m512 w = _mm512_set1_ps(sc[k]);
             if (nv == 8) {
                 for (int c = 0; c < 8; c++) acc[c] = _mm512_fmadd_ps(w, load16_512(vh + 16 * c), acc[c]);
@@ -155,8 +157,10 @@ void attention_head_avx2(float *oh, const float *qh, const kv_cache *kv, int32_t
     for (int d = 0; d < hd; d += 8) _mm256_storeu_ps(qr + d, round16_256(_mm256_loadu_ps(qh + d)));
 
     float max = -INFINITY;
-    for (int i = 0; i < n_kv; i++) {
-        const uint16_t *kh = kv_cache_k(kv, layer, table[i / bs], i % bs) + (size_t)kvh * hd;
+    /* slot i = block table[blk], offset off: stepped, not divided (a division per key costs
+     * more than a 64-wide dot product) */
+    for (int i = 0, blk = 0, off = 0; i < n_kv; i++, off = off + 1 == bs ? (blk++, 0) : off + 1) {
+        const uint16_t *kh = kv_cache_k(kv, layer, table[blk], off) + (size_t)kvh * hd;
         __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
         if (rotate) {
             for (int d = 0; d < hd; d += 8) _mm256_storeu_ps(kr + d, load16_256(kh + d));
@@ -196,8 +200,8 @@ void attention_head_avx2(float *oh, const float *qh, const kv_cache *kv, int32_t
         const int nv = (hd - d0) / 8 < 8 ? (hd - d0) / 8 : 8;
         __m256 acc[8];
         for (int c = 0; c < 8; c++) acc[c] = _mm256_setzero_ps();
-        for (int k = 0; k < n_kv; k++) {
-            const uint16_t *vh = kv_cache_v(kv, layer, table[k / bs], k % bs) + (size_t)kvh * hd + d0;
+        for (int k = 0, blk = 0, off = 0; k < n_kv; k++, off = off + 1 == bs ? (blk++, 0) : off + 1) {
+            const uint16_t *vh = kv_cache_v(kv, layer, table[blk], off) + (size_t)kvh * hd + d0;
             const __m256 w = _mm256_set1_ps(sc[k]);
             if (nv == 8) {
                 for (int c = 0; c < 8; c++) acc[c] = _mm256_fmadd_ps(w, load16_256(vh + 8 * c), acc[c]);

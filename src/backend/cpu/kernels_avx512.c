@@ -473,14 +473,58 @@ KX86_ALWAYS_INLINE void q4_1_rows(const void *w, const uint8_t *xp, size_t xs, i
     for (int r = 0; r < R; r++) out[(size_t)r * os] = hsum_ps(acc[r]) + hsum_ps(accm[r]);
 }
 
+/* a q4_1 weight group decoded by weight_group_q4_1, kept for several tiles of activation rows */
+typedef struct {
+    __m256i q[8];
+    __m256 dw, mw;
+} q4_1_decoded;
+
+#define Q4_1_DECODED_MAX (32 * 1024 / (int)sizeof(q4_1_decoded)) /* 32 KiB of stack: stays in L1 */
+
+/* R activation rows against one q4_1 weight row whose groups are already decoded */
+KX86_ALWAYS_INLINE void q4_1_rows_decoded(const q4_1_decoded *wg, const uint8_t *xp, size_t xs, int64_t ng,
+                                          float *out, size_t os, const int R) {
+    __m256 acc[8], accm[8]; /* KX86_SWITCH_R instantiates R up to 8 */
+    for (int r = 0; r < R; r++) acc[r] = accm[r] = _mm256_setzero_ps();
+    for (int64_t g = 0; g < ng; g++) {
+        __m256i q[8];
+        for (int j = 0; j < 8; j++) q[j] = _mm256_load_si256(&wg[g].q[j]);
+        const __m256 dw = _mm256_load_ps((const float *)&wg[g].dw), mw = _mm256_load_ps((const float *)&wg[g].mw);
+        for (int r = 0; r < R; r++)
+            q4_1_group_step(&acc[r], &accm[r], q, dw, mw, (const q8s_group *)(xp + (size_t)r * xs) + g);
+    }
+    for (int r = 0; r < R; r++) out[(size_t)r * os] = hsum_ps(acc[r]) + hsum_ps(accm[r]);
+}
+
+/* NOTE: as q8g_gemm: with more activation rows than one tile, a block of weight rows is decoded
+ * once on the stack and reused by every tile (same values, same operations, same results). */
 static void gemm_q4_1_avx512(const void *w, size_t ws, int n_w, const void *xp, size_t xs, int n_x, int64_t n,
                              float *out, size_t os) {
-    const int64_t nb = n / QK4_1;
-    for (int r0 = 0; r0 < n_x; r0 += 8) {
-        const uint8_t *x = (const uint8_t *)xp + (size_t)r0 * xs;
-        for (int o = 0; o < n_w; o++)
-            KX86_SWITCH_R(n_x - r0, q4_1_rows, (const uint8_t *)w + (size_t)o * ws, x, xs, nb,
-                          out + (size_t)r0 * os + o, os);
+    const int64_t nb = n / QK4_1, ng = (nb + Q8G - 1) / Q8G;
+    if (n_x <= 8 || ng > Q4_1_DECODED_MAX) {
+        for (int r0 = 0; r0 < n_x; r0 += 8) {
+            const uint8_t *x = (const uint8_t *)xp + (size_t)r0 * xs;
+            for (int o = 0; o < n_w; o++)
+                KX86_SWITCH_R(n_x - r0, q4_1_rows, (const uint8_t *)w + (size_t)o * ws, x, xs, nb,
+                              out + (size_t)r0 * os + o, os);
+        }
+        return;
+    }
+    q4_1_decoded dec[Q4_1_DECODED_MAX];
+    const int block = (int)(Q4_1_DECODED_MAX / ng);
+    for (int o0 = 0; o0 < n_w; o0 += block) {
+        const int nw = n_w - o0 < block ? n_w - o0 : block;
+        for (int o = 0; o < nw; o++)
+            for (int64_t g = 0; g < ng; g++) {
+                q4_1_decoded *d = &dec[o * ng + g];
+                weight_group_q4_1((const uint8_t *)w + (size_t)(o0 + o) * ws, g * Q8G, nb, d->q, &d->dw, &d->mw);
+            }
+        for (int r0 = 0; r0 < n_x; r0 += 8) {
+            const uint8_t *x = (const uint8_t *)xp + (size_t)r0 * xs;
+            for (int o = 0; o < nw; o++)
+                KX86_SWITCH_R(n_x - r0, q4_1_rows_decoded, dec + (size_t)o * ng, x, xs, ng,
+                              out + (size_t)r0 * os + o0 + o, os);
+        }
     }
 }
 
