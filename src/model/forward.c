@@ -197,7 +197,7 @@ void forward_batch(si_model *m, kv_cache *kv, const si_batch *b, forward_scratch
         float *gate_up_out[] = {ws->hb, ws->hb2};
         const si_tensor *gate_up[] = {&L->w_gate, &L->w_up};
         matmul_same_input(pool, 2, gate_up_out, gate_up, ws->xb, n, ws->qscratch);
-        cpu_swiglu(ws->hb, ws->hb2, (int64_t)n * ff);
+        cpu_swiglu_pool(pool, ws->hb, ws->hb2, (int64_t)n * ff);
         cpu_matmul(pool, ws->xb, &L->w_down, ws->hb, n, ws->qscratch);
         cpu_add(ws->x, ws->xb, (int64_t)n * dim);
     }

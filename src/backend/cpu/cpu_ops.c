@@ -61,6 +61,31 @@ void cpu_swiglu(float *gate, const float *up, int64_t n) {
     }
 }
 
+typedef struct {
+    float *gate;
+    const float *up;
+    int64_t n;
+} swiglu_job;
+
+static void swiglu_worker(void *ctx, int ith, int nth) {
+    const swiglu_job *j = ctx;
+    int64_t begin, end;
+    pool_split(j->n, ith, nth, &begin, &end);
+    cpu_swiglu(j->gate + begin, j->up + begin, end - begin);
+}
+
+/* NOTE: below this many elements a pool wake-up costs more than the expf calls it shares */
+#define SWIGLU_MIN_PARALLEL 4096
+
+void cpu_swiglu_pool(thread_pool *pool, float *gate, const float *up, int64_t n) {
+    if (n < SWIGLU_MIN_PARALLEL || pool_size(pool) == 1) {
+        cpu_swiglu(gate, up, n);
+        return;
+    }
+    swiglu_job j = {gate, up, n};
+    pool_run(pool, swiglu_worker, &j);
+}
+
 void cpu_add(float *x, const float *y, int64_t n) {
     for (int64_t i = 0; i < n; i++) x[i] += y[i];
 }

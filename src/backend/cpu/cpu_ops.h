@@ -85,6 +85,9 @@ void cpu_attention_paged_isa(thread_pool *pool, float *out, const float *q, cons
 
 /* gate[i] = silu(gate[i]) * up[i] */
 void cpu_swiglu(float *gate, const float *up, int64_t n);
+/* cpu_swiglu shared by pool's threads when n is large (a batch of rows): element-wise, so the
+ * same results however it is split. */
+void cpu_swiglu_pool(thread_pool *pool, float *gate, const float *up, int64_t n);
 
 /* x[i] += y[i] */
 void cpu_add(float *x, const float *y, int64_t n);

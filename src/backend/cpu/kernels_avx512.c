@@ -391,13 +391,12 @@ static void gemm_q8_0_avx512(const void *w, size_t ws, int n_w, const void *xp, 
 /* ---- q4_1: the same groups plus the min term ----
  * For a weight row w and an activation row x (q8_1), in vec_dot and gemm alike:
  *     isum_b = sum over the block's 32 elements of q_e * x_e      (nibbles 0..15, exact int32)
- *     acc[b % 8]  = fma(d_w[b] * d_x[b], (float)isum_b, acc[b % 8])
- *     accm[b % 8] = fma(m_w[b], s_x[b], accm[b % 8])                (s_x: q8_1's d * sum(x))
- *     result = hsum_ps(acc) + hsum_ps(accm)
+ *     acc[b % 8] = fma(m_w[b], s_x[b], fma(d_w[b] * d_x[b], (float)isum_b, acc[b % 8]))
+ *     result = hsum_ps(acc)                                         (s_x: q8_1's d * sum(x))
  * The activation row is prepared once per matmul into q8s_group records (q8_group with no
  * offset, plus the s lanes); vec_dot prepares each group on the fly into the same record, so a
- * row's result is the same alone or in a batch. Up to 8 activation rows per weight decode (two
- * accumulators each). */
+ * row's result is the same alone or in a batch. Up to 16 activation rows per weight decode (one
+ * accumulator each, as q4_0). */
 
 typedef struct {
     q8_group g; /* c all zero: q4_1's nibbles need no offset */
@@ -439,38 +438,36 @@ static inline void weight_group_q4_1(const void *row, int64_t b0, int64_t nb, __
     *mw = _mm256_cvtph_ps(_mm256_cvtepi32_epi16(_mm256_srli_epi32(dm, 16)));
 }
 
-KX86_ALWAYS_INLINE void q4_1_group_step(__m256 *acc, __m256 *accm, const __m256i q[8], __m256 dw, __m256 mw,
-                                        const q8s_group *gs) {
-    *acc = group_step(*acc, q, dw, &gs->g);
-    *accm = _mm256_fmadd_ps(mw, _mm256_loadu_ps(gs->s), *accm);
+KX86_ALWAYS_INLINE __m256 q4_1_group_step(__m256 acc, const __m256i q[8], __m256 dw, __m256 mw, const q8s_group *gs) {
+    return _mm256_fmadd_ps(mw, _mm256_loadu_ps(gs->s), group_step(acc, q, dw, &gs->g));
 }
 
 static float vec_dot_q4_1_avx512(const void *w, const void *x, int64_t n) {
     const int64_t nb = n / QK4_1;
-    __m256 acc = _mm256_setzero_ps(), accm = _mm256_setzero_ps();
+    __m256 acc = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; b += Q8G) {
         __m256i q[8];
         __m256 dw, mw;
         q8s_group gs;
         weight_group_q4_1(w, b, nb, q, &dw, &mw);
         prep_q8s_group(x, b, nb, &gs);
-        q4_1_group_step(&acc, &accm, q, dw, mw, &gs);
+        acc = q4_1_group_step(acc, q, dw, mw, &gs);
     }
-    return hsum_ps(acc) + hsum_ps(accm);
+    return hsum_ps(acc);
 }
 
 KX86_ALWAYS_INLINE void q4_1_rows(const void *w, const uint8_t *xp, size_t xs, int64_t nb, float *out, size_t os,
                                   const int R) {
-    __m256 acc[8], accm[8]; /* KX86_SWITCH_R instantiates R up to 8 */
-    for (int r = 0; r < R; r++) acc[r] = accm[r] = _mm256_setzero_ps();
+    __m256 acc[16]; /* KX86_SWITCH_R16 instantiates R up to 16 */
+    for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; b += Q8G) {
         __m256i q[8];
         __m256 dw, mw;
         weight_group_q4_1(w, b, nb, q, &dw, &mw);
         for (int r = 0; r < R; r++)
-            q4_1_group_step(&acc[r], &accm[r], q, dw, mw, (const q8s_group *)(xp + (size_t)r * xs) + b / Q8G);
+            acc[r] = q4_1_group_step(acc[r], q, dw, mw, (const q8s_group *)(xp + (size_t)r * xs) + b / Q8G);
     }
-    for (int r = 0; r < R; r++) out[(size_t)r * os] = hsum_ps(acc[r]) + hsum_ps(accm[r]);
+    for (int r = 0; r < R; r++) out[(size_t)r * os] = hsum_ps(acc[r]);
 }
 
 /* a q4_1 weight group decoded by weight_group_q4_1, kept for several tiles of activation rows */
@@ -484,16 +481,16 @@ typedef struct {
 /* R activation rows against one q4_1 weight row whose groups are already decoded */
 KX86_ALWAYS_INLINE void q4_1_rows_decoded(const q4_1_decoded *wg, const uint8_t *xp, size_t xs, int64_t ng,
                                           float *out, size_t os, const int R) {
-    __m256 acc[8], accm[8]; /* KX86_SWITCH_R instantiates R up to 8 */
-    for (int r = 0; r < R; r++) acc[r] = accm[r] = _mm256_setzero_ps();
+    __m256 acc[16]; /* KX86_SWITCH_R16 instantiates R up to 16 */
+    for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
     for (int64_t g = 0; g < ng; g++) {
         __m256i q[8];
         for (int j = 0; j < 8; j++) q[j] = _mm256_load_si256(&wg[g].q[j]);
         const __m256 dw = _mm256_load_ps((const float *)&wg[g].dw), mw = _mm256_load_ps((const float *)&wg[g].mw);
         for (int r = 0; r < R; r++)
-            q4_1_group_step(&acc[r], &accm[r], q, dw, mw, (const q8s_group *)(xp + (size_t)r * xs) + g);
+            acc[r] = q4_1_group_step(acc[r], q, dw, mw, (const q8s_group *)(xp + (size_t)r * xs) + g);
     }
-    for (int r = 0; r < R; r++) out[(size_t)r * os] = hsum_ps(acc[r]) + hsum_ps(accm[r]);
+    for (int r = 0; r < R; r++) out[(size_t)r * os] = hsum_ps(acc[r]);
 }
 
 /* NOTE: as q8g_gemm: with more activation rows than one tile, a block of weight rows is decoded
@@ -501,12 +498,12 @@ KX86_ALWAYS_INLINE void q4_1_rows_decoded(const q4_1_decoded *wg, const uint8_t 
 static void gemm_q4_1_avx512(const void *w, size_t ws, int n_w, const void *xp, size_t xs, int n_x, int64_t n,
                              float *out, size_t os) {
     const int64_t nb = n / QK4_1, ng = (nb + Q8G - 1) / Q8G;
-    if (n_x <= 8 || ng > Q4_1_DECODED_MAX) {
-        for (int r0 = 0; r0 < n_x; r0 += 8) {
+    if (n_x <= Q8G_R || ng > Q4_1_DECODED_MAX) {
+        for (int r0 = 0; r0 < n_x; r0 += Q8G_R) {
             const uint8_t *x = (const uint8_t *)xp + (size_t)r0 * xs;
             for (int o = 0; o < n_w; o++)
-                KX86_SWITCH_R(n_x - r0, q4_1_rows, (const uint8_t *)w + (size_t)o * ws, x, xs, nb,
-                              out + (size_t)r0 * os + o, os);
+                KX86_SWITCH_R16(n_x - r0, q4_1_rows, (const uint8_t *)w + (size_t)o * ws, x, xs, nb,
+                                out + (size_t)r0 * os + o, os);
         }
         return;
     }
@@ -519,11 +516,11 @@ static void gemm_q4_1_avx512(const void *w, size_t ws, int n_w, const void *xp, 
                 q4_1_decoded *d = &dec[o * ng + g];
                 weight_group_q4_1((const uint8_t *)w + (size_t)(o0 + o) * ws, g * Q8G, nb, d->q, &d->dw, &d->mw);
             }
-        for (int r0 = 0; r0 < n_x; r0 += 8) {
+        for (int r0 = 0; r0 < n_x; r0 += Q8G_R) {
             const uint8_t *x = (const uint8_t *)xp + (size_t)r0 * xs;
             for (int o = 0; o < nw; o++)
-                KX86_SWITCH_R(n_x - r0, q4_1_rows_decoded, dec + (size_t)o * ng, x, xs, ng,
-                              out + (size_t)r0 * os + o0 + o, os);
+                KX86_SWITCH_R16(n_x - r0, q4_1_rows_decoded, dec + (size_t)o * ng, x, xs, ng,
+                                out + (size_t)r0 * os + o0 + o, os);
         }
     }
 }
