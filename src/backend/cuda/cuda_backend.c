@@ -27,6 +27,7 @@
 #include <cuda_runtime_api.h>
 
 #include "backend/backend.h"
+#include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_fwd.h"
 #include "backend/cuda/cuda_graphs.h"
 #include "backend/cuda/cuda_ops.h"
@@ -35,15 +36,6 @@
 #include "model/kv_cache.h"
 #include "quant/quant.h"
 
-#define CK(call)                                                                               \
-    do {                                                                                       \
-        cudaError_t err_ = (call);                                                             \
-        if (err_ != cudaSuccess) {                                                             \
-            fprintf(stderr, "CUDA error %s at %s:%d: %s\n", cudaGetErrorName(err_), __FILE__,  \
-                    __LINE__, cudaGetErrorString(err_));                                       \
-            abort();                                                                           \
-        }                                                                                      \
-    } while (0)
 
 #define ALIGN_UP(n) (((n) + 255) & ~(size_t)255)
 #define MiB(n) ((double)(n) / (1024.0 * 1024.0))
@@ -111,7 +103,8 @@ static void upload_bytes(upload *u, void *dst, const void *src, size_t bytes) {
     const size_t piece = (size_t)64 << 20;
     for (size_t o = 0; o < bytes; o += piece) {
         const size_t n = bytes - o < piece ? bytes - o : piece;
-        CK(cudaMemcpy((uint8_t *)dst + o, (const uint8_t *)src + o, n, cudaMemcpyHostToDevice));
+        CUDA_CHECK(cudaMemcpy((uint8_t *)dst + o, (const uint8_t *)src + o, n,
+                              cudaMemcpyHostToDevice));
         u->done += n;
         progress(u, false);
     }
@@ -291,7 +284,7 @@ static void weights_put(cuda_weights *w) {
                 *pp = w->next;
                 break;
             }
-        if (w->buf) CK(cudaFree(w->buf));
+        if (w->buf) CUDA_CHECK(cudaFree(w->buf));
         free(w->layers);
         free(w);
     }
@@ -320,7 +313,7 @@ static si_status weights_get(const si_model *m, cuda_weights **out) {
     if ((st = place_all(&u, m, w))) goto fail;
     w->bytes = u.off;
     size_t free_b = 0, total_b = 0;
-    CK(cudaMemGetInfo(&free_b, &total_b));
+    CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
     if (cudaMalloc(&w->buf, w->bytes) != cudaSuccess) {
         (void)cudaGetLastError();
         w->buf = NULL;
@@ -333,7 +326,7 @@ static si_status weights_get(const si_model *m, cuda_weights **out) {
     if ((st = place_all(&u, m, w))) goto fail;
     /* NOTE: a cudaMemcpy from pageable memory may return before its DMA lands, and the states'
      * streams do not wait for the legacy stream: wait here, once */
-    CK(cudaDeviceSynchronize());
+    CUDA_CHECK(cudaDeviceSynchronize());
     progress(&u, true);
     const double dt = now_s() - u.t0;
     fprintf(stderr, "\ncuda: %.0f MiB of weights uploaded in %.2f s (%.1f GB/s)\n", MiB(w->bytes),
@@ -344,7 +337,7 @@ static si_status weights_get(const si_model *m, cuda_weights **out) {
     pthread_mutex_unlock(&g_weights_mu);
     return SI_OK;
 fail:
-    if (w->buf) CK(cudaFree(w->buf));
+    if (w->buf) CUDA_CHECK(cudaFree(w->buf));
     free(w->layers);
     free(w);
     pthread_mutex_unlock(&g_weights_mu);
@@ -480,7 +473,7 @@ static si_status cuda_kv_blocks_for_fraction(const si_model *m, const backend_pa
                                              double fraction, size_t block_bytes,
                                              int64_t *n_blocks) {
     size_t free_b = 0, total_b = 0;
-    CK(cudaMemGetInfo(&free_b, &total_b));
+    CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
     size_t wbytes = 0;
     pthread_mutex_lock(&g_weights_mu);
     bool uploaded = false;
@@ -506,17 +499,17 @@ static si_status cuda_kv_blocks_for_fraction(const si_model *m, const backend_pa
 static void cuda_free_state(void *state) {
     cuda_state *c = state;
     if (!c) return;
-    if (c->st) CK(cudaStreamSynchronize(c->st));
-    if (c->kv_buf) CK(cudaFree(c->kv_buf));
-    if (c->scr_buf) CK(cudaFree(c->scr_buf));
-    if (c->h_in) CK(cudaFreeHost(c->h_in));
-    if (c->h_logits) CK(cudaFreeHost(c->h_logits));
-    if (c->h_smp) CK(cudaFreeHost(c->h_smp));
-    if (c->h_ids) CK(cudaFreeHost(c->h_ids));
+    if (c->st) CUDA_CHECK(cudaStreamSynchronize(c->st));
+    if (c->kv_buf) CUDA_CHECK(cudaFree(c->kv_buf));
+    if (c->scr_buf) CUDA_CHECK(cudaFree(c->scr_buf));
+    if (c->h_in) CUDA_CHECK(cudaFreeHost(c->h_in));
+    if (c->h_logits) CUDA_CHECK(cudaFreeHost(c->h_logits));
+    if (c->h_smp) CUDA_CHECK(cudaFreeHost(c->h_smp));
+    if (c->h_ids) CUDA_CHECK(cudaFreeHost(c->h_ids));
     free(c->out_seq);
     cuda_graphs_free(c->graphs);
     if (c->gemm) cuda_gemm_free(c->gemm);
-    if (c->st) CK(cudaStreamDestroy(c->st));
+    if (c->st) CUDA_CHECK(cudaStreamDestroy(c->st));
     if (c->w) weights_put(c->w);
     free(c);
 }
@@ -539,15 +532,15 @@ static si_status cuda_create(si_model *m, const backend_params *p, void **state)
     c->max_blocks = (p->max_kv + KV_BLOCK_SIZE - 1) / KV_BLOCK_SIZE;
     struct cudaDeviceProp prop;
     int dev = 0;
-    CK(cudaGetDevice(&dev));
-    CK(cudaGetDeviceProperties(&prop, dev));
+    CUDA_CHECK(cudaGetDevice(&dev));
+    CUDA_CHECK(cudaGetDeviceProperties(&prop, dev));
     snprintf(c->device, sizeof c->device, "%s", prop.name);
     si_status st;
     if ((st = weights_get(m, &c->w))) {
         free(c);
         return st;
     }
-    CK(cudaStreamCreateWithFlags(&c->st, cudaStreamNonBlocking));
+    CUDA_CHECK(cudaStreamCreateWithFlags(&c->st, cudaStreamNonBlocking));
     if (cuda_gemm_create(&c->gemm) != 0) {
         cuda_free_state(c);
         return si_error(SI_ERR_INTERNAL, "cuda: cuBLASLt could not be initialised");
@@ -572,7 +565,7 @@ static si_status cuda_create(si_model *m, const backend_params *p, void **state)
             cudaSuccess) {
         (void)cudaGetLastError();
         size_t free_b = 0, total_b = 0;
-        CK(cudaMemGetInfo(&free_b, &total_b));
+        CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
         const size_t kvb = c->kv_bytes, sb = c->scr_bytes;
         cuda_free_state(c);
         return si_error(SI_ERR_NOMEM, "cuda: the KV pool (%d blocks, %.0f MiB) and scratch "
@@ -583,7 +576,7 @@ static si_status cuda_create(si_model *m, const backend_params *p, void **state)
     }
     /* NOTE: zeroed once so that the padding rows of a graphed step, which read block 0, see
      * finite values (their results are never used, but NaN/Inf there would be confusing) */
-    CK(cudaMemsetAsync(c->kv_buf, 0, c->kv_bytes, c->st)); /* ordered before every step */
+    CUDA_CHECK(cudaMemsetAsync(c->kv_buf, 0, c->kv_bytes, c->st)); /* ordered before every step */
     c->kc = c->kv_buf;
     c->vc = c->kc + (size_t)hp->n_layer * c->layer_elems;
     scratch_layout(c, m, p, c->max_blocks, c->scr_buf);
@@ -818,7 +811,7 @@ static int run_step(cuda_state *c, const si_batch *b) {
     step_shape sh;
     size_t bytes;
     const int n_out = pack_step(c, b, &sh, &bytes);
-    CK(cudaMemcpyAsync(c->d_in, c->h_in, bytes, cudaMemcpyHostToDevice, c->st));
+    CUDA_CHECK(cudaMemcpyAsync(c->d_in, c->h_in, bytes, cudaMemcpyHostToDevice, c->st));
     graph_ctx g = {c, &sh};
     if (sh.graphed)
         cuda_graphs_run(c->graphs, sh.n_tokens, sh.kv_cap, sh.streaming, c->st, forward_body, &g);
@@ -832,9 +825,9 @@ static void cuda_forward(void *state, const si_batch *b, float *logits) {
     const size_t nv = (size_t)c->m->hp.n_vocab;
     const int n_out = run_step(c, b);
     if (n_out > 0)
-        CK(cudaMemcpyAsync(c->h_logits, c->logits, (size_t)n_out * nv * sizeof(float),
+        CUDA_CHECK(cudaMemcpyAsync(c->h_logits, c->logits, (size_t)n_out * nv * sizeof(float),
                            cudaMemcpyDeviceToHost, c->st));
-    CK(cudaStreamSynchronize(c->st));
+    CUDA_CHECK(cudaStreamSynchronize(c->st));
     for (int i = 0; i < n_out; i++)
         memcpy(logits + (size_t)c->out_seq[i] * nv, c->h_logits + (size_t)i * nv,
                nv * sizeof(float));
@@ -851,13 +844,13 @@ static void cuda_forward_sample(void *state, const si_batch *b, const backend_sa
         c->h_smp[i] = (cuda_sample_params){q->u, q->temperature, q->top_k, q->top_p, q->min_p};
     }
     if (n_out > 0) {
-        CK(cudaMemcpyAsync(c->d_smp, c->h_smp, (size_t)n_out * sizeof *c->h_smp,
+        CUDA_CHECK(cudaMemcpyAsync(c->d_smp, c->h_smp, (size_t)n_out * sizeof *c->h_smp,
                            cudaMemcpyHostToDevice, c->st));
         cuda_sample(c->logits, c->m->hp.n_vocab, n_out, c->d_smp, c->d_ids, c->st);
-        CK(cudaMemcpyAsync(c->h_ids, c->d_ids, (size_t)n_out * sizeof *c->h_ids,
+        CUDA_CHECK(cudaMemcpyAsync(c->h_ids, c->d_ids, (size_t)n_out * sizeof *c->h_ids,
                            cudaMemcpyDeviceToHost, c->st));
     }
-    CK(cudaStreamSynchronize(c->st));
+    CUDA_CHECK(cudaStreamSynchronize(c->st));
     for (int s = 0; s < b->n_seqs; s++) ids[s] = -1;
     for (int i = 0; i < n_out; i++) ids[c->out_seq[i]] = c->h_ids[i];
 }

@@ -11,17 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-/* Broken CUDA calls are internal invariants here (bad input is rejected before any launch):
- * print file:line and the CUDA message, then abort. */
-#define CUDA_CHECK(call)                                                                    \
-    do {                                                                                    \
-        cudaError_t err_ = (call);                                                          \
-        if (err_ != cudaSuccess) {                                                          \
-            fprintf(stderr, "CUDA error %s at %s:%d: %s\n", cudaGetErrorName(err_), __FILE__, \
-                    __LINE__, cudaGetErrorString(err_));                                    \
-            abort();                                                                        \
-        }                                                                                   \
-    } while (0)
+#include "backend/cuda/cuda_check.h"
 
 /* The launch itself (bad configuration) is reported at once; faults inside a kernel surface at
  * the next synchronising call, also through CUDA_CHECK. */

@@ -8,17 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_graphs.h"
 
-#define CG_CHECK(call)                                                                         \
-    do {                                                                                       \
-        cudaError_t err_ = (call);                                                             \
-        if (err_ != cudaSuccess) {                                                             \
-            fprintf(stderr, "CUDA error %s at %s:%d: %s\n", cudaGetErrorName(err_), __FILE__,  \
-                    __LINE__, cudaGetErrorString(err_));                                       \
-            abort();                                                                           \
-        }                                                                                      \
-    } while (0)
 
 #define CG_MIN_KV 256
 
@@ -85,15 +77,15 @@ void cuda_graphs_run(cuda_graphs *g, int rows, int kv_cap, int variant, cudaStre
     }
     if (!e->exec) {
         cudaGraph_t graph;
-        CG_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+        CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
         body(ctx, stream);
-        CG_CHECK(cudaStreamEndCapture(stream, &graph));
-        CG_CHECK(cudaGraphInstantiate(&e->exec, graph, 0));
-        CG_CHECK(cudaGraphDestroy(graph));
+        CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+        CUDA_CHECK(cudaGraphInstantiate(&e->exec, graph, 0));
+        CUDA_CHECK(cudaGraphDestroy(graph));
     } else {
         g->replays++;
     }
-    CG_CHECK(cudaGraphLaunch(e->exec, stream));
+    CUDA_CHECK(cudaGraphLaunch(e->exec, stream));
 }
 
 void cuda_graphs_free(cuda_graphs *g) {
@@ -102,7 +94,7 @@ void cuda_graphs_free(cuda_graphs *g) {
     for (int i = 0; i < g->n; i++)
         if (g->e[i].exec) {
             captured++;
-            CG_CHECK(cudaGraphExecDestroy(g->e[i].exec));
+            CUDA_CHECK(cudaGraphExecDestroy(g->e[i].exec));
         }
     if (g->n > 0)
         fprintf(stderr, "cuda: %d decode-step graphs captured, %lld steps replayed from them "
