@@ -2,6 +2,7 @@
  * copies; a grid-stride loop over the flattened output, 256 threads a block. */
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_fwd.h"
+#include "backend/cuda/pdl.cuh"
 
 static int fwd_grid(long long n) {
     const long long g = (n + 255) / 256;
@@ -23,7 +24,10 @@ __global__ void gather_rows_kernel(float *dst, const float *src, const int32_t *
     }
 }
 
+/* between the gate/up and down matmuls of a decode step: launched with PDL (pdl.cuh) */
 __global__ void swiglu_rows_kernel(float *out, const float *gu, int n_ff, long long total) {
+    si_pdl_trigger();
+    si_pdl_wait();
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total;
          i += (long long)gridDim.x * blockDim.x) {
         const long long r = i / n_ff, j = i % n_ff;
@@ -52,6 +56,5 @@ extern "C" void cuda_fwd_swiglu_rows(float *out, const float *gu, int n_ff, int 
                                      cudaStream_t stream) {
     const long long total = (long long)n_ff * n_rows;
     if (total <= 0) return;
-    swiglu_rows_kernel<<<fwd_grid(total), 256, 0, stream>>>(out, gu, n_ff, total);
-    CUDA_CHECK_LAUNCH();
+    si_launch_pdl(swiglu_rows_kernel, fwd_grid(total), 256, 0, stream, out, gu, n_ff, total);
 }

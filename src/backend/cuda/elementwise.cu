@@ -4,13 +4,17 @@
  * index on ties, as the CPU sampler does. */
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/elementwise.cuh"
+#include "backend/cuda/pdl.cuh"
 
 static int ew_grid(int64_t n) {
     const int64_t g = (n + EW_THREADS - 1) / EW_THREADS;
     return (int)(g < 65535 * 8 ? (g > 0 ? g : 1) : 65535 * 8);
 }
 
+/* swiglu and add sit between matmuls of a decode step: launched with PDL (pdl.cuh) */
 __global__ void swiglu_kernel(float *out, const float *gate, const float *up, int64_t n) {
+    si_pdl_trigger();
+    si_pdl_wait();
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
         const float g = gate[i];
@@ -19,6 +23,8 @@ __global__ void swiglu_kernel(float *out, const float *gate, const float *up, in
 }
 
 __global__ void add_kernel(float *x, const float *y, int64_t n) {
+    si_pdl_trigger();
+    si_pdl_wait();
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x)
         x[i] += y[i];
@@ -27,14 +33,12 @@ __global__ void add_kernel(float *x, const float *y, int64_t n) {
 extern "C" void cuda_swiglu(float *out, const float *gate, const float *up, int64_t n,
                             cudaStream_t stream) {
     if (n <= 0) return;
-    swiglu_kernel<<<ew_grid(n), EW_THREADS, 0, stream>>>(out, gate, up, n);
-    CUDA_CHECK_LAUNCH();
+    si_launch_pdl(swiglu_kernel, ew_grid(n), EW_THREADS, 0, stream, out, gate, up, n);
 }
 
 extern "C" void cuda_add(float *x, const float *y, int64_t n, cudaStream_t stream) {
     if (n <= 0) return;
-    add_kernel<<<ew_grid(n), EW_THREADS, 0, stream>>>(x, y, n);
-    CUDA_CHECK_LAUNCH();
+    si_launch_pdl(add_kernel, ew_grid(n), EW_THREADS, 0, stream, x, y, n);
 }
 
 /* one CTA per (row, chunk of units) */

@@ -4,8 +4,10 @@
  * gemv_h16_kernel: no shared memory. Rows are 16-byte aligned (K % 8 == 0), so each lane streams
  * its own 16-byte pieces of R rows straight to registers with ld.global.nc (L1::no_allocate: the
  * weights are read once), U pieces per row in flight per lane before the first use; x (f32,
- * L1-resident) is loaded once per piece and serves the R rows. */
+ * L1-resident) is loaded once per piece and serves the R rows. Launched with programmatic
+ * dependent launch (pdl.cuh): weight loads start before the previous kernel has finished. */
 
+#include "backend/cuda/pdl.cuh"
 /* ---------------------------------------------------------------- F16 / BF16 */
 
 __device__ __forceinline__ uint4 si_ldg_stream16(const void *p) {
@@ -89,9 +91,22 @@ __global__ void __launch_bounds__(GEMV_H16_WARPS * 32)
             }
         }
     };
+    /* launched with PDL (pdl.cuh): the first pieces of weights, which no kernel writes, are
+     * loaded, and the next ones asked into L2, while the kernel before (the norm, attention,
+     * SwiGLU) still runs; x is read only after the wait */
+    uint4 w[R][U];
+    load(w, lane);
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+        const int c = lane + 32 * (U + u);
+#pragma unroll
+        for (int r = 0; r < R; r++)
+            if (c < n16) asm volatile("prefetch.global.L2 [%0];" ::"l"(rowp[r] + c));
+    }
+    si_pdl_trigger();
+    si_pdl_wait();
     for (int c0 = lane; c0 < n16; c0 += 32 * U) {
-        uint4 w[R][U];
-        load(w, c0);
+        if (c0 != lane) load(w, c0);
         compute(w, c0);
     }
 #pragma unroll
@@ -107,8 +122,8 @@ template <bool BF, int NB, int R, int U>
 static void gemv_h16_launch_nb(const void *W, int M, int K, const float *x, int nb, float *y,
                                cudaStream_t st) {
     const int grid = si_div_up(M, GEMV_H16_WARPS * R);
-    gemv_h16_kernel<BF, NB, R, U><<<grid, GEMV_H16_WARPS * 32, 0, st>>>((const uint4 *)W, M, K, x, nb, y);
-    CUDA_CHECK_LAUNCH();
+    si_launch_pdl(gemv_h16_kernel<BF, NB, R, U>, grid, GEMV_H16_WARPS * 32, 0, st, (const uint4 *)W,
+                  M, K, x, nb, y);
 }
 
 template <bool BF>

@@ -18,6 +18,7 @@
  * The grid is persistent (at most the resident CTAs) so the x quantisation is paid once per CTA;
  * warps walk row groups of R rows (R rows share each x load). */
 #include "backend/cuda/gemv_q8x_units.cuh"
+#include "backend/cuda/pdl.cuh"
 
 #define GEMV_Q8X_MAX_K 14336 /* nb = 8 still fits the 227 KB of shared memory */
 template <class T> static inline bool gemv_q8x_ok(int K) {
@@ -128,13 +129,15 @@ __global__ void __launch_bounds__(256)
         si_cp_async_commit();
         if (++ps == S) ps = 0;
     };
-    /* the first S - 1 items are in flight while x is quantised */
-    q8x_quantize_x(
-        x, K, nb,
-        [&]() {
+    /* Launched with PDL (pdl.cuh): the first S - 1 items, weights that no kernel writes, are
+     * issued before the wait, while the kernel before this one may still run; they stay in
+     * flight while x is quantised. */
 #pragma unroll
-            for (int i = 0; i < S - 1; i++) produce();
-        },
+    for (int i = 0; i < S - 1; i++) produce();
+    si_pdl_trigger();
+    si_pdl_wait();
+    q8x_quantize_x(
+        x, K, nb, []() {},
         [&](int bi, int bb, int sub, uint32_t q, float d, int sum) {
             const int u = bb / T::UB, ub = bb % T::UB;
             *(uint32_t *)(xq + ((size_t)bi * units + u) * XUB + 32 * ub + 4 * sub) = q;
@@ -236,8 +239,8 @@ static int gemv_q8x_launch_nb(const void *W, int M, int K, const float *x, int n
     const int need = si_div_up(M, warps * R);
     const int grid = min(need, max(1, per_sm) * n_sm);
     const size_t row_bytes = (size_t)(K / (32 * T::UB)) * T::UBYTES; /* units x bytes */
-    gemv_q8x_kernel<T, NB, R, S><<<grid, warps * 32, smem, st>>>((const uint8_t *)W, M, K, row_bytes, x, nb, y);
-    CUDA_CHECK_LAUNCH();
+    si_launch_pdl(gemv_q8x_kernel<T, NB, R, S>, grid, warps * 32, smem, st, (const uint8_t *)W, M, K,
+                  row_bytes, x, nb, y);
     return 0;
 }
 

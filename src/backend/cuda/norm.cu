@@ -1,13 +1,18 @@
 /* norm.cu — RMSNorm, one CTA per row; optionally also writes the row as f16/bf16 so that the
- * next tensor-core matmul needs no separate conversion pass (fused norm + convert). */
+ * next tensor-core matmul needs no separate conversion pass (fused norm + convert). Launched
+ * with PDL (pdl.cuh): it lets the matmul after it launch at once, so that its weight reads start
+ * while the norm runs. */
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/norm.cuh"
+#include "backend/cuda/pdl.cuh"
 
 template <int OUTH> /* 0: none, 1: f16, 2: bf16 */
 __global__ void __launch_bounds__(NORM_THREADS)
     rmsnorm_kernel(float *out, void *out_h, const float *__restrict__ x,
                    const float *__restrict__ w, int n, float eps) {
     __shared__ float red[NORM_THREADS / 32];
+    si_pdl_trigger();
+    si_pdl_wait();
     const size_t r = blockIdx.x;
     const float *xr = x + r * n;
     float ss = 0.0f;
@@ -30,12 +35,11 @@ __global__ void __launch_bounds__(NORM_THREADS)
 extern "C" int cuda_rmsnorm(float *out, void *out_h, si_type out_h_type, const float *x,
                             const float *w, int n, int n_rows, float eps, cudaStream_t stream) {
     if (n < 1 || n_rows < 1) return -1;
-    if (!out_h) rmsnorm_kernel<0><<<n_rows, NORM_THREADS, 0, stream>>>(out, NULL, x, w, n, eps);
-    else if (out_h_type == SI_TYPE_F16)
-        rmsnorm_kernel<1><<<n_rows, NORM_THREADS, 0, stream>>>(out, out_h, x, w, n, eps);
-    else if (out_h_type == SI_TYPE_BF16)
-        rmsnorm_kernel<2><<<n_rows, NORM_THREADS, 0, stream>>>(out, out_h, x, w, n, eps);
+    void (*k)(float *, void *, const float *, const float *, int, float);
+    if (!out_h) k = rmsnorm_kernel<0>;
+    else if (out_h_type == SI_TYPE_F16) k = rmsnorm_kernel<1>;
+    else if (out_h_type == SI_TYPE_BF16) k = rmsnorm_kernel<2>;
     else return -1;
-    CUDA_CHECK_LAUNCH();
+    si_launch_pdl(k, n_rows, NORM_THREADS, 0, stream, out, out_h, x, w, n, eps);
     return 0;
 }

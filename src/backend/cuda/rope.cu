@@ -5,6 +5,7 @@
  * rotates those keys on read, by slot, from the table rope_cos_sin_table builds. */
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/rope.cuh"
+#include "backend/cuda/pdl.cuh"
 
 extern "C" {
 #include "model/kv_cache.h"
@@ -21,6 +22,8 @@ __global__ void __launch_bounds__(ROPE_THREADS)
     rope_kv_kernel(float *q, int q_stride, float *k, int k_stride, const float *v, int v_stride,
                    const int32_t *pos, const int32_t *slot, const uint8_t *k_unrotated,
                    __half *k_cache, __half *v_cache, rope_args a) {
+    si_pdl_trigger(); /* launched with PDL, after the QKV matmul (pdl.cuh) */
+    si_pdl_wait();
     const int t = blockIdx.x;
     const int half = a.rope_dim / 2, hd = a.head_dim, kv_dim = a.n_head_kv * hd;
     const float p = (float)pos[t];
@@ -84,10 +87,9 @@ extern "C" void cuda_rope_kv_write(float *q, int q_stride, float *k, int k_strid
                                    uint16_t *v_cache, const cuda_rope_params *p,
                                    cudaStream_t stream) {
     if (n_tokens <= 0) return;
-    rope_kv_kernel<<<n_tokens, ROPE_THREADS, 0, stream>>>(
-        q, q_stride, k, k_stride, v, v_stride, pos, slot, k_unrotated, (__half *)k_cache,
-        (__half *)v_cache, rope_args_of(p));
-    CUDA_CHECK_LAUNCH();
+    si_launch_pdl(rope_kv_kernel, n_tokens, ROPE_THREADS, 0, stream, q, q_stride, k, k_stride, v,
+                  v_stride, pos, slot, k_unrotated, (__half *)k_cache, (__half *)v_cache,
+                  rope_args_of(p));
 }
 
 __global__ void rope_table_kernel(float2 *table, int n_pos, rope_args a) {
