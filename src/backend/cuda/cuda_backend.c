@@ -647,8 +647,12 @@ static void attention_block(cuda_state *c, const dev_layer *D, int il, const ste
     const uint8_t *k_unrot = sh->streaming ? (const uint8_t *)(c->d_in + L.k_unrot) : NULL;
     const uint8_t *row_ror = sh->streaming ? (const uint8_t *)(c->d_in + L.row_ror) : NULL;
 
-    SI_ASSERT(cuda_rmsnorm(c->xb, NULL, SI_TYPE_F16, c->x, D->attn_norm, dim, n, hp->rms_eps,
-                           st) == 0);
+    /* the residual of the previous layer's FFN (c->xb, pending unless il == 0) is added here */
+    if (il == 0)
+        SI_ASSERT(cuda_rmsnorm(c->xb, NULL, SI_TYPE_F16, c->x, D->attn_norm, dim, n, hp->rms_eps,
+                               st) == 0);
+    else
+        SI_ASSERT(cuda_add_rmsnorm(c->xb, c->x, c->xb, D->attn_norm, dim, n, hp->rms_eps, st) == 0);
     const qkv_view v = qkv_of(c, D, n);
     if (D->qkv_fused) {
         matmul(c, &D->wqkv, c->xb, n, c->qkv);
@@ -675,8 +679,7 @@ static void attention_block(cuda_state *c, const dev_layer *D, int il, const ste
         SI_ASSERT(cuda_attention_prefill(c->att, v.q, v.qs, kc, vc, d_bt, c->d_in + L.seq,
                                          d_pos, n, sh->n_seqs, sh->kv_cap, row_ror, &c->rope,
                                          &ap, c->attn_scr, st) == 0);
-    matmul(c, &D->wo, c->att, n, c->xb);
-    cuda_add(c->x, c->xb, (int64_t)n * dim, st);
+    matmul(c, &D->wo, c->att, n, c->xb); /* its residual add is fused into ffn_block's norm */
 }
 
 /* down(silu(gate(x)) * up(x)) */
@@ -684,8 +687,7 @@ static void ffn_block(cuda_state *c, const dev_layer *D, const step_shape *sh) {
     const model_hparams *hp = &c->m->hp;
     const int n = sh->n_tokens, dim = hp->n_embd, ff = hp->n_ff;
     cudaStream_t st = c->st;
-    SI_ASSERT(cuda_rmsnorm(c->xb, NULL, SI_TYPE_F16, c->x, D->ffn_norm, dim, n, hp->rms_eps,
-                           st) == 0);
+    SI_ASSERT(cuda_add_rmsnorm(c->xb, c->x, c->xb, D->ffn_norm, dim, n, hp->rms_eps, st) == 0);
     if (D->gate_up_fused) {
         matmul(c, &D->w_gate_up, c->xb, n, c->ffn);
         cuda_fwd_swiglu_rows(c->act, c->ffn, ff, n, st);
@@ -695,8 +697,7 @@ static void ffn_block(cuda_state *c, const dev_layer *D, const step_shape *sh) {
         matmul(c, &D->w_up, c->xb, n, up);
         cuda_swiglu(c->act, c->ffn, up, (int64_t)n * ff, st);
     }
-    matmul(c, &D->w_down, c->act, n, c->xb);
-    cuda_add(c->x, c->xb, (int64_t)n * dim, st);
+    matmul(c, &D->w_down, c->act, n, c->xb); /* added by the next layer's norm, or at the end */
 }
 
 /* The whole forward pass of a packed step, device work only (capturable): embeddings, the
@@ -713,6 +714,7 @@ static void forward_launches(cuda_state *c, const step_shape *sh) {
         attention_block(c, &w->layers[il], il, sh);
         ffn_block(c, &w->layers[il], sh);
     }
+    cuda_add(c->x, c->xb, (int64_t)sh->n_tokens * dim, st); /* the last layer's FFN residual */
     if (sh->n_out > 0) {
         cuda_fwd_gather_rows(c->xo, c->x, c->d_in + L.out_row, sh->n_out, dim, st);
         SI_ASSERT(cuda_rmsnorm(c->xb, NULL, SI_TYPE_F16, c->xo, w->output_norm, dim, sh->n_out,

@@ -67,6 +67,11 @@ int cuda_dequantize_f16(si_type t, const void *src, int64_t n, void *dst, cudaSt
 int cuda_rmsnorm(float *out, void *out_h, si_type out_h_type, const float *x, const float *w,
                  int n, int n_rows, float eps, cudaStream_t stream);
 
+/* x[r][i] += y[r][i], then out[r][i] = x[r][i] / rms(x[r]) * w[i]: cuda_add and cuda_rmsnorm
+ * in one kernel (the same values). out may alias y. */
+int cuda_add_rmsnorm(float *out, float *x, const float *y, const float *w, int n, int n_rows,
+                     float eps, cudaStream_t stream);
+
 /* out[i] = silu(gate[i]) * up[i] (out may alias gate). */
 void cuda_swiglu(float *out, const float *gate, const float *up, int64_t n, cudaStream_t stream);
 

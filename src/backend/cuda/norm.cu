@@ -1,22 +1,32 @@
 /* norm.cu — RMSNorm, one CTA per row; optionally also writes the row as f16/bf16 so that the
- * next tensor-core matmul needs no separate conversion pass (fused norm + convert). Launched
+ * next tensor-core matmul needs no separate conversion pass (fused norm + convert), or first adds
+ * the residual (fused add + norm: one kernel, not two, between a layer's matmuls). Launched
  * with PDL (pdl.cuh): it lets the matmul after it launch at once, so that its weight reads start
  * while the norm runs. */
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/norm.cuh"
 #include "backend/cuda/pdl.cuh"
 
-template <int OUTH> /* 0: none, 1: f16, 2: bf16 */
+/* ADD: x[r] += y[r] first (the residual add of the matmul before), written back to x; the sum of
+ * squares is of the sum. One thread's elements are the same in both passes, so out may alias y. */
+template <int OUTH, bool ADD> /* OUTH 0: none, 1: f16, 2: bf16 */
 __global__ void __launch_bounds__(NORM_THREADS)
-    rmsnorm_kernel(float *out, void *out_h, const float *__restrict__ x,
-                   const float *__restrict__ w, int n, float eps) {
+    rmsnorm_kernel(float *out, void *out_h, float *x, const float *y, const float *__restrict__ w,
+                   int n, float eps) {
     __shared__ float red[NORM_THREADS / 32];
     si_pdl_trigger();
     si_pdl_wait();
     const size_t r = blockIdx.x;
-    const float *xr = x + r * n;
+    float *xr = x + r * n;
     float ss = 0.0f;
-    for (int i = threadIdx.x; i < n; i += NORM_THREADS) ss += xr[i] * xr[i];
+    for (int i = threadIdx.x; i < n; i += NORM_THREADS) {
+        float v = xr[i];
+        if (ADD) {
+            v += y[r * n + i];
+            xr[i] = v;
+        }
+        ss += v * v;
+    }
     ss = si_warp_sum(ss);
     if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = ss;
     __syncthreads();
@@ -35,11 +45,21 @@ __global__ void __launch_bounds__(NORM_THREADS)
 extern "C" int cuda_rmsnorm(float *out, void *out_h, si_type out_h_type, const float *x,
                             const float *w, int n, int n_rows, float eps, cudaStream_t stream) {
     if (n < 1 || n_rows < 1) return -1;
-    void (*k)(float *, void *, const float *, const float *, int, float);
-    if (!out_h) k = rmsnorm_kernel<0>;
-    else if (out_h_type == SI_TYPE_F16) k = rmsnorm_kernel<1>;
-    else if (out_h_type == SI_TYPE_BF16) k = rmsnorm_kernel<2>;
+    void (*k)(float *, void *, float *, const float *, const float *, int, float);
+    if (!out_h) k = rmsnorm_kernel<0, false>;
+    else if (out_h_type == SI_TYPE_F16) k = rmsnorm_kernel<1, false>;
+    else if (out_h_type == SI_TYPE_BF16) k = rmsnorm_kernel<2, false>;
     else return -1;
-    si_launch_pdl(k, n_rows, NORM_THREADS, 0, stream, out, out_h, x, w, n, eps);
+    /* x is only read when nothing is added */
+    si_launch_pdl(k, n_rows, NORM_THREADS, 0, stream, out, out_h, (float *)x, (const float *)NULL,
+                  w, n, eps);
+    return 0;
+}
+
+extern "C" int cuda_add_rmsnorm(float *out, float *x, const float *y, const float *w, int n,
+                                int n_rows, float eps, cudaStream_t stream) {
+    if (n < 1 || n_rows < 1 || !out) return -1;
+    si_launch_pdl(rmsnorm_kernel<0, true>, n_rows, NORM_THREADS, 0, stream, out, (void *)NULL, x,
+                  y, w, n, eps);
     return 0;
 }
