@@ -368,6 +368,7 @@ typedef struct cuda_state {
     float *qkv; /* rows [q | k | v] (fused), or blocks q, k, v (see qkv_of) */
     float *ffn; /* rows [gate | up] (fused), or blocks gate, up */
     float *act; /* silu(gate) * up, the input of w_down */
+    void *xq8;  /* [GEMV_ROWS_MAX] rows of xb or act quantised for the GEMVs (pre_quant) */
     float *xo;     /* [max_seqs][n_embd] the rows that give logits */
     float *logits; /* [max_seqs][n_vocab] */
     void *gemm_scr, *attn_scr;
@@ -438,6 +439,10 @@ static size_t scratch_layout(cuda_state *c, const si_model *m, const backend_par
     TAKE(att, T * q_dim * 4);
     TAKE(ffn, (T * 2 * ff + SPLIT_PAD) * 4);
     TAKE(act, T * ff * 4);
+    {
+        const size_t kmax = (size_t)(hp->n_embd > hp->n_ff ? hp->n_embd : hp->n_ff);
+        TAKE(xq8, GEMV_ROWS_MAX * CUDA_Q8X_ROW_BYTES(kmax));
+    }
     TAKE(xo, S * hp->n_embd * 4);
     TAKE(logits, S * hp->n_vocab * 4);
     /* the GEMM's f16 copies of x and of a dequantised weight: the largest any matmul needs */
@@ -610,11 +615,34 @@ typedef struct step_shape {
     bool graphed;   /* run through the graph cache */
 } step_shape;
 
-/* y[n][M] = x[n][K] W^T: GEMV for up to 8 rows (decode), cuBLASLt GEMM beyond (prefill). */
+/* Whether the norm before a matmul of w over n rows should also quantise its output for it: the
+ * GEMV would quantise x itself (cuda_gemv_pre_ok), once in every CTA. */
+static bool pre_quant(const dev_mat *w, int n) { return cuda_gemv_pre_ok(w->type, w->K, n); }
+
+/* RMSNorm of c->x into c->xb (adding c->xb first when add), quantised into c->xq8 as well when
+ * the matmul of w after it can take that (pre_quant). */
+static void norm_for(cuda_state *c, const float *nw, bool add, const dev_mat *w, int n) {
+    const model_hparams *hp = &c->m->hp;
+    void *q8 = pre_quant(w, n) ? c->xq8 : NULL;
+    SI_ASSERT(cuda_add_rmsnorm(c->xb, q8, c->x, add ? c->xb : NULL, nw, hp->n_embd, n,
+                               hp->rms_eps, c->st) == 0);
+}
+
+/* y[n][M] = xb[n][K] W^T where xb is norm_for's output (its quantised copy when pre_quant). */
+static void matmul(cuda_state *c, const dev_mat *w, const float *x, int n, float *y);
+static void matmul_normed(cuda_state *c, const dev_mat *w, int n, float *y) {
+    if (pre_quant(w, n)) SI_ASSERT(cuda_gemv_pre(w->type, w->d, w->M, w->K, c->xq8, n, y, c->st) == 0);
+    else matmul(c, w, c->xb, n, y);
+}
+
+/* y[n][M] = x[n][K] W^T: GEMV for up to 8 rows (decode), the int8 tensor-core kernel for 9..128
+ * rows of a quantised weight (batched decode; no dequantised copy), cuBLASLt GEMM otherwise. */
 static void matmul(cuda_state *c, const dev_mat *w, const float *x, int n, float *y) {
-    const int r = n <= 8 ? cuda_gemv(w->type, w->d, w->M, w->K, x, n, y, c->st)
-                         : cuda_gemm(c->gemm, w->type, w->d, w->M, w->K, x, n, y, c->gemm_scr,
-                                     c->st);
+    const int r =
+        n <= 8 ? cuda_gemv(w->type, w->d, w->M, w->K, x, n, y, c->st)
+        : cuda_matmul_quant_rows(w->type, w->d, w->M, w->K, x, n, y, c->gemm_scr, c->st) == 0
+            ? 0
+            : cuda_gemm(c->gemm, w->type, w->d, w->M, w->K, x, n, y, c->gemm_scr, c->st);
     SI_ASSERT(r == 0);
 }
 
@@ -639,7 +667,7 @@ static qkv_view qkv_of(const cuda_state *c, const dev_layer *D, int n) {
 static void attention_block(cuda_state *c, const dev_layer *D, int il, const step_shape *sh) {
     const model_hparams *hp = &c->m->hp;
     const batch_layout L = layout_of(&c->p, c->max_blocks);
-    const int n = sh->n_tokens, dim = hp->n_embd;
+    const int n = sh->n_tokens;
     const int q_dim = hp->n_head * hp->head_dim, kv_dim = hp->n_head_kv * hp->head_dim;
     cudaStream_t st = c->st;
     uint16_t *kc = c->kc + il * c->layer_elems, *vc = c->vc + il * c->layer_elems;
@@ -648,19 +676,19 @@ static void attention_block(cuda_state *c, const dev_layer *D, int il, const ste
     const uint8_t *row_ror = sh->streaming ? (const uint8_t *)(c->d_in + L.row_ror) : NULL;
 
     /* the residual of the previous layer's FFN (c->xb, pending unless il == 0) is added here */
-    if (il == 0)
-        SI_ASSERT(cuda_rmsnorm(c->xb, NULL, SI_TYPE_F16, c->x, D->attn_norm, dim, n, hp->rms_eps,
-                               st) == 0);
-    else
-        SI_ASSERT(cuda_add_rmsnorm(c->xb, c->x, c->xb, D->attn_norm, dim, n, hp->rms_eps, st) == 0);
+    norm_for(c, D->attn_norm, il > 0, D->qkv_fused ? &D->wqkv : &D->wq, n);
     const qkv_view v = qkv_of(c, D, n);
     if (D->qkv_fused) {
-        matmul(c, &D->wqkv, c->xb, n, c->qkv);
+        matmul_normed(c, &D->wqkv, n, c->qkv);
         if (D->b_qkv) cuda_fwd_add_bias(c->qkv, D->b_qkv, q_dim + 2 * kv_dim, n, st);
     } else {
-        matmul(c, &D->wq, c->xb, n, v.q);
-        matmul(c, &D->wk, c->xb, n, v.k);
-        matmul(c, &D->wv, c->xb, n, v.v);
+        /* one quantised copy serves the three when their types agree (they are one type
+         * unless the file mixes them; then only wq's is made and wk/wv quantise x themselves) */
+        matmul_normed(c, &D->wq, n, v.q);
+        if (D->wk.type == D->wq.type) matmul_normed(c, &D->wk, n, v.k);
+        else matmul(c, &D->wk, c->xb, n, v.k);
+        if (D->wv.type == D->wq.type) matmul_normed(c, &D->wv, n, v.v);
+        else matmul(c, &D->wv, c->xb, n, v.v);
         if (D->b_qkv) {
             cuda_fwd_add_bias(v.q, D->b_qkv, q_dim, n, st);
             cuda_fwd_add_bias(v.k, D->b_qkv + q_dim, kv_dim, n, st);
@@ -685,19 +713,27 @@ static void attention_block(cuda_state *c, const dev_layer *D, int il, const ste
 /* down(silu(gate(x)) * up(x)) */
 static void ffn_block(cuda_state *c, const dev_layer *D, const step_shape *sh) {
     const model_hparams *hp = &c->m->hp;
-    const int n = sh->n_tokens, dim = hp->n_embd, ff = hp->n_ff;
+    const int n = sh->n_tokens, ff = hp->n_ff;
     cudaStream_t st = c->st;
-    SI_ASSERT(cuda_add_rmsnorm(c->xb, c->x, c->xb, D->ffn_norm, dim, n, hp->rms_eps, st) == 0);
+    /* the down GEMV's x quantised by the fused SwiGLU, as the norms do for the others */
+    const bool pre_down = D->gate_up_fused && pre_quant(&D->w_down, n);
+    norm_for(c, D->ffn_norm, true, D->gate_up_fused ? &D->w_gate_up : &D->w_gate, n);
     if (D->gate_up_fused) {
-        matmul(c, &D->w_gate_up, c->xb, n, c->ffn);
-        cuda_fwd_swiglu_rows(c->act, c->ffn, ff, n, st);
+        matmul_normed(c, &D->w_gate_up, n, c->ffn);
+        cuda_fwd_swiglu_rows(c->act, pre_down ? c->xq8 : NULL, c->ffn, ff, n, st);
     } else {
         float *up = c->ffn + split_at((size_t)n * ff);
-        matmul(c, &D->w_gate, c->xb, n, c->ffn);
-        matmul(c, &D->w_up, c->xb, n, up);
+        matmul_normed(c, &D->w_gate, n, c->ffn);
+        if (D->w_up.type == D->w_gate.type) matmul_normed(c, &D->w_up, n, up);
+        else matmul(c, &D->w_up, c->xb, n, up);
         cuda_swiglu(c->act, c->ffn, up, (int64_t)n * ff, st);
     }
-    matmul(c, &D->w_down, c->act, n, c->xb); /* added by the next layer's norm, or at the end */
+    /* the result is added by the next layer's norm, or at the end */
+    if (pre_down)
+        SI_ASSERT(cuda_gemv_pre(D->w_down.type, D->w_down.d, D->w_down.M, D->w_down.K, c->xq8, n,
+                                c->xb, st) == 0);
+    else
+        matmul(c, &D->w_down, c->act, n, c->xb);
 }
 
 /* The whole forward pass of a packed step, device work only (capturable): embeddings, the

@@ -1,6 +1,7 @@
 /* cuda_fwd.cu — small kernels of the CUDA forward pass (see cuda_fwd.h). All are memory-bound
  * copies; a grid-stride loop over the flattened output, 256 threads a block. */
 #include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/cuda_fwd.h"
 #include "backend/cuda/pdl.cuh"
 
@@ -24,15 +25,36 @@ __global__ void gather_rows_kernel(float *dst, const float *src, const int32_t *
     }
 }
 
-/* between the gate/up and down matmuls of a decode step: launched with PDL (pdl.cuh) */
-__global__ void swiglu_rows_kernel(float *out, const float *gu, int n_ff, long long total) {
+/* between the gate/up and down matmuls of a decode step: launched with PDL (pdl.cuh). Q8: the
+ * output also quantised for the down GEMV (CUDA_Q8X_ROW_BYTES layout): with n_ff % 32 == 0 a
+ * warp's 32 consecutive elements are one Q8_0 block of one row (the grid stride is a multiple of
+ * 32 and every warp's lanes are all in or all out), quantised as q8x_quantize_x would. */
+template <bool Q8>
+__global__ void swiglu_rows_kernel(float *out, uint8_t *out_q8, const float *gu, int n_ff,
+                                   long long total) {
     si_pdl_trigger();
     si_pdl_wait();
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total;
          i += (long long)gridDim.x * blockDim.x) {
         const long long r = i / n_ff, j = i % n_ff;
         const float g = gu[r * 2 * n_ff + j];
-        out[i] = g / (1.0f + expf(-g)) * gu[r * 2 * n_ff + n_ff + j]; /* as cuda_swiglu */
+        const float v = g / (1.0f + expf(-g)) * gu[r * 2 * n_ff + n_ff + j]; /* as cuda_swiglu */
+        out[i] = v;
+        if (Q8) {
+            uint8_t *q8 = out_q8 + r * CUDA_Q8X_ROW_BYTES(n_ff);
+            const float amax = si_warp_max(fabsf(v));
+            const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+            const int q = (int)roundf(v * id);
+            int sum = q;
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+            q8[j] = (uint8_t)(q & 0xFF);
+            if (threadIdx.x % 32 == 0) {
+                float *qd = (float *)(q8 + n_ff);
+                qd[j / 32] = __half2float(__float2half_rn(d));
+                ((int *)(qd + n_ff / 32))[j / 32] = sum;
+            }
+        }
     }
 }
 
@@ -52,9 +74,15 @@ extern "C" void cuda_fwd_gather_rows(float *dst, const float *src, const int32_t
     CUDA_CHECK_LAUNCH();
 }
 
-extern "C" void cuda_fwd_swiglu_rows(float *out, const float *gu, int n_ff, int n_rows,
-                                     cudaStream_t stream) {
+extern "C" void cuda_fwd_swiglu_rows(float *out, void *out_q8, const float *gu, int n_ff,
+                                     int n_rows, cudaStream_t stream) {
     const long long total = (long long)n_ff * n_rows;
     if (total <= 0) return;
-    si_launch_pdl(swiglu_rows_kernel, fwd_grid(total), 256, 0, stream, out, gu, n_ff, total);
+    if (out_q8 && n_ff % 128 == 0) {
+        si_launch_pdl(swiglu_rows_kernel<true>, fwd_grid(total), 256, 0, stream, out,
+                      (uint8_t *)out_q8, gu, n_ff, total);
+    } else {
+        si_launch_pdl(swiglu_rows_kernel<false>, fwd_grid(total), 256, 0, stream, out,
+                      (uint8_t *)NULL, gu, n_ff, total);
+    }
 }

@@ -39,6 +39,14 @@ size_t cuda_weight_alloc_bytes(si_type t, int64_t M, int64_t K);
  * the tensor-core kernel is on (below). */
 int cuda_gemv(si_type t, const void *W, int M, int K, const float *x, int n_batch, float *y,
               cudaStream_t stream);
+#define GEMV_ROWS_MAX 8 /* cuda_gemv's n_batch limit */
+
+/* cuda_gemv with x already quantised (xq: n_batch rows of CUDA_Q8X_ROW_BYTES(K), as
+ * cuda_add_rmsnorm's out_q8 writes them), for the cases where cuda_gemv would quantise x itself:
+ * cuda_gemv_pre_ok(t, K, n_batch). Same results as cuda_gemv on the f32 x; -1 where not ok. */
+int cuda_gemv_pre_ok(si_type t, int K, int n_batch);
+int cuda_gemv_pre(si_type t, const void *W, int M, int K, const void *xq, int n_batch, float *y,
+                  cudaStream_t stream);
 
 /* The int8 tensor-core GEMV (gemv_mma.cuh) for 7-8 batch rows of the quantised types: ~30%
  * faster than dp4a for Q4_0/Q4_1 at 8 rows on the H200, but its sums run in another order
@@ -46,6 +54,20 @@ int cuda_gemv(si_type t, const void *W, int M, int K, const float *x, int n_batc
  * decode step. Off by default (the engine promises identical outputs alone and batched); on
  * with on != 0 or SI_CUDA_GEMV_MMA=1 in the environment. */
 void cuda_gemv_set_tensor_cores(int on);
+
+/* Batched-decode matmul of the quantised types on int8 tensor cores (gemm_q8x_mma.cu): the same
+ * y[b][m] = sum_k W[m][k] * x[b][k] for n_rows in 9..128, W of type Q8_0, Q4_0, Q4_1, Q4_K or
+ * Q6_K with K % 256 == 0, reading each weight byte once (no dequantised copy). x is quantised
+ * to Q8_0 blocks into scratch first, exactly as cuda_gemv's quantised kernels do (so the same
+ * reference and tolerance hold); scales are applied in f32. scratch: at least
+ * cuda_matmul_quant_rows_scratch_bytes(t, K, n_rows) bytes, 16-byte aligned; W, x 16-byte
+ * aligned. Each output element is summed in the same order for every n_rows in 9..128 (but not
+ * in cuda_gemv's order). Returns 0, or -1 (nothing launched) for another type, shape or row
+ * count, or when SI_CUDA_MMQ=0 is set in the environment: the caller then uses cuda_gemm.
+ * Nothing is allocated or synchronised (capturable in a CUDA graph once it has run eagerly). */
+size_t cuda_matmul_quant_rows_scratch_bytes(si_type t, int K, int n_rows);
+int cuda_matmul_quant_rows(si_type t, const void *W, int M, int K, const float *x, int n_rows,
+                           float *y, void *scratch, cudaStream_t stream);
 
 /* Prefill matmul through cuBLASLt on tensor cores: the same y = x W^T for n_rows activation
  * rows. F16/BF16 weights are used in place (x is converted to the weight's type); quantised
@@ -68,9 +90,16 @@ int cuda_rmsnorm(float *out, void *out_h, si_type out_h_type, const float *x, co
                  int n, int n_rows, float eps, cudaStream_t stream);
 
 /* x[r][i] += y[r][i], then out[r][i] = x[r][i] / rms(x[r]) * w[i]: cuda_add and cuda_rmsnorm
- * in one kernel (the same values). out may alias y. */
-int cuda_add_rmsnorm(float *out, float *x, const float *y, const float *w, int n, int n_rows,
-                     float eps, cudaStream_t stream);
+ * in one kernel (the same values). out may alias y. y may be NULL (nothing added). out_q8 (may be
+ * NULL; needs n % 128 == 0) receives out's rows quantised for the GEMVs of the quantised types
+ * (cuda_gemv_pre), CUDA_Q8X_ROW_BYTES(n) bytes a row: fused norm + quantise. */
+int cuda_add_rmsnorm(float *out, void *out_q8, float *x, const float *y, const float *w, int n,
+                     int n_rows, float eps, cudaStream_t stream);
+
+/* Bytes of one row of x quantised for the GEMVs: K int8 q, then K / 32 f32 scales d (fp16-
+ * rounded, d = amax / 127, q = round(x / d)), then K / 32 int32 sums of q — Q8_0 blocks with
+ * their sums, as the GEMV kernels quantise x themselves. K % 128 == 0 keeps rows 16-aligned. */
+#define CUDA_Q8X_ROW_BYTES(K) ((size_t)(K) + (size_t)(K) / 4)
 
 /* out[i] = silu(gate[i]) * up[i] (out may alias gate). */
 void cuda_swiglu(float *out, const float *gate, const float *up, int64_t n, cudaStream_t stream);

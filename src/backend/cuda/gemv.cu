@@ -189,3 +189,33 @@ extern "C" int cuda_gemv(si_type t, const void *W, int M, int K, const float *x,
     default: return -1;
     }
 }
+
+/* ---- x quantised ahead by the norm (cuda_gemv_pre) */
+
+extern "C" int cuda_gemv_pre_ok(si_type t, int K, int n_batch) {
+    if (n_batch < 1 || n_batch > GEMV_ROWS_MAX) return 0;
+    if (n_batch >= GEMV_MMA_MIN_NB && gemv_mma_on()) return 0; /* cuda_gemv takes gemv_mma */
+    switch (t) {
+    case SI_TYPE_Q8_0: return gemv_q8x_ok<tqx_q8_0>(K);
+    case SI_TYPE_Q4_0: return gemv_q8x_ok<tqx_q4_0>(K);
+    case SI_TYPE_Q4_1: return gemv_q8x_ok<tqx_q4_1>(K);
+    case SI_TYPE_Q4_K: return gemv_q8x_ok<tqx_q4_k>(K);
+    case SI_TYPE_Q6_K: return gemv_q8x_ok<tqx_q6_k>(K);
+    default: return 0;
+    }
+}
+
+extern "C" int cuda_gemv_pre(si_type t, const void *W, int M, int K, const void *xq, int n_batch,
+                             float *y, cudaStream_t stream) {
+    if (!cuda_gemv_pre_ok(t, K, n_batch) || M < 1 || ((uintptr_t)W & 15) || ((uintptr_t)xq & 15))
+        return -1;
+    const float *x = (const float *)xq; /* the kernels' x parameter; PRE reads it as bytes */
+    switch (t) {
+    case SI_TYPE_Q8_0: return gemv_q8x_launch<tqx_q8_0, true>(W, M, K, x, n_batch, y, stream);
+    case SI_TYPE_Q4_0: return gemv_q8x_launch<tqx_q4_0, true>(W, M, K, x, n_batch, y, stream);
+    case SI_TYPE_Q4_1: return gemv_q8x_launch<tqx_q4_1, true>(W, M, K, x, n_batch, y, stream);
+    case SI_TYPE_Q4_K: return gemv_q8x_launch<tqx_q4_k, true>(W, M, K, x, n_batch, y, stream);
+    case SI_TYPE_Q6_K: return gemv_q8x_launch<tqx_q6_k, true>(W, M, K, x, n_batch, y, stream);
+    default: return -1;
+    }
+}

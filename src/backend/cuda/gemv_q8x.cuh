@@ -86,7 +86,10 @@ __device__ __forceinline__ void q8x_quantize_x(const float *__restrict__ x, int 
     if (first) issued(); /* this warp had no x blocks */
 }
 
-template <class T, int NB, int R, int S>
+/* PRE: x is not f32 but already quantised, nb rows of CUDA_Q8X_ROW_BYTES(K) (cuda_ops.h), so
+ * the CTA copies it instead of quantising it: every CTA used to read and quantise all of x (for
+ * 4096-row shapes nearly as many bytes from L2 as the weights from HBM). */
+template <class T, int NB, int R, int S, bool PRE>
 __global__ void __launch_bounds__(256)
     gemv_q8x_kernel(const uint8_t *__restrict__ W, int M, int K, size_t row_bytes,
                     const float *__restrict__ x, int nb, float *__restrict__ y) {
@@ -136,16 +139,43 @@ __global__ void __launch_bounds__(256)
     for (int i = 0; i < S - 1; i++) produce();
     si_pdl_trigger();
     si_pdl_wait();
-    q8x_quantize_x(
-        x, K, nb, []() {},
-        [&](int bi, int bb, int sub, uint32_t q, float d, int sum) {
-            const int u = bb / T::UB, ub = bb % T::UB;
-            *(uint32_t *)(xq + ((size_t)bi * units + u) * XUB + 32 * ub + 4 * sub) = q;
-            if (sub == 0) {
-                xd[(size_t)bi * nblk + bb] = d;
-                xs[(size_t)bi * nblk + bb] = sum;
+    if (PRE) {
+        /* x came quantised (CUDA_Q8X_ROW_BYTES layout, from the norm before): copy it into the
+         * padded layout; this group is the newest, so waiting for it waits for the weights too */
+        const uint8_t *xg = (const uint8_t *)x;
+        const size_t rs = CUDA_Q8X_ROW_BYTES(K);
+        const int qc = K / 16, dc = nblk / 4, per_row = qc + 2 * dc;
+        for (int i = threadIdx.x; i < nb * per_row; i += blockDim.x) {
+            const int b = i / per_row, j = i - b * per_row;
+            const uint8_t *src = xg + (size_t)b * rs;
+            uint8_t *dst;
+            if (j < qc) {
+                const int u = j / (2 * T::UB), c = j - u * 2 * T::UB;
+                dst = xq + ((size_t)b * units + u) * XUB + 16 * c;
+                src += 16 * (size_t)j;
+            } else if (j < qc + dc) {
+                dst = (uint8_t *)(xd + (size_t)b * nblk) + 16 * (j - qc);
+                src += K + 16 * (size_t)(j - qc);
+            } else {
+                dst = (uint8_t *)(xs + (size_t)b * nblk) + 16 * (j - qc - dc);
+                src += K + 4 * (size_t)nblk + 16 * (size_t)(j - qc - dc);
             }
-        });
+            si_cp_async16(dst, src);
+        }
+        si_cp_async_commit();
+        si_cp_async_wait<0>();
+    } else {
+        q8x_quantize_x(
+            x, K, nb, []() {},
+            [&](int bi, int bb, int sub, uint32_t q, float d, int sum) {
+                const int u = bb / T::UB, ub = bb % T::UB;
+                *(uint32_t *)(xq + ((size_t)bi * units + u) * XUB + 32 * ub + 4 * sub) = q;
+                if (sub == 0) {
+                    xd[(size_t)bi * nblk + bb] = d;
+                    xs[(size_t)bi * nblk + bb] = sum;
+                }
+            });
+    }
     __syncthreads();
     int rg = blockIdx.x * nwarps + warp, seg = 0, stage = 0;
     if (rg * R >= M) return; /* no CTA-wide barrier below */
@@ -211,7 +241,7 @@ __global__ void __launch_bounds__(256)
 #define GEMV_Q8X_CTAS_PER_SM 0
 #endif
 
-template <class T, int NB, int R, int S>
+template <class T, int NB, int R, int S, bool PRE>
 static int gemv_q8x_launch_nb(const void *W, int M, int K, const float *x, int nb, float *y,
                               cudaStream_t st) {
     static int smem_optin = 0, n_sm = 0; /* per instance: the attribute is per kernel */
@@ -221,7 +251,7 @@ static int gemv_q8x_launch_nb(const void *W, int M, int K, const float *x, int n
         CUDA_CHECK(cudaDeviceGetAttribute(&n_sm, cudaDevAttrMultiProcessorCount, dev));
         int optin;
         CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-        CUDA_CHECK(cudaFuncSetAttribute(gemv_q8x_kernel<T, NB, R, S>, cudaFuncAttributeMaxDynamicSharedMemorySize, optin));
+        CUDA_CHECK(cudaFuncSetAttribute(gemv_q8x_kernel<T, NB, R, S, PRE>, cudaFuncAttributeMaxDynamicSharedMemorySize, optin));
         smem_optin = optin;
     }
     /* 8 warps, or fewer where x (nb up to 8 rows of K up to GEMV_Q8X_MAX_K) and the stages
@@ -234,12 +264,12 @@ static int gemv_q8x_launch_nb(const void *W, int M, int K, const float *x, int n
     }
     if (smem > (size_t)smem_optin) return -1;
     int per_sm = 0;
-    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, gemv_q8x_kernel<T, NB, R, S>, warps * 32, smem));
+    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, gemv_q8x_kernel<T, NB, R, S, PRE>, warps * 32, smem));
     if (GEMV_Q8X_CTAS_PER_SM > 0) per_sm = min(per_sm, GEMV_Q8X_CTAS_PER_SM);
     const int need = si_div_up(M, warps * R);
     const int grid = min(need, max(1, per_sm) * n_sm);
     const size_t row_bytes = (size_t)(K / (32 * T::UB)) * T::UBYTES; /* units x bytes */
-    si_launch_pdl(gemv_q8x_kernel<T, NB, R, S>, grid, warps * 32, smem, st, (const uint8_t *)W, M, K,
+    si_launch_pdl(gemv_q8x_kernel<T, NB, R, S, PRE>, grid, warps * 32, smem, st, (const uint8_t *)W, M, K,
                   row_bytes, x, nb, y);
     return 0;
 }
@@ -262,19 +292,20 @@ template <int I> static constexpr int q8x_stages() {
     constexpr int s[] = {GEMV_Q8X_S};
     return s[I];
 }
-template <class T, int NB, int I>
+template <class T, int NB, int I, bool PRE>
 static int gemv_q8x_launch_case(const void *W, int M, int K, const float *x, int nb, float *y,
                                 cudaStream_t st) {
-    return gemv_q8x_launch_nb<T, NB, q8x_rows<I>(), q8x_stages<I>()>(W, M, K, x, nb, y, st);
+    return gemv_q8x_launch_nb<T, NB, q8x_rows<I>(), q8x_stages<I>(), PRE>(W, M, K, x, nb, y, st);
 }
 
-template <class T>
+/* x: nb rows of K floats, or (PRE) of CUDA_Q8X_ROW_BYTES(K) quantised bytes */
+template <class T, bool PRE = false>
 static int gemv_q8x_launch(const void *W, int M, int K, const float *x, int nb, float *y,
                            cudaStream_t st) {
     if (!gemv_q8x_ok<T>(K)) return -1;
-    if (nb <= 1 && K < 8192) return gemv_q8x_launch_case<T, 1, 0>(W, M, K, x, nb, y, st);
-    if (nb <= 1) return gemv_q8x_launch_case<T, 1, 1>(W, M, K, x, nb, y, st);
-    if (nb <= 2) return gemv_q8x_launch_case<T, 2, 2>(W, M, K, x, nb, y, st);
-    if (nb <= 4) return gemv_q8x_launch_case<T, 4, 3>(W, M, K, x, nb, y, st);
-    return gemv_q8x_launch_case<T, 8, 4>(W, M, K, x, nb, y, st);
+    if (nb <= 1 && K < 8192) return gemv_q8x_launch_case<T, 1, 0, PRE>(W, M, K, x, nb, y, st);
+    if (nb <= 1) return gemv_q8x_launch_case<T, 1, 1, PRE>(W, M, K, x, nb, y, st);
+    if (nb <= 2) return gemv_q8x_launch_case<T, 2, 2, PRE>(W, M, K, x, nb, y, st);
+    if (nb <= 4) return gemv_q8x_launch_case<T, 4, 3, PRE>(W, M, K, x, nb, y, st);
+    return gemv_q8x_launch_case<T, 8, 4, PRE>(W, M, K, x, nb, y, st);
 }

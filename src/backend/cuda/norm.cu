@@ -8,11 +8,14 @@
 #include "backend/cuda/pdl.cuh"
 
 /* ADD: x[r] += y[r] first (the residual add of the matmul before), written back to x; the sum of
- * squares is of the sum. One thread's elements are the same in both passes, so out may alias y. */
-template <int OUTH, bool ADD> /* OUTH 0: none, 1: f16, 2: bf16 */
+ * squares is of the sum. One thread's elements are the same in both passes, so out may alias y.
+ * Q8: out's row also quantised to out_q8 (CUDA_Q8X_ROW_BYTES layout), one warp per block of 32
+ * (n % 32 == 0: every warp has all its lanes or none in each pass), exactly as
+ * q8x_quantize_x (gemv_q8x.cuh) would quantise out. */
+template <int OUTH, bool ADD, bool Q8> /* OUTH 0: none, 1: f16, 2: bf16 */
 __global__ void __launch_bounds__(NORM_THREADS)
-    rmsnorm_kernel(float *out, void *out_h, float *x, const float *y, const float *__restrict__ w,
-                   int n, float eps) {
+    rmsnorm_kernel(float *out, void *out_h, uint8_t *out_q8, float *x, const float *y,
+                   const float *__restrict__ w, int n, float eps) {
     __shared__ float red[NORM_THREADS / 32];
     si_pdl_trigger();
     si_pdl_wait();
@@ -34,32 +37,51 @@ __global__ void __launch_bounds__(NORM_THREADS)
 #pragma unroll
     for (int i = 0; i < NORM_THREADS / 32; i++) tot += red[i];
     const float scale = 1.0f / sqrtf(tot / (float)n + eps);
+    uint8_t *q8 = Q8 ? out_q8 + r * CUDA_Q8X_ROW_BYTES(n) : NULL;
     for (int i = threadIdx.x; i < n; i += NORM_THREADS) {
         const float v = xr[i] * scale * w[i];
         if (out) out[r * n + i] = v;
         if (OUTH == 1) ((__half *)out_h)[r * n + i] = __float2half_rn(v);
         if (OUTH == 2) ((__nv_bfloat16 *)out_h)[r * n + i] = __float2bfloat16_rn(v);
+        if (Q8) {
+            const float amax = si_warp_max(fabsf(v));
+            const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+            const int q = (int)roundf(v * id);
+            int sum = q;
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+            q8[i] = (uint8_t)(q & 0xFF);
+            if (threadIdx.x % 32 == 0) {
+                float *qd = (float *)(q8 + n);
+                qd[i / 32] = __half2float(__float2half_rn(d));
+                ((int *)(qd + n / 32))[i / 32] = sum;
+            }
+        }
     }
 }
 
 extern "C" int cuda_rmsnorm(float *out, void *out_h, si_type out_h_type, const float *x,
                             const float *w, int n, int n_rows, float eps, cudaStream_t stream) {
     if (n < 1 || n_rows < 1) return -1;
-    void (*k)(float *, void *, float *, const float *, const float *, int, float);
-    if (!out_h) k = rmsnorm_kernel<0, false>;
-    else if (out_h_type == SI_TYPE_F16) k = rmsnorm_kernel<1, false>;
-    else if (out_h_type == SI_TYPE_BF16) k = rmsnorm_kernel<2, false>;
+    void (*k)(float *, void *, uint8_t *, float *, const float *, const float *, int, float);
+    if (!out_h) k = rmsnorm_kernel<0, false, false>;
+    else if (out_h_type == SI_TYPE_F16) k = rmsnorm_kernel<1, false, false>;
+    else if (out_h_type == SI_TYPE_BF16) k = rmsnorm_kernel<2, false, false>;
     else return -1;
     /* x is only read when nothing is added */
-    si_launch_pdl(k, n_rows, NORM_THREADS, 0, stream, out, out_h, (float *)x, (const float *)NULL,
-                  w, n, eps);
+    si_launch_pdl(k, n_rows, NORM_THREADS, 0, stream, out, out_h, (uint8_t *)NULL, (float *)x,
+                  (const float *)NULL, w, n, eps);
     return 0;
 }
 
-extern "C" int cuda_add_rmsnorm(float *out, float *x, const float *y, const float *w, int n,
-                                int n_rows, float eps, cudaStream_t stream) {
-    if (n < 1 || n_rows < 1 || !out) return -1;
-    si_launch_pdl(rmsnorm_kernel<0, true>, n_rows, NORM_THREADS, 0, stream, out, (void *)NULL, x,
-                  y, w, n, eps);
+extern "C" int cuda_add_rmsnorm(float *out, void *out_q8, float *x, const float *y,
+                                const float *w, int n, int n_rows, float eps,
+                                cudaStream_t stream) {
+    if (n < 1 || n_rows < 1 || !out || (out_q8 && n % 128)) return -1;
+    void (*k)(float *, void *, uint8_t *, float *, const float *, const float *, int, float);
+    if (y) k = out_q8 ? rmsnorm_kernel<0, true, true> : rmsnorm_kernel<0, true, false>;
+    else k = out_q8 ? rmsnorm_kernel<0, false, true> : rmsnorm_kernel<0, false, false>;
+    si_launch_pdl(k, n_rows, NORM_THREADS, 0, stream, out, (void *)NULL, (uint8_t *)out_q8, x, y,
+                  w, n, eps);
     return 0;
 }

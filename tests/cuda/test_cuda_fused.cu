@@ -1,0 +1,239 @@
+/* test_cuda_fused.cu — the fused kernels of the decode chain against the unfused ones they
+ * replace, bit for bit (they promise the same values, not merely close ones):
+ *   - cuda_add_rmsnorm (x += y; out = rmsnorm(x)) == cuda_add then cuda_rmsnorm, also with out
+ *     aliasing y (as the forward pass calls it) and with y NULL;
+ *   - x quantised ahead by the norm (out_q8) or by the fused SwiGLU (cuda_fwd_swiglu_rows):
+ *     cuda_gemv_pre on it == cuda_gemv on the f32 output, for every quantised type and 1..8
+ *     rows (the GEMV would quantise that f32 x itself, in every CTA);
+ * every output poisoned (NaN bytes) first, so an unwritten element fails. Then timings at batch
+ * 1 on Llama-2-7B shapes (median of 50, cudaEvent, L2 flushed): cuda_gemv vs cuda_gemv_pre.
+ *
+ *   test_cuda_fused [--small] [--no-bench]
+ * --small: small shapes, no timings (for compute-sanitizer). Exit status 1 on any mismatch. */
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/cuda_fwd.h"
+#include "backend/cuda/cuda_ops.h"
+extern "C" {
+#include "quant/quant.h"
+}
+
+static int g_fail = 0, g_checks = 0;
+static uint64_t g_rng = 0x2545F4914F6CDD1Dull;
+static float rnd_f() { /* [-1, 1) */
+    g_rng = g_rng * 6364136223846793005ull + 1442695040888963407ull;
+    return (float)((g_rng >> 40) / 8388608.0 - 1.0);
+}
+
+template <class T> static T *dalloc(size_t n) {
+    T *p;
+    CUDA_CHECK(cudaMalloc(&p, std::max<size_t>(n * sizeof(T), 16)));
+    CUDA_CHECK(cudaMemset(p, 0xFF, std::max<size_t>(n * sizeof(T), 16))); /* poison */
+    return p;
+}
+static float *dfloats(const std::vector<float> &h) {
+    float *d = dalloc<float>(h.size());
+    CUDA_CHECK(cudaMemcpy(d, h.data(), h.size() * 4, cudaMemcpyHostToDevice));
+    return d;
+}
+static std::vector<float> hfloats(const float *d, size_t n) {
+    std::vector<float> h(n);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    CUDA_CHECK(cudaMemcpy(h.data(), d, n * 4, cudaMemcpyDeviceToHost));
+    return h;
+}
+static std::vector<float> rnd_vec(size_t n, float scale) {
+    std::vector<float> v(n);
+    for (auto &x : v) x = scale * rnd_f();
+    return v;
+}
+
+/* identical bits (NaN included: a poisoned, unwritten element of both still fails, as NaN
+ * bytes mean nothing was written) */
+static void check_same(const char *what, const std::vector<float> &a, const std::vector<float> &b) {
+    size_t bad = 0, first = 0;
+    for (size_t i = 0; i < a.size(); i++) {
+        const bool nan = std::isnan(a[i]) || std::isnan(b[i]);
+        if (nan || memcmp(&a[i], &b[i], 4) != 0) {
+            if (!bad) first = i;
+            bad++;
+        }
+    }
+    g_checks++;
+    if (bad) {
+        g_fail++;
+        printf("FAIL %-56s %zu of %zu differ (first [%zu]: %.9g vs %.9g)\n", what, bad, a.size(),
+               first, a[first], b[first]);
+    } else {
+        printf("PASS %-56s %zu values identical\n", what, a.size());
+    }
+}
+
+static void test_add_rmsnorm(int n, int rows) {
+    const auto hx = rnd_vec((size_t)n * rows, 2.0f), hy = rnd_vec((size_t)n * rows, 1.0f);
+    const auto hw = rnd_vec(n, 1.5f);
+    float *w = dfloats(hw), *y = dfloats(hy);
+    /* reference: add, then norm */
+    float *x1 = dfloats(hx), *o1 = dalloc<float>((size_t)n * rows);
+    cuda_add(x1, y, (int64_t)n * rows, 0);
+    if (cuda_rmsnorm(o1, NULL, SI_TYPE_F16, x1, w, n, rows, 1e-5f, 0) != 0) { g_fail++; return; }
+    const auto rx = hfloats(x1, hx.size()), ro = hfloats(o1, hx.size());
+    char name[128];
+    /* fused, out separate */
+    float *x2 = dfloats(hx), *o2 = dalloc<float>((size_t)n * rows);
+    if (cuda_add_rmsnorm(o2, NULL, x2, y, w, n, rows, 1e-5f, 0) != 0) { g_fail++; return; }
+    snprintf(name, sizeof name, "add_rmsnorm n=%d rows=%d: out", n, rows);
+    check_same(name, hfloats(o2, hx.size()), ro);
+    snprintf(name, sizeof name, "add_rmsnorm n=%d rows=%d: x += y", n, rows);
+    check_same(name, hfloats(x2, hx.size()), rx);
+    /* fused, out aliasing y (the forward pass's call) */
+    float *x3 = dfloats(hx), *y3 = dfloats(hy);
+    if (cuda_add_rmsnorm(y3, NULL, x3, y3, w, n, rows, 1e-5f, 0) != 0) { g_fail++; return; }
+    snprintf(name, sizeof name, "add_rmsnorm n=%d rows=%d: out aliasing y", n, rows);
+    check_same(name, hfloats(y3, hx.size()), ro);
+    /* nothing added: the plain norm */
+    float *x4 = dfloats(rx), *o4 = dalloc<float>((size_t)n * rows);
+    if (cuda_add_rmsnorm(o4, NULL, x4, NULL, w, n, rows, 1e-5f, 0) != 0) { g_fail++; return; }
+    snprintf(name, sizeof name, "add_rmsnorm n=%d rows=%d: y NULL", n, rows);
+    check_same(name, hfloats(o4, hx.size()), ro);
+    for (float *p : {w, y, x1, o1, x2, o2, x3, y3, x4, o4}) CUDA_CHECK(cudaFree(p));
+}
+
+struct qtype { si_type t; const char *name; };
+static const qtype k_qtypes[] = {{SI_TYPE_Q8_0, "q8_0"}, {SI_TYPE_Q4_0, "q4_0"},
+                                 {SI_TYPE_Q4_1, "q4_1"}, {SI_TYPE_Q4_K, "q4_k"},
+                                 {SI_TYPE_Q6_K, "q6_k"}};
+
+/* M x K weights of type t from random floats through the repo's quantiser */
+static void *make_weights(si_type t, int M, int K) {
+    const quant_traits *qt = quant_get(t);
+    const size_t row = (size_t)(K / qt->block_size) * qt->type_size;
+    std::vector<uint8_t> h(row * M);
+    std::vector<float> f(K);
+    for (int m = 0; m < M; m++) {
+        for (auto &v : f) v = 0.05f * rnd_f();
+        qt->from_float(f.data(), h.data() + row * m, K);
+    }
+    void *d;
+    CUDA_CHECK(cudaMalloc(&d, cuda_weight_alloc_bytes(t, M, K)));
+    CUDA_CHECK(cudaMemcpy(d, h.data(), h.size(), cudaMemcpyHostToDevice));
+    return d;
+}
+
+/* y from x quantised by the norm (or the SwiGLU) == y from the same f32 x */
+static void test_gemv_pre(const qtype &q, int M, int K, bool swiglu) {
+    void *W = make_weights(q.t, M, K);
+    const int R = GEMV_ROWS_MAX;
+    const auto hw = rnd_vec(K, 1.0f);
+    float *w = dfloats(hw);
+    float *x = dfloats(rnd_vec((size_t)R * K, 1.0f)), *xb = dalloc<float>((size_t)R * K);
+    float *gu = dfloats(rnd_vec((size_t)R * 2 * K, 3.0f));
+    uint8_t *xq = dalloc<uint8_t>((size_t)R * CUDA_Q8X_ROW_BYTES(K));
+    float *y1 = dalloc<float>((size_t)R * M), *y2 = dalloc<float>((size_t)R * M);
+    for (int nb = 1; nb <= R; nb++) {
+        if (!cuda_gemv_pre_ok(q.t, K, nb)) {
+            printf("SKIP %s %dx%d nb=%d: not a q8x shape\n", q.name, M, K, nb);
+            continue;
+        }
+        CUDA_CHECK(cudaMemset(xq, 0xFF, (size_t)R * CUDA_Q8X_ROW_BYTES(K)));
+        CUDA_CHECK(cudaMemset(y1, 0xFF, (size_t)R * M * 4));
+        CUDA_CHECK(cudaMemset(y2, 0xFF, (size_t)R * M * 4));
+        if (swiglu) {
+            cuda_fwd_swiglu_rows(xb, xq, gu, K, nb, 0);
+        } else if (cuda_add_rmsnorm(xb, xq, x, NULL, w, K, nb, 1e-5f, 0) != 0) {
+            g_fail++;
+            continue;
+        }
+        const int r1 = cuda_gemv(q.t, W, M, K, xb, nb, y1, 0);
+        const int r2 = cuda_gemv_pre(q.t, W, M, K, xq, nb, y2, 0);
+        char name[128];
+        snprintf(name, sizeof name, "gemv_pre %s %dx%d nb=%d x from %s", q.name, M, K, nb,
+                 swiglu ? "swiglu" : "norm");
+        if (r1 || r2) {
+            g_checks++;
+            g_fail++;
+            printf("FAIL %s: launch returned %d / %d\n", name, r1, r2);
+            continue;
+        }
+        check_same(name, hfloats(y2, (size_t)nb * M), hfloats(y1, (size_t)nb * M));
+    }
+    for (void *p : {(void *)W, (void *)w, (void *)x, (void *)xb, (void *)gu, (void *)xq,
+                    (void *)y1, (void *)y2})
+        CUDA_CHECK(cudaFree(p));
+}
+
+/* median of reps, each after an L2 flush (a 256 MB write) */
+template <class F> static double time_us(F f, int reps = 50) {
+    static void *flush = nullptr;
+    const size_t fb = (size_t)256 << 20;
+    if (!flush) CUDA_CHECK(cudaMalloc(&flush, fb));
+    cudaEvent_t a, b;
+    CUDA_CHECK(cudaEventCreate(&a));
+    CUDA_CHECK(cudaEventCreate(&b));
+    std::vector<float> ms;
+    for (int i = 0; i < reps; i++) {
+        CUDA_CHECK(cudaMemsetAsync(flush, i, fb, 0));
+        CUDA_CHECK(cudaEventRecord(a, 0));
+        f();
+        CUDA_CHECK(cudaEventRecord(b, 0));
+        CUDA_CHECK(cudaEventSynchronize(b));
+        float t;
+        CUDA_CHECK(cudaEventElapsedTime(&t, a, b));
+        ms.push_back(t);
+    }
+    std::sort(ms.begin(), ms.end());
+    CUDA_CHECK(cudaEventDestroy(a));
+    CUDA_CHECK(cudaEventDestroy(b));
+    return 1000.0 * ms[ms.size() / 2];
+}
+
+static void bench_gemv_pre(const qtype &q, int M, int K) {
+    void *W = make_weights(q.t, M, K);
+    float *x = dfloats(rnd_vec(K, 1.0f)), *w = dfloats(rnd_vec(K, 1.0f));
+    float *xb = dalloc<float>(K), *y = dalloc<float>(M);
+    uint8_t *xq = dalloc<uint8_t>(CUDA_Q8X_ROW_BYTES(K));
+    cuda_add_rmsnorm(xb, xq, x, NULL, w, K, 1, 1e-5f, 0);
+    const double bytes = (double)cuda_weight_alloc_bytes(q.t, M, K);
+    const double t1 = time_us([&] { cuda_gemv(q.t, W, M, K, xb, 1, y, 0); });
+    const double t2 = time_us([&] { cuda_gemv_pre(q.t, W, M, K, xq, 1, y, 0); });
+    printf("bench gemv %-5s %5dx%-5d nb=1  f32 x %7.2f us (%5.1f%% of 4.21 TB/s)   "
+           "x quantised ahead %7.2f us (%5.1f%%)\n",
+           q.name, M, K, t1, 100.0 * bytes / (t1 * 1e-6) / 4.21e12, t2,
+           100.0 * bytes / (t2 * 1e-6) / 4.21e12);
+    for (void *p : {(void *)W, (void *)x, (void *)w, (void *)xb, (void *)y, (void *)xq})
+        CUDA_CHECK(cudaFree(p));
+}
+
+int main(int argc, char **argv) {
+    bool small = false, bench = true;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--small")) small = true, bench = false;
+        else if (!strcmp(argv[i], "--no-bench")) bench = false;
+        else {
+            fprintf(stderr, "usage: %s [--small] [--no-bench]\n", argv[0]);
+            return 2;
+        }
+    }
+    test_add_rmsnorm(4096, small ? 2 : 8);
+    test_add_rmsnorm(576, 3);
+    test_add_rmsnorm(100, 5);
+    for (const qtype &q : k_qtypes) {
+        test_gemv_pre(q, small ? 64 : 1000, 4096, false);
+        test_gemv_pre(q, small ? 64 : 300, small ? 1024 : 11008, true);
+    }
+    if (bench)
+        for (const qtype &q : k_qtypes) {
+            bench_gemv_pre(q, 4096, 4096);
+            bench_gemv_pre(q, 12288, 4096);
+            bench_gemv_pre(q, 22016, 4096);
+            bench_gemv_pre(q, 4096, 11008);
+        }
+    printf("==== summary: %d checks, %d failed\n", g_checks, g_fail);
+    return g_fail ? 1 : 0;
+}
