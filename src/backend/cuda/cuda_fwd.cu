@@ -4,6 +4,7 @@
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/cuda_fwd.h"
 #include "backend/cuda/pdl.cuh"
+#include "backend/cuda/q8x_row.cuh"
 
 static int fwd_grid(long long n) {
     const long long g = (n + 255) / 256;
@@ -40,21 +41,7 @@ __global__ void swiglu_rows_kernel(float *out, uint8_t *out_q8, const float *gu,
         const float g = gu[r * 2 * n_ff + j];
         const float v = g / (1.0f + expf(-g)) * gu[r * 2 * n_ff + n_ff + j]; /* as cuda_swiglu */
         out[i] = v;
-        if (Q8) {
-            uint8_t *q8 = out_q8 + r * CUDA_Q8X_ROW_BYTES(n_ff);
-            const float amax = si_warp_max(fabsf(v));
-            const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
-            const int q = (int)roundf(v * id);
-            int sum = q;
-#pragma unroll
-            for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
-            q8[j] = (uint8_t)(q & 0xFF);
-            if (threadIdx.x % 32 == 0) {
-                float *qd = (float *)(q8 + n_ff);
-                qd[j / 32] = __half2float(__float2half_rn(d));
-                ((int *)(qd + n_ff / 32))[j / 32] = sum;
-            }
-        }
+        if (Q8) q8x_row_store(out_q8 + r * CUDA_Q8X_ROW_BYTES(n_ff), n_ff, (int)j, v);
     }
 }
 

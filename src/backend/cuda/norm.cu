@@ -6,6 +6,7 @@
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/norm.cuh"
 #include "backend/cuda/pdl.cuh"
+#include "backend/cuda/q8x_row.cuh"
 
 /* ADD: x[r] += y[r] first (the residual add of the matmul before), written back to x; the sum of
  * squares is of the sum. One thread's elements are the same in both passes, so out may alias y.
@@ -43,20 +44,7 @@ __global__ void __launch_bounds__(NORM_THREADS)
         if (out) out[r * n + i] = v;
         if (OUTH == 1) ((__half *)out_h)[r * n + i] = __float2half_rn(v);
         if (OUTH == 2) ((__nv_bfloat16 *)out_h)[r * n + i] = __float2bfloat16_rn(v);
-        if (Q8) {
-            const float amax = si_warp_max(fabsf(v));
-            const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
-            const int q = (int)roundf(v * id);
-            int sum = q;
-#pragma unroll
-            for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
-            q8[i] = (uint8_t)(q & 0xFF);
-            if (threadIdx.x % 32 == 0) {
-                float *qd = (float *)(q8 + n);
-                qd[i / 32] = __half2float(__float2half_rn(d));
-                ((int *)(qd + n / 32))[i / 32] = sum;
-            }
-        }
+        if (Q8) q8x_row_store(q8, n, i, v);
     }
 }
 
