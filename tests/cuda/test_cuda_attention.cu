@@ -1,6 +1,6 @@
 /* test_cuda_attention.cu — the paged attention kernels (attention.cu, attention_prefill.cu) and
  * the k_unrotated path of cuda_rope_kv_write against a double-precision CPU reference, then
- * prefill timings.
+ * prefill and decode timings.
  *
  * The reference is the CPU backend's (src/backend/cpu/attention.c) in double: q rounded to f16,
  * K/V read as f16 through shuffled block tables, keys of rope_on_read sequences rotated by slot
@@ -14,8 +14,13 @@
  * cache slots past what a sequence has written are NaN; outputs are NaN-filled before each
  * launch, so an unwritten element or a read past the causal limit fails.
  *
- * Usage: test_cuda_attention [--small] [--no-bench]
+ * Decode runs under several kernel settings (attn_decode_config: version 2 at several splits,
+ * version 1), each also checking that a sequence decoded alone gives bit for bit its row of the
+ * batch; the decode timing table prints each setting's GB/s and fraction of 4.21 TB/s.
+ *
+ * Usage: test_cuda_attention [--small] [--no-bench] [--decode]
  *   --small: small shapes only, no timing (for compute-sanitizer memcheck/racecheck).
+ *   --decode: the decode checks and timings only (no rope, no prefill).
  * Exit status 1 on any failure. */
 #include <algorithm>
 #include <cmath>
@@ -27,6 +32,7 @@
 
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/attention.cuh" /* attn_decode_config */
 extern "C" {
 #include "core/fp16.h"
 }
@@ -279,34 +285,81 @@ static void test_prefill(const char *what, int hd, int n_head, int n_head_kv,
 
 /* ---- decode ---- */
 
+/* A decode kernel setting (attn_decode_config): version 1 or 2; version 2's keys per CTA and
+ * stages per warp (0: default; 2: the 3-CTAs-per-SM variant, "s2") */
+struct dcfg { int version, part, stages; };
+static const char *dcfg_name(dcfg k) {
+    static char b[32];
+    if (k.version == 1) snprintf(b, sizeof b, "v1 part 256");
+    else snprintf(b, sizeof b, "v2 part %d%s", k.part, k.stages == 2 ? " s2" : "");
+    return b;
+}
+static void dcfg_set(dcfg k) { attn_decode_config(k.version, k.part, k.stages); }
+static const dcfg k_dcfg_default = {2, 256, 0};
+
+/* Decode of n_seqs sequences (q rows with the fused-QKV stride) against the reference, for
+ * every setting in cfgs; rope_on_read is passed only when some sequence is rotated (otherwise
+ * NULL: the kernels' other instantiation). Then each sequence alone (n_seqs 1, max_kv_len its
+ * own length, so a different grid) must give bit for bit its row of the batch. */
 static void test_decode(int hd, int n_head, int n_head_kv, const std::vector<int> &len,
-                        const std::vector<uint8_t> &rot, int rope_dim, bool neox) {
+                        const std::vector<uint8_t> &rot, int rope_dim, bool neox,
+                        const std::vector<dcfg> &cfgs) {
     const int n_seqs = (int)len.size();
     paged c = make_paged(hd, n_head, n_head_kv, len, rot, rope_dim, neox);
     const int q_dim = n_head * hd, q_stride = q_dim + 2 * c.kvd;
     int max_kv = 1;
+    bool any_rot = false;
     for (int L : len) max_kv = std::max(max_kv, L);
+    for (uint8_t r : rot) any_rot |= r != 0;
     std::vector<float> q = random_q(n_seqs, q_dim, q_stride);
     const float scale = 1.0f / sqrtf((float)hd);
     std::vector<int> row_seq(n_seqs);
     for (int s = 0; s < n_seqs; s++) row_seq[s] = s;
     const std::vector<double> ref = ref_attention(c, q, q_stride, row_seq, len, scale);
-    float *dq = dcopy(q), *dout = dmalloc<float>((size_t)n_seqs * q_dim);
+    float *dq = dcopy(q), *dout = dmalloc<float>((size_t)n_seqs * q_dim), *dalone = dmalloc<float>(q_dim);
     int32_t *dlen = dcopy(std::vector<int32_t>(len.begin(), len.end()));
     const cuda_attn_params p = {n_head, n_head_kv, hd, c.max_blocks, scale};
     const cuda_rope_params rp = rope_of(c);
-    const size_t sb = cuda_attention_scratch_bytes(&p, n_seqs, max_kv);
-    uint8_t *ds = dmalloc<uint8_t>(sb);
-    poison(ds, sb);
-    poison(dout, (size_t)n_seqs * q_dim);
-    const int rc = cuda_attention_decode(dout, dq, q_stride, c.dkc, c.dvc, c.dbt, dlen, n_seqs, max_kv, c.drot,
-                                         &rp, &p, ds, g_st);
-    const std::vector<float> o = fetch(dout, (size_t)n_seqs * q_dim);
-    char name[160];
-    snprintf(name, sizeof name, "decode rope_on_read %s rd=%d: hd=%d H=%d/%d seqs=%d max_len=%d (mixed)",
-             neox ? "neox" : "norm", rope_dim, hd, n_head, n_head_kv, n_seqs, max_kv);
-    report(name, rc ? NAN : max_abs_err(o, ref), 1e-4);
-    CUDA_CHECK(cudaFree(dq)); CUDA_CHECK(cudaFree(dout)); CUDA_CHECK(cudaFree(dlen)); CUDA_CHECK(cudaFree(ds));
+    for (const dcfg &k : cfgs) {
+        dcfg_set(k);
+        const size_t sb = cuda_attention_scratch_bytes(&p, n_seqs, max_kv);
+        uint8_t *ds = dmalloc<uint8_t>(sb);
+        poison(ds, sb);
+        poison(dout, (size_t)n_seqs * q_dim);
+        const int rc = cuda_attention_decode(dout, dq, q_stride, c.dkc, c.dvc, c.dbt, dlen, n_seqs, max_kv,
+                                             any_rot ? c.drot : NULL, &rp, &p, ds, g_st);
+        const std::vector<float> o = fetch(dout, (size_t)n_seqs * q_dim);
+        char name[200];
+        if (any_rot)
+            snprintf(name, sizeof name, "decode %s rope_on_read %s rd=%d: hd=%d H=%d/%d seqs=%d max_len=%d",
+                     dcfg_name(k), neox ? "neox" : "norm", rope_dim, hd, n_head, n_head_kv, n_seqs, max_kv);
+        else
+            snprintf(name, sizeof name, "decode %s: hd=%d H=%d/%d seqs=%d max_len=%d", dcfg_name(k), hd, n_head,
+                     n_head_kv, n_seqs, max_kv);
+        report(name, rc ? NAN : max_abs_err(o, ref), 1e-4);
+        /* each sequence alone: bit-identical to its row in the batch (error: differing floats) */
+        double n_diff = rc ? NAN : 0;
+        for (int s = 0; s < n_seqs && !rc; s++) {
+            poison(ds, sb);
+            poison(dalone, q_dim);
+            if (cuda_attention_decode(dalone, dq + (size_t)s * q_stride, q_stride, c.dkc, c.dvc,
+                                      c.dbt + (size_t)s * c.max_blocks, dlen + s, 1, std::max(1, len[s]),
+                                      any_rot ? c.drot + s : NULL, &rp, &p, ds, g_st) != 0) {
+                n_diff = NAN;
+                break;
+            }
+            const std::vector<float> a = fetch(dalone, q_dim);
+            if (memcmp(a.data(), &o[(size_t)s * q_dim], q_dim * sizeof(float)) != 0)
+                for (int i = 0; i < q_dim; i++) n_diff += a[i] != o[(size_t)s * q_dim + i];
+        }
+        snprintf(name, sizeof name, "decode %s: hd=%d H=%d/%d each sequence alone == its batch row (bitwise)",
+                 dcfg_name(k), hd, n_head, n_head_kv);
+        report(name, n_diff, 0);
+        CUDA_CHECK(cudaFree(ds));
+    }
+    dcfg_set(k_dcfg_default);
+    CUDA_CHECK(cudaFree(dq)); CUDA_CHECK(cudaFree(dout)); CUDA_CHECK(cudaFree(dalone));
+    CUDA_CHECK(cudaFree(dlen));
     free_paged(c);
 }
 
@@ -435,9 +488,12 @@ static void bench_prefill(int n_seqs, int n_new, int n_head, int n_head_kv, int 
     free_paged(c);
 }
 
-/* The decode kernel: n_seqs sequences of len keys, L2 flushed; GB/s of K and V read
- * (test_cuda_kernels times the same shapes without rope_on_read). */
-static void bench_decode(int n_seqs, int len, int n_head, int n_head_kv, int hd, bool rotate) {
+/* The decode kernel: n_seqs sequences of len keys, L2 flushed, each setting of cfgs on the same
+ * cache; GB/s of K and V read and their fraction of the H200's measured copy bandwidth. Without
+ * rope_on_read the first setting's output is also checked against the reference (1e-4). */
+static const double k_copy_gbs = 4210.0; /* H200 measured copy bandwidth (issue 6) */
+static void bench_decode(int n_seqs, int len, int n_head, int n_head_kv, int hd, bool rotate,
+                         const std::vector<dcfg> &cfgs) {
     paged c = make_paged(hd, n_head, n_head_kv, std::vector<int>(n_seqs, len),
                          std::vector<uint8_t>(n_seqs, rotate), hd, true);
     const int q_dim = n_head * hd;
@@ -446,28 +502,49 @@ static void bench_decode(int n_seqs, int len, int n_head, int n_head_kv, int hd,
     int32_t *dlen = dcopy(std::vector<int32_t>(n_seqs, len));
     const cuda_attn_params p = {n_head, n_head_kv, hd, c.max_blocks, 1.0f / sqrtf((float)hd)};
     const cuda_rope_params rp = rope_of(c);
-    const size_t sb = cuda_attention_scratch_bytes(&p, n_seqs, len);
-    uint8_t *ds = dmalloc<uint8_t>(sb);
-    const double us = time_us([&] {
-        if (cuda_attention_decode(dout, dq, q_dim, c.dkc, c.dvc, c.dbt, dlen, n_seqs, len, rotate ? c.drot : NULL,
-                                  &rp, &p, ds, g_st) != 0) {
-            printf("FAIL bench: cuda_attention_decode rejected the shape\n");
-            g_fail++;
-        }
-    });
     const double bytes = (double)n_seqs * len * c.kvd * 2 * 2;
-    printf("TIME decode %2d seqs x len %-5d H=%d/%d hd=%d%s: %8.1f us  %7.1f GB/s\n", n_seqs, len, n_head,
-           n_head_kv, hd, rotate ? " rope_on_read" : "             ", us, bytes / us * 1e-3);
-    CUDA_CHECK(cudaFree(dq)); CUDA_CHECK(cudaFree(dout)); CUDA_CHECK(cudaFree(dlen)); CUDA_CHECK(cudaFree(ds));
+    for (size_t ci = 0; ci < cfgs.size(); ci++) {
+        dcfg_set(cfgs[ci]);
+        const size_t sb = cuda_attention_scratch_bytes(&p, n_seqs, len);
+        uint8_t *ds = dmalloc<uint8_t>(sb);
+        poison(dout, (size_t)n_seqs * q_dim);
+        const double us = time_us([&] {
+            if (cuda_attention_decode(dout, dq, q_dim, c.dkc, c.dvc, c.dbt, dlen, n_seqs, len,
+                                      rotate ? c.drot : NULL, &rp, &p, ds, g_st) != 0) {
+                printf("FAIL bench: cuda_attention_decode rejected the shape\n");
+                g_fail++;
+            }
+        });
+        const double gbs = bytes / us * 1e-3;
+        printf("TIME decode %2d seqs x len %-5d H=%d/%d hd=%d%s %-12s: %8.1f us  %7.1f GB/s  %5.1f%% of %.0f"
+               "  (x32 layers: %.2f ms)\n", n_seqs, len, n_head, n_head_kv, hd, rotate ? " rope_on_read" : "",
+               dcfg_name(cfgs[ci]), us, gbs, 100.0 * gbs / k_copy_gbs, k_copy_gbs, us * 32 * 1e-3);
+        fflush(stdout);
+        if (ci == 0 && !rotate) {
+            const std::vector<float> o = fetch(dout, (size_t)n_seqs * q_dim);
+            std::vector<int> row_seq(n_seqs);
+            for (int s = 0; s < n_seqs; s++) row_seq[s] = s;
+            const std::vector<double> ref = ref_attention(c, q, q_dim, row_seq, std::vector<int>(n_seqs, len),
+                                                          p.scale);
+            char name[160];
+            snprintf(name, sizeof name, "decode %s (timed shape): hd=%d H=%d/%d seqs=%d len=%d",
+                     dcfg_name(cfgs[ci]), hd, n_head, n_head_kv, n_seqs, len);
+            report(name, max_abs_err(o, ref), 1e-4);
+        }
+        CUDA_CHECK(cudaFree(ds));
+    }
+    dcfg_set(k_dcfg_default);
+    CUDA_CHECK(cudaFree(dq)); CUDA_CHECK(cudaFree(dout)); CUDA_CHECK(cudaFree(dlen));
     free_paged(c);
 }
 
 int main(int argc, char **argv) {
-    bool small = false, bench = true;
+    bool small = false, bench = true, prefill = true;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--small")) small = true;
         else if (!strcmp(argv[i], "--no-bench")) bench = false;
-        else { fprintf(stderr, "usage: %s [--small] [--no-bench]\n", argv[0]); return 2; }
+        else if (!strcmp(argv[i], "--decode")) prefill = false;
+        else { fprintf(stderr, "usage: %s [--small] [--no-bench] [--decode]\n", argv[0]); return 2; }
     }
     if (small) bench = false;
     cudaDeviceProp prop;
@@ -476,25 +553,24 @@ int main(int argc, char **argv) {
     CUDA_CHECK(cudaStreamCreate(&g_st));
 
     /* k_unrotated of cuda_rope_kv_write */
-    test_rope_k_unrotated(small ? 6 : 64, 8, 2, 64, false);
-    test_rope_k_unrotated(small ? 6 : 64, 8, 2, 64, true);
+    if (prefill) {
+        test_rope_k_unrotated(small ? 6 : 64, 8, 2, 64, false);
+        test_rope_k_unrotated(small ? 6 : 64, 8, 2, 64, true);
+    }
 
     /* prefill: {cached prefix, new tokens, rope_on_read} per sequence */
     const std::vector<seq_spec> ragged = {{0, 100, false}, {517, 333, false}, {64, 64, false},
                                           {1000, 1, false}, {37, 200, false}};
     const std::vector<seq_spec> straddle = {{63, 2, false}, {127, 2, false}, {0, 1, false}, {191, 3, false},
                                             {62, 67, false}, {255, 2, false}, {5, 1, false}, {319, 2, false}};
-    if (small) {
+    if (small && prefill) {
         test_prefill("ragged, prefix cached", 64, 4, 1, {{0, 70, false}, {21, 45, false}, {64, 1, false}});
         test_prefill("ragged, prefix cached", 128, 8, 2, {{0, 17, false}, {100, 30, false}});
         test_prefill("chunks straddling 64-position windows", 64, 2, 2, straddle, 0, false, 1);
         test_prefill("mixed streaming", 128, 4, 1, {{0, 40, true}, {30, 20, false}, {70, 9, true}}, 128, true);
         test_prefill("mixed streaming, partial rope", 64, 8, 1, {{10, 50, true}, {0, 5, false}}, 32, false);
         test_prefill("fallback", 256, 4, 2, {{0, 20, false}, {9, 7, true}}, 256, true);
-        test_decode(128, 8, 2, {1, 17, 70}, {1, 0, 1}, 128, true);
-        test_decode(64, 4, 4, {40, 33}, {1, 1}, 32, false);
-        test_decode(64, 8, 2, {50, 30}, {1, 1}, 36, true); /* rope_dim / 2 odd: per-element path */
-    } else {
+    } else if (prefill) {
         test_prefill("one sequence 2048 from pos 0", 128, 8, 8, {{0, 2048, false}});
         test_prefill("one sequence 2048 from pos 0", 64, 4, 1, {{0, 2048, false}});
         test_prefill("ragged, prefix cached", 128, 16, 4, ragged);
@@ -507,26 +583,59 @@ int main(int argc, char **argv) {
         test_prefill("mixed streaming, partial rope", 64, 8, 2, {{513, 200, true}, {0, 65, false}}, 32, false);
         test_prefill("mixed streaming", 128, 8, 1, {{40, 100, true}, {0, 129, true}}, 128, false);
         test_prefill("fallback", 256, 8, 2, {{0, 100, false}, {300, 70, true}}, 256, true);
-        test_decode(128, 32, 8, {1, 17, 300, 1000}, {1, 0, 1, 1}, 128, true);
-        test_decode(64, 16, 2, {513, 2000}, {1, 0}, 32, false);
-        test_decode(256, 8, 1, {100, 70}, {0, 1}, 256, false);
-        test_decode(64, 8, 2, {50, 300}, {1, 1}, 36, true); /* rope_dim / 2 odd: per-element path */
-        test_decode(64, 8, 2, {50, 300}, {1, 1}, 36, false);
         test_prefill("streaming, rope_dim 36", 64, 8, 2, {{100, 50, true}}, 36, false);
     }
+    if (small) {
+        /* part 16: one block per CTA (idle warps); v1: the first kernel */
+        const std::vector<dcfg> cf = {k_dcfg_default, {2, 16, 0}, {2, 64, 2}, {1, 0, 0}};
+        test_decode(128, 8, 2, {1, 17, 70}, {1, 0, 1}, 128, true, cf);
+        test_decode(64, 4, 4, {40, 33}, {1, 1}, 32, false, cf);
+        test_decode(64, 8, 2, {50, 30}, {1, 1}, 36, true, cf); /* rope_dim / 2 odd: per-element path */
+        test_decode(128, 12, 4, {1, 33, 300}, {0, 0, 0}, 128, false, cf); /* G = 3 */
+        test_decode(64, 16, 2, {70, 16}, {0, 0}, 64, false, cf);          /* G = 8 */
+        test_decode(256, 4, 2, {40, 9}, {0, 0}, 256, false, cf);
+    } else {
+        /* version 2 at the default split, one block per CTA, the longest split (32 stages per warp
+         * at hd 256), 64 keys, two stages; version 1 */
+        const std::vector<dcfg> cf = {k_dcfg_default, {2, 16, 0}, {2, 64, 0}, {2, 1024, 0}, {2, 256, 2},
+                                      {2, 1024, 2}, {1, 0, 0}};
+        test_decode(128, 32, 8, {1, 17, 300, 1000}, {1, 0, 1, 1}, 128, true, cf);
+        test_decode(64, 16, 2, {513, 2000}, {1, 0}, 32, false, cf);
+        test_decode(256, 8, 1, {100, 70}, {0, 1}, 256, false, cf);
+        test_decode(64, 8, 2, {50, 300}, {1, 1}, 36, true, cf); /* rope_dim / 2 odd: per-element path */
+        test_decode(64, 8, 2, {50, 300}, {1, 1}, 36, false, cf);
+        test_decode(128, 16, 2, {400, 20, 1}, {1, 0, 1}, 128, true, cf); /* G = 8 rotated */
+        /* without rope_on_read: block and split edges, every group size */
+        test_decode(128, 32, 32, {1, 15, 16, 17, 255, 256, 257, 640, 1000}, std::vector<uint8_t>(9, 0), 128,
+                    false, cf);
+        test_decode(128, 32, 8, {2048, 1, 700, 33}, std::vector<uint8_t>(4, 0), 128, false, cf);
+        test_decode(128, 12, 4, {300, 5, 1024}, std::vector<uint8_t>(3, 0), 128, false, cf); /* G = 3 */
+        test_decode(64, 16, 8, {1023, 64, 1}, std::vector<uint8_t>(3, 0), 64, false, cf);
+        test_decode(64, 16, 2, {777, 9}, std::vector<uint8_t>(2, 0), 64, false, cf);
+        test_decode(64, 14, 2, {100, 31}, std::vector<uint8_t>(2, 0), 64, false, cf); /* G = 7 */
+        test_decode(256, 8, 8, {600, 16}, std::vector<uint8_t>(2, 0), 256, false, cf);
+        test_decode(256, 16, 2, {300, 1025}, std::vector<uint8_t>(2, 0), 256, false, cf);
+    }
 
-    if (bench) {
+    if (bench && prefill) {
         /* Llama-2-7B attention: 32 heads, head_dim 128, no GQA */
         bench_prefill(1, 512, 32, 32, 128);
         bench_prefill(1, 2048, 32, 32, 128);
         bench_prefill(8, 256, 32, 32, 128);
         bench_prefill(1, 2048, 32, 8, 128); /* Llama-3-8B GQA */
         bench_prefill(1, 2048, 32, 32, 64);
-        for (bool rotate : {false, true}) {
-            bench_decode(1, 4096, 32, 32, 128, rotate);
-            bench_decode(8, 2048, 32, 8, 128, rotate);
-            bench_decode(64, 640, 32, 32, 128, rotate);
-        }
+    }
+    if (bench) {
+        /* decode: Llama-2-7B batched (64 x 512+128), one long sequence, Llama-3-8B GQA 32/8 */
+        const std::vector<dcfg> cf = {k_dcfg_default, {2, 128, 0}, {2, 512, 0}, {2, 256, 2}, {2, 128, 2},
+                                      {2, 512, 2}, {1, 0, 0}};
+        bench_decode(64, 640, 32, 32, 128, false, cf);
+        bench_decode(1, 4096, 32, 32, 128, false, cf);
+        bench_decode(8, 2048, 32, 8, 128, false, cf);
+        bench_decode(32, 1024, 32, 8, 128, false, cf);
+        bench_decode(64, 640, 32, 32, 128, true, {k_dcfg_default, {2, 256, 2}, {1, 0, 0}});
+        bench_decode(1, 4096, 32, 32, 128, true, {k_dcfg_default, {2, 256, 2}, {1, 0, 0}});
+        bench_decode(8, 2048, 32, 8, 128, true, {k_dcfg_default, {2, 256, 2}, {1, 0, 0}});
     }
     printf("\n%d checks, %d failed\n%s\n", g_checks, g_fail, g_fail ? "FAILED" : "ALL PASSED");
     CUDA_CHECK(cudaStreamDestroy(g_st));

@@ -1,20 +1,63 @@
 /* attention.cu — decode attention over the paged KV cache, flash-decoding style (Dao et al.,
  * "Flash-Decoding for long-context inference", 2023): the keys of a sequence are split into
- * parts of ATTN_PART; one CTA per (KV head, sequence, part) computes, with an online softmax
- * (Milakov & Gimelshein 2018), an unnormalised partial output and its (max, sum) for all the
- * query heads of that KV head's GQA group, so K and V are read once per group; a second kernel
- * combines the parts. Keys are found through the block table: position p lives in block
- * block_table[s][p / 16], slot p % 16. Each lane owns 8 dimensions (one 16-byte load of K or V);
- * head_dim / 8 lanes share a key, 32 / (head_dim / 8) keys per warp step. Keys of streaming
- * sequences are rotated on read (attn_rotated_key). The same kernels serve prefill for head_dims
- * the tensor-core kernel (attention_prefill.cu) lacks, one query row per token (attn_rows). */
+ * parts of attn_part_keys() keys; one CTA per (KV head, query row, part) computes, with an online
+ * softmax (Milakov & Gimelshein 2018), an unnormalised partial output and its (max, sum) for all
+ * the query heads of that KV head's GQA group, so K and V are read once per group; a second
+ * kernel combines the parts. Keys are found through the block table: position p lives in block
+ * block_table[s][p / 16], slot p % 16. Keys of streaming sequences are rotated on read
+ * (attn_rotate_key8). The same kernels serve prefill for head_dims the tensor-core kernel
+ * (attention_prefill.cu) lacks, one query row per token (attn_rows).
+ *
+ * The kernel (attn_decode_tile) is memory-bound: the H200 needs ~32 KB of loads in flight per SM
+ * (Little's law: 4.2 TB/s / 132 SMs x ~1 us). Each warp streams its own stages of SK keys (one
+ * paged block, or half of one) through shared memory with cp.async, NS stages deep, so a warp has
+ * (NS - 1) stages of K and V in flight while it computes one (hd 128: 16 KB, 8 warps per SM; the
+ * "wide" variant: 8 KB, 12 warps per SM); the block-table entries of a warp's stages are read
+ * ahead, one per lane. Within a stage each
+ * lane owns 8 dimensions (16 bytes) of a key, head_dim / 8 lanes share a key; the lane copies
+ * exactly the 16-byte pieces it later reads, so a stage needs no barrier beyond the warp. The
+ * online softmax is updated once per T keys of a lane group (one max, one rescale of the
+ * accumulators per T keys). The GQA group size is a template parameter (1, 2, 4, 8), so q and the
+ * accumulators of absent heads cost no registers. The split is a constant (not chosen from the
+ * batch): a sequence's output must not depend on the other sequences of the batch.
+ * Version 1 (the first kernel) stays selectable for comparison: SI_CUDA_ATTN_V1=1. */
+#include <stdlib.h>
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/attention.cuh"
 
+/* 16-byte global->shared copy; src_bytes 0 writes zeros (keys past the part). */
+__device__ __forceinline__ void attn_cp_async16(void *smem, const void *gmem, int src_bytes) {
+    const uint32_t s = (uint32_t)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem),
+                 "r"(src_bytes)
+                 : "memory");
+}
+__device__ __forceinline__ void attn_cp_async_commit(void) {
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+template <int N> __device__ __forceinline__ void attn_cp_async_wait(void) {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+/* 2^x (ex2.approx: relative error 2^-22; 2^-inf = 0) */
+__device__ __forceinline__ float attn_exp2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+__device__ __forceinline__ void attn_h8_to_f(uint4 u, float f[8]) {
+    const __half2 *h = (const __half2 *)&u;
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        const float2 a = __half22float2(h[j]);
+        f[2 * j] = a.x;
+        f[2 * j + 1] = a.y;
+    }
+}
+
 /* Rotates the 8 elements d0..d0+7 of a key that a lane holds (kf, stored un-rotated; the head's
- * row is krow) to slot j, rounded to f16: attn_rotated_key's values, from registers and vector
- * loads where the pairing allows (NORM: the pairs are inside the 8; NEOX with rope_dim / 2 a
- * multiple of 8: the partners are the 8 elements half away). */
+ * row is krow, in global or shared memory) to slot j, rounded to f16: attn_rotated_key's values,
+ * from registers and vector loads where the pairing allows (NORM: the pairs are inside the 8;
+ * NEOX with rope_dim / 2 a multiple of 8: the partners are the 8 elements half away). */
 __device__ __forceinline__ void attn_rotate_key8(float kf[8], const __half *krow, int d0, int j,
                                                  const attn_rope &r) {
     if (d0 >= 2 * r.half) return; /* past rope_dim: not rotated */
@@ -31,7 +74,7 @@ __device__ __forceinline__ void attn_rotate_key8(float kf[8], const __half *krow
     } else if (r.neox && r.half % 8 == 0) {
         const bool first = d0 < r.half; /* e0 of its pairs, else e1 */
         const int i0 = first ? d0 : d0 - r.half;
-        const uint4 pv = __ldg((const uint4 *)(krow + (first ? d0 + r.half : d0 - r.half)));
+        const uint4 pv = *(const uint4 *)(krow + (first ? d0 + r.half : d0 - r.half));
         const __half *ph = (const __half *)&pv;
 #pragma unroll
         for (int k = 0; k < 8; k++) {
@@ -47,12 +90,229 @@ __device__ __forceinline__ void attn_rotate_key8(float kf[8], const __half *krow
     }
 }
 
-/* ROT: the batch may hold streaming sequences (rope.on_read not NULL). A separate instantiation,
+/* Geometry of attn_decode_tile for a head_dim: LPT lanes per key (16 bytes of K and of V each),
+ * TPW keys per warp step, SK keys per stage (inside one paged block), NSTEP warp steps per
+ * stage, NS stages per warp; MINB CTAs per SM (the register bound; shared memory allows as
+ * many). Shared memory: ATTN_WARPS * NS stages of K then V: hd 64 64 KB (3 CTAs/SM), hd 128 and
+ * 256 96 KB (2 CTAs/SM). WIDE (hd 128/256, groups <= 4, no rotation; attn_decode_config's
+ * stages = 2): two stages, 64 KB, 3 CTAs/SM: less in flight per warp, more warps. */
+template <int HD, bool WIDE> struct attn_geo {
+    static constexpr int LPT = HD / 8, TPW = 32 / LPT;
+    static constexpr int SK = HD <= 128 ? 16 : 8;
+    static constexpr int NSTEP = SK / TPW;
+    static constexpr int NS = WIDE ? 2 : HD <= 64 ? 4 : 3;
+    static constexpr int MINB = WIDE ? 3 : 2;
+    static constexpr int STAGE = SK * HD; /* halves of K (then as many of V) per stage */
+    static constexpr size_t SMEM = (size_t)ATTN_WARPS * NS * 2 * STAGE * sizeof(__half);
+    static_assert(ATTN_KV_BLOCK % SK == 0 && SK % TPW == 0, "a stage inside one block");
+    static_assert(SMEM >= (size_t)ATTN_WARPS * ATTN_MAXG * HD * sizeof(float), "merge fits");
+};
+/* The most keys a part may have: a warp reads its stages' block-table entries one per lane. */
+#define ATTN_PART_MAX 1024
+static_assert(ATTN_PART_MAX <= 32 * ATTN_WARPS * 8, "<= 32 stages per warp (SK >= 8)");
+
+/* One CTA: keys [part * part_keys, +part_keys) of query row blockIdx.y, KV head blockIdx.x, for
+ * its G = n_head / n_head_kv <= GM query heads. scale2 = scale * log2(e): scores, maxima and
+ * exponentials are in base 2 (part_ml too). CTAs past a row's keys return at once (the combine
+ * reads only the parts a row has). */
+template <int HD, int GM, bool ROT, bool WIDE>
+__global__ void __launch_bounds__(ATTN_WARPS * 32, (attn_geo<HD, WIDE>::MINB))
+    attn_decode_tile(const float *__restrict__ q, int q_stride, const __half *__restrict__ kc,
+                     const __half *__restrict__ vc, const int32_t *__restrict__ block_table,
+                     attn_rows rows, int n_head, int n_head_kv, int max_blocks, float scale2,
+                     attn_rope rope, int part_keys, int n_parts, float *part_acc,
+                     float *part_ml) {
+    using geo = attn_geo<HD, WIDE>;
+    constexpr int LPT = geo::LPT, TPW = geo::TPW, SK = geo::SK, NSTEP = geo::NSTEP;
+    constexpr int NS = geo::NS, STAGE = geo::STAGE;
+    /* keys per lane group per softmax update: GM * T scores live in registers */
+    constexpr int T = NSTEP < 16 / GM ? NSTEP : 16 / GM;
+    static_assert(NSTEP % T == 0, "whole updates per stage");
+    extern __shared__ __align__(16) unsigned char attn_smem[];
+    __shared__ float sm_m[ATTN_WARPS][GM], sm_l[ATTN_WARPS][GM];
+    const int kvh = blockIdx.x, r = blockIdx.y, part = blockIdx.z;
+    const int len = rows.row_pos ? rows.row_pos[r] + 1 : rows.seq_len[r];
+    const int s = rows.row_seq ? rows.row_seq[r] : r; /* both loads in flight together */
+    const int p0 = part * part_keys;
+    if (p0 >= len) return;
+    const int p1 = min(p0 + part_keys, len);
+    const int G = n_head / n_head_kv, kv_dim = n_head_kv * HD;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int tsub = lane / LPT, dc = lane % LPT;
+
+    /* the warp's stages: k = 0..nk-1 holds keys p0 + (warp + ATTN_WARPS * k) * SK + [0, SK);
+     * lane k reads stage k's block-table entry ahead */
+    const int n_units = (p1 - p0 + SK - 1) / SK;
+    const int nk = n_units > warp ? (n_units - warp + ATTN_WARPS - 1) / ATTN_WARPS : 0;
+    const int32_t *bt = block_table + (size_t)s * max_blocks;
+    int bt_lane = 0;
+    if (lane < nk) bt_lane = bt[(p0 + (warp + ATTN_WARPS * lane) * SK) / ATTN_KV_BLOCK];
+    const bool rotate = ROT && rope.on_read[s];
+
+    float qr[GM][8], acc[GM][8], m[GM], l[GM];
+#pragma unroll
+    for (int g = 0; g < GM; g++) {
+        m[g] = -INFINITY;
+        l[g] = 0.0f;
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            acc[g][j] = 0.0f;
+            /* q rounded to f16 as the CPU reference (and ggml's f16 K matmul) does; heads past G
+             * (G not a power of two) get q = 0 and are not written */
+            qr[g][j] = g < G ? __half2float(__float2half_rn(
+                                   q[(size_t)r * q_stride + (kvh * G + g) * HD + dc * 8 + j]))
+                             : 0.0f;
+        }
+    }
+
+    __half *wsm = (__half *)attn_smem + (size_t)warp * NS * 2 * STAGE; /* [NS][K, V][SK][HD] */
+    const size_t col = (size_t)kvh * HD + dc * 8;
+    /* Stage k into buffer k % NS: the lane's (key t, 16 bytes dc) pieces; keys past p1 (the
+     * tail of the last block, unwritten) are zero-filled. Every lane commits a group per call,
+     * empty or not, so wait_group counts stages. */
+    auto issue = [&](int k) {
+        if (k < nk) {
+            const int blk = __shfl_sync(0xffffffffu, bt_lane, k);
+            const int key0 = p0 + (warp + ATTN_WARPS * k) * SK;
+            const size_t row0 = (size_t)blk * ATTN_KV_BLOCK + key0 % ATTN_KV_BLOCK;
+            __half *kd = wsm + (k % NS) * 2 * STAGE, *vd = kd + STAGE;
+#pragma unroll
+            for (int i = 0; i < NSTEP; i++) {
+                const int t = i * TPW + tsub;
+                const size_t off = (row0 + t) * kv_dim + col;
+                const int nb = key0 + t < p1 ? 16 : 0;
+                attn_cp_async16(kd + t * HD + dc * 8, kc + off, nb);
+                attn_cp_async16(vd + t * HD + dc * 8, vc + off, nb);
+            }
+        }
+        attn_cp_async_commit();
+    };
+#pragma unroll
+    for (int k = 0; k < NS - 1; k++) issue(k);
+
+    for (int k = 0; k < nk; k++) {
+        __syncwarp(); /* every lane is done with stage k - 1, whose buffer is refilled now */
+        issue(k + NS - 1);
+        attn_cp_async_wait<NS - 1>(); /* stage k has landed */
+        __syncwarp();                 /* and is visible to the whole warp (rotation partners) */
+        const __half *kd = wsm + (k % NS) * 2 * STAGE, *vd = kd + STAGE;
+        const int key0 = p0 + (warp + ATTN_WARPS * k) * SK;
+#pragma unroll
+        for (int i0 = 0; i0 < NSTEP; i0 += T) {
+            float sc[GM][T];
+#pragma unroll
+            for (int i = 0; i < T; i++) {
+                const int t = (i0 + i) * TPW + tsub;
+                const bool valid = key0 + t < p1;
+                float kf[8];
+                attn_h8_to_f(*(const uint4 *)(kd + t * HD + dc * 8), kf);
+                if (ROT && rotate && valid)
+                    attn_rotate_key8(kf, kd + t * HD, dc * 8, key0 + t, rope);
+#pragma unroll
+                for (int g = 0; g < GM; g++) {
+                    float d = 0.0f;
+#pragma unroll
+                    for (int j = 0; j < 8; j++) d = fmaf(qr[g][j], kf[j], d);
+#pragma unroll
+                    for (int o = LPT / 2; o > 0; o >>= 1) d += __shfl_xor_sync(0xffffffffu, d, o);
+                    sc[g][i] = valid ? d * scale2 : -INFINITY;
+                }
+            }
+#pragma unroll
+            for (int g = 0; g < GM; g++) {
+                float mt = sc[g][0];
+#pragma unroll
+                for (int i = 1; i < T; i++) mt = fmaxf(mt, sc[g][i]);
+                const float mn = fmaxf(m[g], mt);
+                const float mu = mn == -INFINITY ? 0.0f : mn; /* no key yet: all weights 0 */
+                const float c = attn_exp2(m[g] - mu);
+                l[g] *= c;
+#pragma unroll
+                for (int j = 0; j < 8; j++) acc[g][j] *= c;
+#pragma unroll
+                for (int i = 0; i < T; i++) {
+                    sc[g][i] = attn_exp2(sc[g][i] - mu);
+                    l[g] += sc[g][i];
+                }
+                m[g] = mn;
+            }
+#pragma unroll
+            for (int i = 0; i < T; i++) {
+                const int t = (i0 + i) * TPW + tsub;
+                float vf[8];
+                attn_h8_to_f(*(const uint4 *)(vd + t * HD + dc * 8), vf);
+#pragma unroll
+                for (int g = 0; g < GM; g++)
+#pragma unroll
+                    for (int j = 0; j < 8; j++) acc[g][j] = fmaf(sc[g][i], vf[j], acc[g][j]);
+            }
+        }
+    }
+    attn_cp_async_wait<0>(); /* only empty groups are left; the stages become the merge buffer */
+
+    /* merge the TPW key groups of the warp, then the warps */
+#pragma unroll
+    for (int g = 0; g < GM; g++) {
+#pragma unroll
+        for (int o = LPT; o < 32; o <<= 1) {
+            const float om = __shfl_xor_sync(0xffffffffu, m[g], o);
+            const float ol = __shfl_xor_sync(0xffffffffu, l[g], o);
+            const float mn = fmaxf(m[g], om);
+            const float c0 = mn == -INFINITY ? 0.0f : attn_exp2(m[g] - mn);
+            const float c1 = mn == -INFINITY ? 0.0f : attn_exp2(om - mn);
+            l[g] = l[g] * c0 + ol * c1;
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+                const float oa = __shfl_xor_sync(0xffffffffu, acc[g][j], o);
+                acc[g][j] = acc[g][j] * c0 + oa * c1;
+            }
+            m[g] = mn;
+        }
+    }
+    float *sm_acc = (float *)attn_smem; /* [ATTN_WARPS][GM][HD], over the stages */
+    __syncthreads();                    /* every warp is done with its stages */
+    if (tsub == 0) {
+#pragma unroll
+        for (int g = 0; g < GM; g++) {
+            float4 *dst = (float4 *)(sm_acc + (warp * GM + g) * HD + dc * 8);
+            dst[0] = make_float4(acc[g][0], acc[g][1], acc[g][2], acc[g][3]);
+            dst[1] = make_float4(acc[g][4], acc[g][5], acc[g][6], acc[g][7]);
+            if (dc == 0) {
+                sm_m[warp][g] = m[g];
+                sm_l[warp][g] = l[g];
+            }
+        }
+    }
+    __syncthreads();
+    for (int idx = threadIdx.x; idx < G * HD; idx += ATTN_WARPS * 32) {
+        const int g = idx / HD, d = idx % HD;
+        float mx = -INFINITY;
+#pragma unroll
+        for (int w = 0; w < ATTN_WARPS; w++) mx = fmaxf(mx, sm_m[w][g]);
+        float a = 0.0f, ls = 0.0f;
+#pragma unroll
+        for (int w = 0; w < ATTN_WARPS; w++) {
+            const float c = mx == -INFINITY ? 0.0f : attn_exp2(sm_m[w][g] - mx);
+            a += sm_acc[(w * GM + g) * HD + d] * c;
+            ls += sm_l[w][g] * c;
+        }
+        const size_t row = ((size_t)r * n_head + kvh * G + g) * n_parts + part;
+        part_acc[row * HD + d] = a;
+        if (d == 0) {
+            part_ml[2 * row] = mx;
+            part_ml[2 * row + 1] = ls;
+        }
+    }
+}
+
+/* Version 1 (SI_CUDA_ATTN_V1=1, for comparison): one key per lane group per step, an online-
+ * softmax update per key, loads issued one step ahead at most.
+ * ROT: the batch may hold streaming sequences (rope.on_read not NULL). A separate instantiation,
  * so that the rotation's registers do not cost the usual case its third CTA per SM (measured:
  * 64 sequences x 640 keys 360 us at 3 CTAs/SM, 490 us at 2; head_dim 256 would spill at 3). */
 template <int HD, bool ROT>
 __global__ void __launch_bounds__(ATTN_WARPS * 32, ROT || HD > 128 ? 2 : 3)
-    attn_decode_part(const float *__restrict__ q, int q_stride, const __half *__restrict__ kc,
+    attn_decode_part_v1(const float *__restrict__ q, int q_stride, const __half *__restrict__ kc,
                      const __half *__restrict__ vc, const int32_t *__restrict__ block_table,
                      attn_rows rows, int n_head, int n_head_kv, int max_blocks, float scale,
                      attn_rope rope, int n_parts, float *part_acc, float *part_ml) {
@@ -87,7 +347,8 @@ __global__ void __launch_bounds__(ATTN_WARPS * 32, ROT || HD > 128 ? 2 : 3)
         const bool valid = p < p1;
         float kf[8], vf[8];
         if (valid) {
-            const size_t off = ((size_t)bt[p / ATTN_KV_BLOCK] * ATTN_KV_BLOCK + p % ATTN_KV_BLOCK) * kv_dim +
+            const size_t off =
+                ((size_t)bt[p / ATTN_KV_BLOCK] * ATTN_KV_BLOCK + p % ATTN_KV_BLOCK) * kv_dim +
                                (size_t)kvh * HD + dc * 8;
             const uint4 kv4 = __ldg((const uint4 *)(kc + off));
             const uint4 vv4 = __ldg((const uint4 *)(vc + off));
@@ -164,29 +425,100 @@ __global__ void __launch_bounds__(ATTN_WARPS * 32, ROT || HD > 128 ? 2 : 3)
     }
 }
 
-template <int HD>
+/* Out row r, head blockIdx.x: the row's parts (those holding keys: ceil(len / part_keys)) merged
+ * and normalised. LOG2: part maxima in base 2 (version 2), else natural (version 1). */
+template <int HD, bool LOG2>
 __global__ void attn_decode_combine(float *out, const float *part_acc, const float *part_ml,
-                                    int n_head, int n_parts) {
-    const int h = blockIdx.x, s = blockIdx.y, d = threadIdx.x;
-    const size_t row0 = ((size_t)s * n_head + h) * n_parts;
+                                    attn_rows rows, int n_head, int part_keys, int n_parts) {
+    const int h = blockIdx.x, r = blockIdx.y, d = threadIdx.x;
+    const int len = rows.row_pos ? rows.row_pos[r] + 1 : rows.seq_len[r];
+    const int np = len > 0 ? min(n_parts, (len + part_keys - 1) / part_keys) : 0;
+    const size_t row0 = ((size_t)r * n_head + h) * n_parts;
     float mx = -INFINITY;
-    for (int p = 0; p < n_parts; p++) mx = fmaxf(mx, part_ml[2 * (row0 + p)]);
+    for (int p = 0; p < np; p++) mx = fmaxf(mx, part_ml[2 * (row0 + p)]);
     float a = 0.0f, ls = 0.0f;
-    for (int p = 0; p < n_parts; p++) {
+    for (int p = 0; p < np; p++) {
         const float pm = part_ml[2 * (row0 + p)];
         if (pm == -INFINITY) continue;
-        const float c = __expf(pm - mx);
+        const float c = LOG2 ? attn_exp2(pm - mx) : __expf(pm - mx);
         a += part_acc[(row0 + p) * HD + d] * c;
         ls += part_ml[2 * (row0 + p) + 1] * c;
     }
-    out[((size_t)s * n_head + h) * HD + d] = ls > 0.0f ? a / ls : 0.0f;
+    out[((size_t)r * n_head + h) * HD + d] = ls > 0.0f ? a / ls : 0.0f;
+}
+
+/* ---- host side ---- */
+
+/* 0: not read from the environment yet; stages 0: the head_dim's default */
+static int g_attn_version = 0, g_attn_part = 0, g_attn_stages = 0;
+
+static void attn_config_defaults(void) {
+    if (g_attn_version) return;
+    const char *v1 = getenv("SI_CUDA_ATTN_V1");
+    const char *pk = getenv("SI_CUDA_ATTN_PART"), *st = getenv("SI_CUDA_ATTN_STAGES");
+    g_attn_stages = st && atoi(st) == 2 ? 2 : 0;
+    const int k = pk ? atoi(pk) : 0;
+    const bool ok = k >= ATTN_KV_BLOCK && k <= ATTN_PART_MAX && k % ATTN_KV_BLOCK == 0;
+    g_attn_part = ok ? k : ATTN_PART;
+    g_attn_version = v1 && atoi(v1) == 1 ? 1 : 2;
+}
+
+void attn_decode_config(int version, int part_keys, int stages) {
+    attn_config_defaults();
+    if (stages >= 0) g_attn_stages = stages == 2 ? 2 : 0;
+    if (version == 1 || version == 2) g_attn_version = version;
+    if (part_keys >= ATTN_KV_BLOCK && part_keys <= ATTN_PART_MAX && part_keys % ATTN_KV_BLOCK == 0)
+        g_attn_part = part_keys;
+}
+
+/* keys per CTA of the kernel in force (version 1: ATTN_PART) */
+static int attn_part_keys(void) {
+    attn_config_defaults();
+    return g_attn_version == 1 ? ATTN_PART : g_attn_part;
+}
+
+/* the wide variant exists for these (GM 8 and the rotation need more registers than 3 CTAs/SM
+ * allow: they would spill) */
+template <int HD, int GM, bool ROT> struct attn_has_wide {
+    static constexpr bool value = HD >= 128 && GM <= 4 && !ROT;
+};
+
+template <int HD, int GM, bool ROT, bool WIDE> static void attn_smem_opt_in(void) {
+    CUDA_CHECK(cudaFuncSetAttribute(attn_decode_tile<HD, GM, ROT, WIDE>,
+                                    cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    (int)attn_geo<HD, WIDE>::SMEM));
+    CUDA_CHECK(cudaFuncSetAttribute(attn_decode_tile<HD, GM, ROT, WIDE>,
+                                    cudaFuncAttributePreferredSharedMemoryCarveout,
+                                    cudaSharedmemCarveoutMaxShared));
+}
+template <int HD, int GM> static void attn_smem_opt_in_g(void) {
+    attn_smem_opt_in<HD, GM, false, false>();
+    attn_smem_opt_in<HD, GM, true, false>();
+    attn_smem_opt_in<HD, GM, false, attn_has_wide<HD, GM, false>::value>();
+}
+template <int HD> static void attn_smem_opt_in_hd(void) {
+    attn_smem_opt_in_g<HD, 1>();
+    attn_smem_opt_in_g<HD, 2>();
+    attn_smem_opt_in_g<HD, 4>();
+    attn_smem_opt_in_g<HD, 8>();
+}
+/* Kernels above 48 KB of shared memory opt in, once (not a stream operation: done from
+ * attn_decode_scratch_bytes too, so it has happened before any graph capture). */
+static void attn_raise_smem_limit(void) {
+    static bool done = false;
+    if (done) return;
+    attn_smem_opt_in_hd<64>();
+    attn_smem_opt_in_hd<128>();
+    attn_smem_opt_in_hd<256>();
+    done = true;
 }
 
 /* scratch: the rotation table of keys rotated on read (always reserved: whether a sequence
  * needs it is only known on the device), then the parts' outputs and (max, sum) */
 size_t attn_decode_scratch_bytes(const cuda_attn_params *p, int n_rows, int max_kv_len) {
+    attn_raise_smem_limit();
     const int n_kv = max_kv_len > 0 ? max_kv_len : 1;
-    const size_t parts = (size_t)si_div_up(n_kv, ATTN_PART);
+    const size_t parts = (size_t)si_div_up(n_kv, attn_part_keys());
     return rope_cos_sin_table_bytes(n_kv, p->head_dim) +
            (size_t)n_rows * p->n_head * parts * (p->head_dim + 2) * sizeof(float);
 }
@@ -196,24 +528,63 @@ extern "C" size_t cuda_attention_scratch_bytes(const cuda_attn_params *p, int n_
     return attn_decode_scratch_bytes(p, n_seqs, max_kv_len);
 }
 
-template <int HD>
-static void attn_launch(float *out, const float *q, int q_stride, const uint16_t *kc,
-                        const uint16_t *vc, const int32_t *bt, attn_rows rows, int n_rows,
-                        int n_parts, attn_rope rope, const cuda_attn_params *p, float *part_acc,
-                        cudaStream_t st) {
-    float *part_ml = part_acc + (size_t)n_rows * p->n_head * n_parts * HD;
-    dim3 grid(p->n_head_kv, n_rows, n_parts);
-    if (rope.on_read)
-        attn_decode_part<HD, true><<<grid, ATTN_WARPS * 32, 0, st>>>(
-            q, q_stride, (const __half *)kc, (const __half *)vc, bt, rows, p->n_head,
-            p->n_head_kv, p->max_blocks, p->scale, rope, n_parts, part_acc, part_ml);
-    else
-        attn_decode_part<HD, false><<<grid, ATTN_WARPS * 32, 0, st>>>(
-            q, q_stride, (const __half *)kc, (const __half *)vc, bt, rows, p->n_head,
-            p->n_head_kv, p->max_blocks, p->scale, rope, n_parts, part_acc, part_ml);
+struct attn_launch_args {
+    float *out;
+    const float *q;
+    int q_stride;
+    const __half *kc, *vc;
+    const int32_t *bt;
+    attn_rows rows;
+    int n_rows, n_parts, part_keys;
+    attn_rope rope;
+    const cuda_attn_params *p;
+    float *part_acc, *part_ml;
+    cudaStream_t st;
+};
+
+template <int HD, int GM, bool ROT, bool WIDE>
+static void attn_launch_tile(const attn_launch_args &a) {
+    const cuda_attn_params *p = a.p;
+    const dim3 grid(p->n_head_kv, a.n_rows, a.n_parts);
+    attn_decode_tile<HD, GM, ROT, WIDE><<<grid, ATTN_WARPS * 32, attn_geo<HD, WIDE>::SMEM, a.st>>>(
+        a.q, a.q_stride, a.kc, a.vc, a.bt, a.rows, p->n_head, p->n_head_kv, p->max_blocks,
+        p->scale * 1.4426950408889634f, a.rope, a.part_keys, a.n_parts, a.part_acc, a.part_ml);
+}
+
+template <int HD, int GM> static void attn_launch_g(const attn_launch_args &a) {
+    constexpr bool has_wide = attn_has_wide<HD, GM, false>::value;
+    if (a.rope.on_read) attn_launch_tile<HD, GM, true, false>(a);
+    else if (has_wide && g_attn_stages == 2) attn_launch_tile<HD, GM, false, has_wide>(a);
+    else attn_launch_tile<HD, GM, false, false>(a);
+}
+
+template <int HD> static void attn_launch(const attn_launch_args &a, int version) {
+    const cuda_attn_params *p = a.p;
+    const bool rot = a.rope.on_read != NULL;
+    if (version == 1) {
+        const dim3 grid(p->n_head_kv, a.n_rows, a.n_parts);
+        if (rot)
+            attn_decode_part_v1<HD, true><<<grid, ATTN_WARPS * 32, 0, a.st>>>(
+                a.q, a.q_stride, a.kc, a.vc, a.bt, a.rows, p->n_head, p->n_head_kv,
+                p->max_blocks, p->scale, a.rope, a.n_parts, a.part_acc, a.part_ml);
+        else
+            attn_decode_part_v1<HD, false><<<grid, ATTN_WARPS * 32, 0, a.st>>>(
+                a.q, a.q_stride, a.kc, a.vc, a.bt, a.rows, p->n_head, p->n_head_kv,
+                p->max_blocks, p->scale, a.rope, a.n_parts, a.part_acc, a.part_ml);
+    } else {
+        const int G = p->n_head / p->n_head_kv;
+        if (G <= 1) attn_launch_g<HD, 1>(a);
+        else if (G <= 2) attn_launch_g<HD, 2>(a);
+        else if (G <= 4) attn_launch_g<HD, 4>(a);
+        else attn_launch_g<HD, 8>(a);
+    }
     CUDA_CHECK_LAUNCH();
-    attn_decode_combine<HD><<<dim3(p->n_head, n_rows), HD, 0, st>>>(out, part_acc, part_ml,
-                                                                    p->n_head, n_parts);
+    if (version == 1)
+        attn_decode_combine<HD, false><<<dim3(p->n_head, a.n_rows), HD, 0, a.st>>>(
+            a.out, a.part_acc, a.part_ml, a.rows, p->n_head, a.part_keys, a.n_parts);
+    else
+        attn_decode_combine<HD, true><<<dim3(p->n_head, a.n_rows), HD, 0, a.st>>>(
+            a.out, a.part_acc, a.part_ml, a.rows, p->n_head, a.part_keys, a.n_parts);
     CUDA_CHECK_LAUNCH();
 }
 
@@ -226,12 +597,6 @@ int attn_decode_rows(float *out, const float *q, int q_stride, const uint16_t *k
     if (p->n_head_kv <= 0 || p->n_head % p->n_head_kv || p->n_head / p->n_head_kv > ATTN_MAXG)
         return -1;
     if (rope_on_read && (!rope || rope->rope_dim > p->head_dim || rope->rope_dim % 2)) return -1;
-    const int n_kv = max_kv_len > 0 ? max_kv_len : 1;
-    const int n_parts = si_div_up(n_kv, ATTN_PART);
-    float2 *table = (float2 *)scratch;
-    float *part_acc = (float *)((char *)scratch + rope_cos_sin_table_bytes(n_kv, p->head_dim));
-    attn_rope ar = {rope_on_read, table, rope_on_read ? rope->rope_dim / 2 : 0,
-                    rope_on_read ? rope->neox : 0};
     decltype(&attn_launch<64>) launch;
     switch (p->head_dim) {
     case 64: launch = attn_launch<64>; break;
@@ -239,9 +604,19 @@ int attn_decode_rows(float *out, const float *q, int q_stride, const uint16_t *k
     case 256: launch = attn_launch<256>; break;
     default: return -1;
     }
+    attn_raise_smem_limit();
+    const int version = (attn_config_defaults(), g_attn_version), part_keys = attn_part_keys();
+    const int n_kv = max_kv_len > 0 ? max_kv_len : 1;
+    const int n_parts = si_div_up(n_kv, part_keys);
+    float2 *table = (float2 *)scratch;
+    float *part_acc = (float *)((char *)scratch + rope_cos_sin_table_bytes(n_kv, p->head_dim));
+    const attn_rope ar = {rope_on_read, table, rope_on_read ? rope->rope_dim / 2 : 0,
+                          rope_on_read ? rope->neox : 0};
     if (rope_on_read) rope_cos_sin_table(table, n_kv, rope, stream);
-    launch(out, q, q_stride, k_cache, v_cache, block_table, rows, n_rows, n_parts, ar, p, part_acc,
-           stream);
+    attn_launch_args a = {out, q, q_stride, (const __half *)k_cache, (const __half *)v_cache,
+                          block_table, rows, n_rows, n_parts, part_keys, ar, p, part_acc,
+                          part_acc + (size_t)n_rows * p->n_head * n_parts * p->head_dim, stream};
+    launch(a, version);
     return 0;
 }
 

@@ -6,7 +6,7 @@
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/rope.cuh"
 #define ATTN_WARPS 4
-#define ATTN_PART 256  /* keys per CTA: the flash-decoding split */
+#define ATTN_PART 256  /* keys per CTA by default: the flash-decoding split */
 #define ATTN_MAXG 8    /* query heads per KV head (GQA group) */
 #define ATTN_KV_BLOCK 16
 static_assert(ATTN_KV_BLOCK == ROPE_KV_BLOCK, "one paged block size");
@@ -39,7 +39,9 @@ struct attn_rows {
     const int32_t *seq_len, *row_seq, *row_pos;
 };
 
-/* Bytes of decode scratch for n_rows query rows of at most max_kv_len keys. */
+/* Bytes of decode scratch for n_rows query rows of at most max_kv_len keys, for the kernel
+ * version and split in force (attn_decode_config). Also lets the decode kernels use more than
+ * 48 KB of shared memory (once per process): call it before capturing a graph. */
 size_t attn_decode_scratch_bytes(const cuda_attn_params *p, int n_rows, int max_kv_len);
 
 /* The decode (flash-decoding) kernels over n_rows query rows (q row r at q + r * q_stride), as
@@ -49,4 +51,14 @@ int attn_decode_rows(float *out, const float *q, int q_stride, const uint16_t *k
                      int n_rows, int max_kv_len, const uint8_t *rope_on_read,
                      const cuda_rope_params *rope, const cuda_attn_params *p, void *scratch,
                      cudaStream_t stream);
+
+/* Timing and test knob, not for the engine: the decode kernel version (1: the first kernel, one
+ * softmax update per key, ATTN_PART keys per CTA; 2: the pipelined kernel), version 2's keys per
+ * CTA (a multiple of 16, at most 1024) and its stages per warp (0: the head_dim's default; 2: two
+ * stages and 3 CTAs per SM, for head_dim 128/256 with groups <= 4); out-of-range values keep the
+ * setting (stages: negative). Defaults: version 2, ATTN_PART keys, default stages; the
+ * environment's SI_CUDA_ATTN_V1=1, SI_CUDA_ATTN_PART=N and SI_CUDA_ATTN_STAGES=2, read at the
+ * first call, change them. Scratch must be sized (attn_decode_scratch_bytes) after a change.
+ * Not thread-safe: call it while no other thread launches attention. */
+void attn_decode_config(int version, int part_keys, int stages);
 #endif
