@@ -426,23 +426,32 @@ __global__ void __launch_bounds__(ATTN_WARPS * 32, ROT || HD > 128 ? 2 : 3)
 }
 
 /* Out row r, head blockIdx.x: the row's parts (those holding keys: ceil(len / part_keys)) merged
- * and normalised. LOG2: part maxima in base 2 (version 2), else natural (version 1). */
+ * and normalised. LOG2: part maxima in base 2 (version 2), else natural (version 1). The maximum
+ * is taken by all threads at once and the sums are unrolled, so the parts' loads overlap (one
+ * long sequence has 16+ parts); the sums run in part order, whatever the batch. */
 template <int HD, bool LOG2>
-__global__ void attn_decode_combine(float *out, const float *part_acc, const float *part_ml,
-                                    attn_rows rows, int n_head, int part_keys, int n_parts) {
+__global__ void __launch_bounds__(HD)
+    attn_decode_combine(float *out, const float *part_acc, const float *part_ml, attn_rows rows,
+                        int n_head, int part_keys, int n_parts) {
+    __shared__ float sm_mx[HD / 32];
     const int h = blockIdx.x, r = blockIdx.y, d = threadIdx.x;
     const int len = rows.row_pos ? rows.row_pos[r] + 1 : rows.seq_len[r];
     const int np = len > 0 ? min(n_parts, (len + part_keys - 1) / part_keys) : 0;
     const size_t row0 = ((size_t)r * n_head + h) * n_parts;
     float mx = -INFINITY;
-    for (int p = 0; p < np; p++) mx = fmaxf(mx, part_ml[2 * (row0 + p)]);
+    for (int p = d; p < np; p += HD) mx = fmaxf(mx, part_ml[2 * (row0 + p)]);
+    mx = si_warp_max(mx);
+    if (d % 32 == 0) sm_mx[d / 32] = mx;
+    __syncthreads();
+#pragma unroll
+    for (int w = 0; w < HD / 32; w++) mx = fmaxf(mx, sm_mx[w]);
     float a = 0.0f, ls = 0.0f;
+#pragma unroll 8
     for (int p = 0; p < np; p++) {
-        const float pm = part_ml[2 * (row0 + p)];
-        if (pm == -INFINITY) continue;
-        const float c = LOG2 ? attn_exp2(pm - mx) : __expf(pm - mx);
+        const float2 ml = *(const float2 *)(part_ml + 2 * (row0 + p));
+        const float c = ml.x == -INFINITY ? 0.0f : LOG2 ? attn_exp2(ml.x - mx) : __expf(ml.x - mx);
         a += part_acc[(row0 + p) * HD + d] * c;
-        ls += part_ml[2 * (row0 + p) + 1] * c;
+        ls += ml.y * c;
     }
     out[((size_t)r * n_head + h) * HD + d] = ls > 0.0f ? a / ls : 0.0f;
 }
