@@ -633,9 +633,9 @@ int main(int argc, char **argv) {
         bench_decode(1, 4096, 32, 32, 128, false, cf);
         bench_decode(8, 2048, 32, 8, 128, false, cf);
         bench_decode(32, 1024, 32, 8, 128, false, cf);
-        bench_decode(64, 640, 32, 32, 128, true, {k_dcfg_default, {2, 256, 2}, {1, 0, 0}});
-        bench_decode(1, 4096, 32, 32, 128, true, {k_dcfg_default, {2, 256, 2}, {1, 0, 0}});
-        bench_decode(8, 2048, 32, 8, 128, true, {k_dcfg_default, {2, 256, 2}, {1, 0, 0}});
+        bench_decode(64, 640, 32, 32, 128, true, {k_dcfg_default, {1, 0, 0}});
+        bench_decode(1, 4096, 32, 32, 128, true, {k_dcfg_default, {1, 0, 0}});
+        bench_decode(8, 2048, 32, 8, 128, true, {k_dcfg_default, {1, 0, 0}});
     }
     printf("\n%d checks, %d failed\n%s\n", g_checks, g_fail, g_fail ? "FAILED" : "ALL PASSED");
     CUDA_CHECK(cudaStreamDestroy(g_st));
