@@ -178,6 +178,22 @@ static float vec_dot_q5_1_avx512(const void *vw, const void *vx, int64_t n) {
  * rearrangement once per matmul, not once per weight row. vec_dot (a q8_0 row as it is)
  * rearranges each group on the fly into the same record: same values, same operations. */
 
+/* NOTE: decode streams every weight byte from DRAM once, and at two threads the hardware
+ * prefetchers alone leave the cores waiting (TinyLlama q4_0: 20 t/s, 56% of the DRAM roofline).
+ * The multi-row kernels ask for the weight bytes PREFETCH_DIST ahead of the group they are
+ * decoding (a few rows of a 2048-wide matrix: far enough to cover DRAM latency, near enough
+ * to stay in L1/L2 until used): 4096 measured best of 1-16 KiB for q4_0. */
+#ifndef PREFETCH_DIST
+#define PREFETCH_DIST 4096
+#endif
+
+/* prefetch the lines of [p, p + bytes) shifted PREFETCH_DIST bytes ahead (a prefetch never
+ * faults, so running past the end of the weights is harmless). NOTE: __builtin_prefetch, not
+ * _mm_prefetch: GCC 12 at -O1 and above emitted no instruction for _mm_prefetch here. */
+static inline void prefetch_ahead(const void *p, size_t bytes) {
+    for (size_t k = 0; k < bytes; k += 64) __builtin_prefetch((const char *)p + PREFETCH_DIST + k, 0, 3);
+}
+
 #define Q8G 8 /* blocks per group */
 
 typedef struct {
@@ -318,6 +334,8 @@ KX86_ALWAYS_INLINE void q8g_rows(const int is_q8, const void *w, const uint8_t *
     for (int64_t b = 0; b < nb; b += Q8G) {
         __m256i q[8];
         __m256 dw;
+        prefetch_ahead((const uint8_t *)w + (size_t)b * (is_q8 ? sizeof(block_q8_0) : sizeof(block_q4_0)),
+                       Q8G * (is_q8 ? sizeof(block_q8_0) : sizeof(block_q4_0)));
         weight_group(is_q8, w, b, nb, q, &dw);
         for (int r = 0; r < R; r++) acc[r] = group_step(acc[r], q, dw, (const q8_group *)(xp + (size_t)r * xs) + b / Q8G);
     }
@@ -463,6 +481,7 @@ KX86_ALWAYS_INLINE void q4_1_rows(const void *w, const uint8_t *xp, size_t xs, i
     for (int64_t b = 0; b < nb; b += Q8G) {
         __m256i q[8];
         __m256 dw, mw;
+        prefetch_ahead((const block_q4_1 *)w + b, Q8G * sizeof(block_q4_1));
         weight_group_q4_1(w, b, nb, q, &dw, &mw);
         for (int r = 0; r < R; r++)
             acc[r] = q4_1_group_step(acc[r], q, dw, mw, (const q8s_group *)(xp + (size_t)r * xs) + b / Q8G);
@@ -625,6 +644,7 @@ KX86_ALWAYS_INLINE void q4_k_rows(const block_q4_K *w, const uint8_t *x, size_t 
     float sumf[8];
     for (int r = 0; r < R; r++) sumf[r] = 0;
     for (int64_t i = 0; i < nsb; i++) {
+        prefetch_ahead(&w[i], sizeof(w[i]));
         /* scales 0-7 and mins 0-7 as int16 (quant_k.c's get_scale_min_k4), see k4_scales_mins */
         const uint32_t a = load_u32(w[i].scales), b = load_u32(w[i].scales + 4), c = load_u32(w[i].scales + 8);
         const uint32_t sc_lo = a & 0x3f3f3f3fu, mn_lo = b & 0x3f3f3f3fu;
