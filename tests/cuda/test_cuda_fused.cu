@@ -223,6 +223,8 @@ int main(int argc, char **argv) {
     test_add_rmsnorm(4096, small ? 2 : 8);
     test_add_rmsnorm(576, 3);
     test_add_rmsnorm(100, 5);
+    test_add_rmsnorm(99, 3);   /* n % 4 != 0: the scalar loop */
+    test_add_rmsnorm(8196, 2); /* past the registers' reach: the scalar loop */
     for (const qtype &q : k_qtypes) {
         test_gemv_pre(q, small ? 64 : 1000, 4096, false);
         test_gemv_pre(q, small ? 64 : 300, small ? 1024 : 11008, true);

@@ -224,7 +224,8 @@ static si_status place_layer(upload *u, const model_hparams *hp, const model_lay
     const int64_t kv_dim = (int64_t)hp->n_head_kv * hp->head_dim;
     const si_tensor *qkv[3] = {&L->wq, &L->wk, &L->wv}, *gu[2] = {&L->w_gate, &L->w_up};
     D->qkv_fused = fusable(&L->wq, &L->wk) && fusable(&L->wq, &L->wv);
-    D->gate_up_fused = fusable(&L->w_gate, &L->w_up);
+    /* fused gate/up: one matmul, then the row-wise SwiGLU (four elements a thread) */
+    D->gate_up_fused = fusable(&L->w_gate, &L->w_up) && hp->n_ff % 4 == 0;
     si_status st;
     if ((st = place_tvec(u, &L->attn_norm, "attn_norm", &D->attn_norm)) ||
         (st = place_tvec(u, &L->ffn_norm, "ffn_norm", &D->ffn_norm)) ||
@@ -620,19 +621,23 @@ typedef struct step_shape {
 static bool pre_quant(const dev_mat *w, int n) { return cuda_gemv_pre_ok(w->type, w->K, n); }
 
 /* RMSNorm of c->x into c->xb (adding c->xb first when add), quantised into c->xq8 as well when
- * the matmul of w after it can take that (pre_quant). */
-static void norm_for(cuda_state *c, const float *nw, bool add, const dev_mat *w, int n) {
+ * the matmul of w after it can take that; returns whether it did (matmul_normed's pre). */
+static bool norm_for(cuda_state *c, const float *nw, bool add, const dev_mat *w, int n) {
     const model_hparams *hp = &c->m->hp;
-    void *q8 = pre_quant(w, n) ? c->xq8 : NULL;
-    SI_ASSERT(cuda_add_rmsnorm(c->xb, q8, c->x, add ? c->xb : NULL, nw, hp->n_embd, n,
-                               hp->rms_eps, c->st) == 0);
+    const bool pre = pre_quant(w, n) && hp->n_embd <= CUDA_NORM_Q8_MAX;
+    SI_ASSERT(cuda_add_rmsnorm(c->xb, pre ? c->xq8 : NULL, c->x, add ? c->xb : NULL, nw,
+                               hp->n_embd, n, hp->rms_eps, c->st) == 0);
+    return pre;
 }
 
-/* y[n][M] = xb[n][K] W^T where xb is norm_for's output (its quantised copy when pre_quant). */
+/* y[n][M] = xb[n][K] W^T where xb is norm_for's output, read from its quantised copy when pre
+ * and w's type can take it. */
 static void matmul(cuda_state *c, const dev_mat *w, const float *x, int n, float *y);
-static void matmul_normed(cuda_state *c, const dev_mat *w, int n, float *y) {
-    if (pre_quant(w, n)) SI_ASSERT(cuda_gemv_pre(w->type, w->d, w->M, w->K, c->xq8, n, y, c->st) == 0);
-    else matmul(c, w, c->xb, n, y);
+static void matmul_normed(cuda_state *c, const dev_mat *w, int n, float *y, bool pre) {
+    if (pre && pre_quant(w, n))
+        SI_ASSERT(cuda_gemv_pre(w->type, w->d, w->M, w->K, c->xq8, n, y, c->st) == 0);
+    else
+        matmul(c, w, c->xb, n, y);
 }
 
 /* y[n][M] = x[n][K] W^T: GEMV for up to 8 rows (decode), the int8 tensor-core kernel for 9..128
@@ -676,19 +681,16 @@ static void attention_block(cuda_state *c, const dev_layer *D, int il, const ste
     const uint8_t *row_ror = sh->streaming ? (const uint8_t *)(c->d_in + L.row_ror) : NULL;
 
     /* the residual of the previous layer's FFN (c->xb, pending unless il == 0) is added here */
-    norm_for(c, D->attn_norm, il > 0, D->qkv_fused ? &D->wqkv : &D->wq, n);
+    const bool pre = norm_for(c, D->attn_norm, il > 0, D->qkv_fused ? &D->wqkv : &D->wq, n);
     const qkv_view v = qkv_of(c, D, n);
     if (D->qkv_fused) {
-        matmul_normed(c, &D->wqkv, n, c->qkv);
+        matmul_normed(c, &D->wqkv, n, c->qkv, pre);
         if (D->b_qkv) cuda_fwd_add_bias(c->qkv, D->b_qkv, q_dim + 2 * kv_dim, n, st);
     } else {
-        /* one quantised copy serves the three when their types agree (they are one type
-         * unless the file mixes them; then only wq's is made and wk/wv quantise x themselves) */
-        matmul_normed(c, &D->wq, n, v.q);
-        if (D->wk.type == D->wq.type) matmul_normed(c, &D->wk, n, v.k);
-        else matmul(c, &D->wk, c->xb, n, v.k);
-        if (D->wv.type == D->wq.type) matmul_normed(c, &D->wv, n, v.v);
-        else matmul(c, &D->wv, c->xb, n, v.v);
+        /* the quantised copy is for wq's type; wk, wv take it when theirs is the same */
+        matmul_normed(c, &D->wq, n, v.q, pre);
+        matmul_normed(c, &D->wk, n, v.k, pre && D->wk.type == D->wq.type);
+        matmul_normed(c, &D->wv, n, v.v, pre && D->wv.type == D->wq.type);
         if (D->b_qkv) {
             cuda_fwd_add_bias(v.q, D->b_qkv, q_dim, n, st);
             cuda_fwd_add_bias(v.k, D->b_qkv + q_dim, kv_dim, n, st);
@@ -717,15 +719,14 @@ static void ffn_block(cuda_state *c, const dev_layer *D, const step_shape *sh) {
     cudaStream_t st = c->st;
     /* the down GEMV's x quantised by the fused SwiGLU, as the norms do for the others */
     const bool pre_down = D->gate_up_fused && pre_quant(&D->w_down, n);
-    norm_for(c, D->ffn_norm, true, D->gate_up_fused ? &D->w_gate_up : &D->w_gate, n);
+    const bool pre = norm_for(c, D->ffn_norm, true, D->gate_up_fused ? &D->w_gate_up : &D->w_gate, n);
     if (D->gate_up_fused) {
-        matmul_normed(c, &D->w_gate_up, n, c->ffn);
+        matmul_normed(c, &D->w_gate_up, n, c->ffn, pre);
         cuda_fwd_swiglu_rows(c->act, pre_down ? c->xq8 : NULL, c->ffn, ff, n, st);
     } else {
         float *up = c->ffn + split_at((size_t)n * ff);
-        matmul_normed(c, &D->w_gate, n, c->ffn);
-        if (D->w_up.type == D->w_gate.type) matmul_normed(c, &D->w_up, n, up);
-        else matmul(c, &D->w_up, c->xb, n, up);
+        matmul_normed(c, &D->w_gate, n, c->ffn, pre);
+        matmul_normed(c, &D->w_up, n, up, pre && D->w_up.type == D->w_gate.type);
         cuda_swiglu(c->act, c->ffn, up, (int64_t)n * ff, st);
     }
     /* the result is added by the next layer's norm, or at the end */

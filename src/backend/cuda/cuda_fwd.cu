@@ -26,22 +26,28 @@ __global__ void gather_rows_kernel(float *dst, const float *src, const int32_t *
     }
 }
 
-/* between the gate/up and down matmuls of a decode step: launched with PDL (pdl.cuh). Q8: the
- * output also quantised for the down GEMV (CUDA_Q8X_ROW_BYTES layout): with n_ff % 32 == 0 a
- * warp's 32 consecutive elements are one Q8_0 block of one row (the grid stride is a multiple of
- * 32 and every warp's lanes are all in or all out), quantised as q8x_quantize_x would. */
+/* between the gate/up and down matmuls of a decode step: launched with PDL (pdl.cuh). Four
+ * consecutive elements a thread (n_ff % 4 == 0). Q8: the output also quantised for the down GEMV
+ * (CUDA_Q8X_ROW_BYTES layout; n_ff % 128 == 0, so 8 consecutive lanes hold one block of one row,
+ * and every warp's lanes are all in or all out), quantised as q8x_quantize_x would. */
 template <bool Q8>
 __global__ void swiglu_rows_kernel(float *out, uint8_t *out_q8, const float *gu, int n_ff,
-                                   long long total) {
+                                   long long total4) {
     si_pdl_trigger();
     si_pdl_wait();
-    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total;
+    const int n4 = n_ff / 4;
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total4;
          i += (long long)gridDim.x * blockDim.x) {
-        const long long r = i / n_ff, j = i % n_ff;
-        const float g = gu[r * 2 * n_ff + j];
-        const float v = g / (1.0f + expf(-g)) * gu[r * 2 * n_ff + n_ff + j]; /* as cuda_swiglu */
-        out[i] = v;
-        if (Q8) q8x_row_store(out_q8 + r * CUDA_Q8X_ROW_BYTES(n_ff), n_ff, (int)j, v);
+        const long long r = i / n4, j = i % n4;
+        const float4 g = ((const float4 *)(gu + r * 2 * n_ff))[j];
+        const float4 u = ((const float4 *)(gu + r * 2 * n_ff + n_ff))[j];
+        float4 v; /* as cuda_swiglu */
+        v.x = g.x / (1.0f + expf(-g.x)) * u.x;
+        v.y = g.y / (1.0f + expf(-g.y)) * u.y;
+        v.z = g.z / (1.0f + expf(-g.z)) * u.z;
+        v.w = g.w / (1.0f + expf(-g.w)) * u.w;
+        ((float4 *)out)[i] = v;
+        if (Q8) q8x_row_store4(out_q8 + r * CUDA_Q8X_ROW_BYTES(n_ff), n_ff, (int)(4 * j), v);
     }
 }
 
@@ -63,13 +69,12 @@ extern "C" void cuda_fwd_gather_rows(float *dst, const float *src, const int32_t
 
 extern "C" void cuda_fwd_swiglu_rows(float *out, void *out_q8, const float *gu, int n_ff,
                                      int n_rows, cudaStream_t stream) {
-    const long long total = (long long)n_ff * n_rows;
-    if (total <= 0) return;
-    if (out_q8 && n_ff % 128 == 0) {
-        si_launch_pdl(swiglu_rows_kernel<true>, fwd_grid(total), 256, 0, stream, out,
-                      (uint8_t *)out_q8, gu, n_ff, total);
-    } else {
-        si_launch_pdl(swiglu_rows_kernel<false>, fwd_grid(total), 256, 0, stream, out,
-                      (uint8_t *)NULL, gu, n_ff, total);
-    }
+    const long long total4 = (long long)n_ff / 4 * n_rows;
+    if (total4 <= 0) return;
+    if (out_q8 && n_ff % 128 == 0)
+        si_launch_pdl(swiglu_rows_kernel<true>, fwd_grid(total4), 256, 0, stream, out,
+                      (uint8_t *)out_q8, gu, n_ff, total4);
+    else
+        si_launch_pdl(swiglu_rows_kernel<false>, fwd_grid(total4), 256, 0, stream, out,
+                      (uint8_t *)NULL, gu, n_ff, total4);
 }
