@@ -7,9 +7,11 @@
  * pattern occurs); every output buffer is poisoned with NaN (0xFF bytes) before each run, so an
  * unwritten element fails. Tolerances, per check, are printed with the measured error.
  *
- * Usage: test_cuda_kernels [--small] [--no-bench] [--gemv] [--types f16,q4_0,...]
+ * Usage: test_cuda_kernels [--small] [--no-bench] [--gemv] [--mmq] [--types f16,q4_0,...]
  *   --small: small shapes only, no timing (for compute-sanitizer); --gemv: the GEMV checks and
- *   timings only; --types: only these GEMV weight types. Exit status 1 on any failure. */
+ *   timings only; --mmq: only the quantised matmul for 9..128 rows (cuda_matmul_quant_rows),
+ *   timed next to dequant + cuBLASLt; --types: only these weight types (GEMV and mmq). Exit
+ *   status 1 on any failure. */
 #include <algorithm>
 #include <cmath>
 #include <cstdarg>
@@ -334,6 +336,135 @@ static void test_gemm(cuda_gemm_ctx *g, si_type t, const char *tn, int M, int K,
     CUDA_CHECK(cudaFree(ds));
 }
 
+/* ---- quantised matmul for 9..128 rows on int8 tensor cores (cuda_matmul_quant_rows) ---- */
+static void test_mmq(cuda_gemm_ctx *g, si_type t, const char *tn, int M, int K, bool bench) {
+    const quant_traits *qt = quant_get(t);
+    const size_t row_bytes = quant_row_size(t, K), alloc = cuda_weight_alloc_bytes(t, M, K);
+    std::vector<uint8_t> hw(alloc, 0);
+    fill_random_blocks(t, hw.data(), row_bytes * M);
+    const int NBMAX = 128;
+    std::vector<float> hx((size_t)NBMAX * K);
+    for (auto &v : hx) v = rnd_f();
+    std::fill(hx.begin() + 3 * (size_t)K, hx.begin() + 4 * (size_t)K, 0.0f); /* row 3: d = 0 blocks */
+    /* the kernel quantises x to Q8_0 as cuda_gemv does: the reference takes the repo's round trip */
+    std::vector<float> hxr(hx.size());
+    {
+        const quant_traits *q8 = quant_get(SI_TYPE_Q8_0);
+        std::vector<uint8_t> tmp(quant_row_size(SI_TYPE_Q8_0, K));
+        for (int b = 0; b < NBMAX; b++) {
+            q8->from_float(hx.data() + (size_t)b * K, tmp.data(), K);
+            q8->to_float(tmp.data(), hxr.data() + (size_t)b * K, K);
+        }
+    }
+    /* reference rows: all of them up to 4096x4096, else the 128-row tile edges and 512 random */
+    std::vector<int> rows;
+    if ((long long)M * K <= 4096LL * 4096) {
+        for (int m = 0; m < M; m++) rows.push_back(m);
+    } else {
+        for (int m : {0, 1, 7, 8, 15, 16, 31, 32, 127, 128, M / 2, M - 129, M - 128, M - 2, M - 1})
+            if (m >= 0 && m < M) rows.push_back(m);
+        for (int i = 0; i < 512; i++) rows.push_back(rnd_int(M));
+        std::sort(rows.begin(), rows.end());
+        rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
+    }
+    const int nr = (int)rows.size();
+    std::vector<double> ref((size_t)nr * NBMAX); /* [row index][batch row] */
+    auto ref_rows = [&](int i0, int i1) {
+        std::vector<float> row(K);
+        for (int i = i0; i < i1; i++) {
+            qt->to_float(hw.data() + (size_t)rows[i] * row_bytes, row.data(), K);
+            for (int b = 0; b < NBMAX; b++) {
+                double s = 0;
+                const float *xb = hxr.data() + (size_t)b * K;
+                for (int k = 0; k < K; k++) s += (double)row[k] * xb[k];
+                ref[(size_t)i * NBMAX + b] = s;
+            }
+        }
+    };
+    {
+        std::vector<std::thread> th;
+        const int nt = nr >= 256 ? 8 : 1;
+        for (int i = 0; i < nt; i++) th.emplace_back(ref_rows, (int)((long long)nr * i / nt), (int)((long long)nr * (i + 1) / nt));
+        for (auto &t : th) t.join();
+    }
+    const size_t sb = cuda_matmul_quant_rows_scratch_bytes(t, K, NBMAX);
+    uint8_t *dw = dmalloc<uint8_t>(alloc), *ds = dmalloc<uint8_t>(sb);
+    float *dx = dmalloc<float>(hx.size()), *dy = dmalloc<float>((size_t)NBMAX * M);
+    h2d(dw, hw.data(), alloc);
+    h2d(dx, hx.data(), hx.size());
+    std::vector<float> hy((size_t)NBMAX * M), first9;
+    size_t inv_bad = 0;
+    for (int nb : {9, 16, 33, 64, 100, 128}) {
+        poison(dy, (size_t)NBMAX * M);
+        poison(ds, sb); /* everything the kernel reads from scratch must have been written */
+        char name[112];
+        snprintf(name, sizeof name, "mmq  %-5s M=%-5d K=%-5d nb=%d", tn, M, K, nb);
+        if (cuda_matmul_quant_rows(t, dw, M, K, dx, nb, dy, ds, g_st) != 0) { report(name, NAN, 0); continue; }
+        d2h(hy.data(), dy, hy.size());
+        /* rows < nb all written (no NaN), rows >= nb untouched (the 0xFF poison bits) */
+        bool written = true;
+        size_t touched = 0;
+        for (size_t i = 0; i < (size_t)nb * M; i++) written &= !std::isnan(hy[i]);
+        for (size_t i = (size_t)nb * M; i < hy.size(); i++) {
+            uint32_t u;
+            memcpy(&u, &hy[i], 4);
+            touched += u != 0xFFFFFFFFu;
+        }
+        double mx = 0, mb = 1e-30;
+        for (int i = 0; i < nr; i++)
+            for (int b = 0; b < nb; b++) {
+                const double r = ref[(size_t)i * NBMAX + b];
+                mx = std::max(mx, std::fabs(hy[(size_t)b * M + rows[i]] - r));
+                mb = std::max(mb, std::fabs(r));
+            }
+        /* f32 accumulation of up to 11008 products in another order than the double reference;
+         * the x quantisation is in the reference, so this is cuda_gemv's tolerance */
+        report(name, written && !touched ? mx / mb : NAN, 1e-4);
+        if (nb == 9) first9.assign(hy.begin(), hy.begin() + 9 * (size_t)M);
+        else if (!first9.empty())
+            for (size_t i = 0; i < first9.size(); i++) inv_bad += memcmp(&first9[i], &hy[i], 4) != 0;
+    }
+    char name[112];
+    snprintf(name, sizeof name, "mmq  %-5s M=%-5d K=%-5d rows 0-8 same bits nb 9..128 (mismatches)", tn, M, K);
+    report(name, first9.empty() ? NAN : (double)inv_bad, 0);
+    if (bench) {
+        const double us_read = time_median_us([&] { read_bytes(dw, row_bytes * M); }, 50);
+        bench_line("read  %-5s %5dx%-5d        %8.2f us  %7.1f GB/s  (plain read of the weight bytes)\n", tn, M, K,
+                   us_read, (double)row_bytes * M / us_read * 1e-3);
+        const size_t sg = cuda_gemm_scratch_bytes(t, M, K, NBMAX);
+        uint8_t *dsg = dmalloc<uint8_t>(sg);
+        for (int nb : {16, 32, 64, 128}) {
+            const double us = time_median_us([&] { cuda_matmul_quant_rows(t, dw, M, K, dx, nb, dy, ds, g_st); }, 50);
+            const double us_g = time_median_us([&] { cuda_gemm(g, t, dw, M, K, dx, nb, dy, dsg, g_st); }, 20);
+            const double bytes = (double)row_bytes * M + (double)nb * K * 4 + (double)nb * M * 4;
+            bench_line("mmq   %-5s %5dx%-5d nb=%-3d %8.2f us  %7.1f GB/s  %5.1f%% of 4.21 TB/s | dequant+cuBLASLt "
+                       "%8.2f us %5.1f%% | %.2fx\n",
+                       tn, M, K, nb, us, bytes / us * 1e-3, 100.0 * bytes / us * 1e-3 / k_peak_gbs, us_g,
+                       100.0 * bytes / us_g * 1e-3 / k_peak_gbs, us_g / us);
+        }
+        CUDA_CHECK(cudaFree(dsg));
+    }
+    CUDA_CHECK(cudaFree(dw));
+    CUDA_CHECK(cudaFree(ds));
+    CUDA_CHECK(cudaFree(dx));
+    CUDA_CHECK(cudaFree(dy));
+}
+
+/* The shapes and row counts cuda_matmul_quant_rows must decline (rc -1, nothing launched). */
+static void test_mmq_declines() {
+    int bad = 0;
+    uint8_t *p = dmalloc<uint8_t>(1 << 20);
+    float *f = (float *)p;
+    bad += cuda_matmul_quant_rows(SI_TYPE_Q4_0, p, 64, 352, f, 16, f, p, g_st) != -1;  /* K % 256 */
+    bad += cuda_matmul_quant_rows(SI_TYPE_Q4_0, p, 64, 512, f, 8, f, p, g_st) != -1;   /* < 9 rows */
+    bad += cuda_matmul_quant_rows(SI_TYPE_Q4_0, p, 64, 512, f, 129, f, p, g_st) != -1; /* > 128 */
+    bad += cuda_matmul_quant_rows(SI_TYPE_F16, p, 64, 512, f, 16, f, p, g_st) != -1;   /* not quantised */
+    bad += cuda_matmul_quant_rows_scratch_bytes(SI_TYPE_F16, 512, 16) != 0;
+    CUDA_CHECK(cudaDeviceSynchronize());
+    CUDA_CHECK(cudaFree(p));
+    report("mmq  declines K=352, 8 rows, 129 rows, f16 (failures)", bad, 0);
+}
+
 /* ---- RMSNorm ---- */
 static void test_rmsnorm(int n, int rows, bool bench) {
     std::vector<float> x((size_t)n * rows), w(n);
@@ -627,13 +758,14 @@ static void test_attention(const std::vector<int> &lens, int n_head, int n_head_
 }
 
 int main(int argc, char **argv) {
-    bool small = false, bench = true, gemv_only = false;
+    bool small = false, bench = true, gemv_only = false, mmq_only = false;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--small")) small = true;
         else if (!strcmp(argv[i], "--no-bench")) bench = false;
         else if (!strcmp(argv[i], "--gemv")) gemv_only = true;
+        else if (!strcmp(argv[i], "--mmq")) mmq_only = true;
         else if (!strcmp(argv[i], "--types") && i + 1 < argc) g_types = argv[++i];
-        else { fprintf(stderr, "usage: %s [--small] [--no-bench] [--gemv] [--types f16,q4_0,...]\n", argv[0]); return 2; }
+        else { fprintf(stderr, "usage: %s [--small] [--no-bench] [--gemv] [--mmq] [--types f16,q4_0,...]\n", argv[0]); return 2; }
     }
     if (small) bench = false;
     g_summary = fmemopen(g_sum_buf, sizeof g_sum_buf, "w");
@@ -670,14 +802,36 @@ int main(int argc, char **argv) {
         const double us = time_median_us([&] { empty_kernel<<<1, 32, 0, g_st>>>(); CUDA_CHECK_LAUNCH(); }, 50);
         bench_line("empty kernel                    %8.2f us  (launch + event overhead of this timing)\n", us);
     }
-    for (const wtype &w : k_types)
-        for (const shape &s : shapes) {
-            if (s.K % quant_get(w.t)->block_size) continue;
-            if (g_types && !type_selected(w.name)) continue;
-            test_gemv(w.t, w.name, s.M, s.K, bench && s.timed);
-        }
+    if (!mmq_only)
+        for (const wtype &w : k_types)
+            for (const shape &s : shapes) {
+                if (s.K % quant_get(w.t)->block_size) continue;
+                if (g_types && !type_selected(w.name)) continue;
+                test_gemv(w.t, w.name, s.M, s.K, bench && s.timed);
+            }
 
-    if (gemv_only) goto done;
+    if (!gemv_only || mmq_only) {
+        /* quantised matmul for 9..128 rows: the Llama-2-7B decode shapes (fused QKV and gate+up,
+         * wo, down, output; timed) and ragged ones (M not a multiple of the 128-row tile, K of
+         * 11 and 3 segments: split-K over uneven ranges, S = 1 at K = 256) */
+        printf("mmq (gemm_q8x_mma.cu): quantised types, 9..128 rows, K %% 256 == 0: x quantised to q8_0\n"
+               "  once into scratch, int8 tensor cores, split-K over a thread-block cluster where the\n"
+               "  128-row tiles are few; checked at nb = 9, 16, 33, 64, 100, 128 (row 3 of x all zero).\n");
+        cuda_gemm_ctx *gemm;
+        if (cuda_gemm_create(&gemm) != 0) { fprintf(stderr, "cuda_gemm_create failed\n"); return 1; }
+        test_mmq_declines();
+        std::vector<shape> ms;
+        if (small) ms = {{200, 512, false}, {37, 768, false}, {129, 256, false}};
+        else ms = {{4096, 4096, true}, {12288, 4096, true}, {22016, 4096, true}, {4096, 11008, true},
+                   {32000, 4096, true}, {1000, 2816, false}, {37, 768, false}, {129, 256, false}};
+        for (const wtype &w : k_types) {
+            if (w.t == SI_TYPE_F16 || w.t == SI_TYPE_BF16) continue;
+            if (g_types && !type_selected(w.name)) continue;
+            for (const shape &s : ms) test_mmq(gemm, w.t, w.name, s.M, s.K, bench && s.timed);
+        }
+        cuda_gemm_free(gemm);
+    }
+    if (gemv_only || mmq_only) goto done;
     {
     cuda_gemm_ctx *gemm;
     if (cuda_gemm_create(&gemm) != 0) { fprintf(stderr, "cuda_gemm_create failed\n"); return 1; }

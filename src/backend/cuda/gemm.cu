@@ -29,10 +29,13 @@ extern "C" void cuda_gemm_free(cuda_gemm_ctx *g) {
 
 static bool gemm_native(si_type t) { return t == SI_TYPE_F16 || t == SI_TYPE_BF16; }
 
+/* Also covers cuda_matmul_quant_rows (the caller routes 9..128 quantised rows there with the
+ * same scratch): its q8 copy of x is far smaller than a dequantised W, but say so. */
 extern "C" size_t cuda_gemm_scratch_bytes(si_type t, int M, int K, int n_rows) {
     size_t b = (((size_t)n_rows * K * 2) + 255) & ~(size_t)255; /* x as f16/bf16 */
     if (!gemm_native(t)) b += (size_t)M * K * 2;               /* W as f16 */
-    return b;
+    const size_t q = cuda_matmul_quant_rows_scratch_bytes(t, K, n_rows);
+    return q > b ? q : b;
 }
 
 template <bool BF>

@@ -1,0 +1,524 @@
+/* gemm_q8x_mma.cu — matmul of the quantised types (Q8_0, Q4_0, Q4_1, Q4_K, Q6_K) for
+ * MMQ_MIN_ROWS..MMQ_MAX_ROWS activation rows (batched decode, short prefill chunks) on int8
+ * tensor cores, reading every weight byte once per call: cuda_matmul_quant_rows (cuda_ops.h).
+ * The path it replaces dequantised the whole weight to f16 scratch and ran cuBLASLt: for
+ * Llama-2-7B Q4_0 that is 3.7 GB read + 13.2 GB written + 13.2 GB read per step, ~4.6 ms of
+ * dequantisation alone on the H200.
+ *
+ * Two kernels a call:
+ *  1. mmq_quantize_x: x (f32 [nb][K]) to Q8_0 blocks once, into global scratch (it stays in
+ *     L2), exactly as gemv_q8x.cuh / gemv_mma.cuh do (q8x_quantize_x itself: d = amax / 127
+ *     rounded to fp16, q = round(x / d)), laid out in mma fragment order (below) and padded to
+ *     npad = 16, 32, 64 or 128 rows with zero blocks.
+ *  2. mmq_kernel: a CTA owns a tile of MMQ_TILE_M = 128 weight rows and a range of K; per
+ *     256-element segment of K it stages the tile's weight segments (the covering aligned
+ *     16-byte span of each row, as gemv_mma.cuh) and the x segment of all npad rows through an
+ *     MMQ_STAGES-deep cp.async ring, then each warp multiplies its 32 weight rows (two m16 tiles,
+ *     fragments from gemv_mma.cuh's tmma_* builders) by NT n8 tiles of x with
+ *     mma.sync.m16n8k32.s8: the x fragments and scales loaded once serve both m tiles, the weight
+ *     fragments built once serve all NT n tiles. 65..128 rows: 8 warps, two per 32 weight rows,
+ *     one per 64 batch rows.
+ *
+ * Scales, per 32-block, in f32 as the GEMV kernels apply them: y += sa * (dx * p) (+ mn * dx *
+ * sum(q) for the types with a min; Q6_K: sa and sb for its two halves of 16). The int->float of
+ * the s32 block sum p costs no conversion instruction (I2F issues at a fraction of the FFMA rate):
+ * the mma adds MMQ_BIAS = 0x4B400000 (the bits of 1.5 * 2^23) to its sum, so the s32 result read as
+ * a float is exactly 1.5 * 2^23 + p (|p| <= 32 * 128 * 128 < 2^22), and the quantiser stores dC =
+ * -dx * 1.5 * 2^23 beside dx (exact: dx has 11 significant bits), so that fmaf(dx, f, dC) = dx * p
+ * with one rounding. Two FFMAs per output and block in all.
+ *
+ * Split-K: a shape with few 128-row tiles (4096-row matrices: 32) cannot fill the 132 SMs, so
+ * S CTAs (a thread-block cluster, Hopper) share a tile, each a contiguous range of segments;
+ * they leave their partial tiles in shared memory and each sums a 1/S slice of the tile over the
+ * cluster's shared memory (distributed shared memory) in rank order. S depends on M, K and the
+ * SM count only (mmq_split), never on the number of rows, so every output element is summed in
+ * the same order for any 9..128 rows: a sequence's result does not depend on how many others
+ * share its step (above 8 rows; at 1..8 rows cuda_gemv sums in its own order).
+ *
+ * x fragment layout (scratch), per segment of 256 elements: [n8 tile][block j of 8][lane][2
+ * words]: lane 4 g + c holds row 8 tile + g, k 32 j + 4c..+3 and 32 j + 16 + 4c..+3 (the
+ * m16n8k32 B fragment; 8-byte loads, a warp's 256 bytes contiguous); then float2 {dx, dC}
+ * [j][npad]; then (types with a min) float dx * sum(q) [j][npad]. */
+#include <cooperative_groups.h>
+
+#include "backend/cuda/cuda_ops.h"
+/* in this order: gemv_mma.cuh (the tmma_* fragment builders) uses gemv_q8x.cuh's quantiser */
+#include "backend/cuda/gemv_q8x.cuh"
+
+#include "backend/cuda/gemv_mma.cuh"
+
+namespace cg = cooperative_groups;
+
+/* The row range of cuda_matmul_quant_rows. Below MMQ_MIN_ROWS cuda_gemv reads the weights once
+ * per call too and its dp4a / one-m-tile kernels waste less of their work on padding. Above
+ * MMQ_MAX_ROWS the caller dequantises and runs cuBLASLt. On paper (H200, Llama-2-7B Q4_0,
+ * issue-bound: ~44 instructions to build a warp's 32 rows x 32 k of weight fragments plus ~20
+ * per 8 batch rows) this kernel costs ~(44 + 2.5 n) issue slots per 576 weight bytes, i.e. it
+ * stays at the HBM rate up to ~32 rows, ~2.6 TB/s of weights at 64 rows, ~1.5 at 128; dequant
+ * + cuBLASLt costs ~31 us per 4096x11008 before its GEMM (f16 weights: 4x the bytes), so this
+ * kernel wins by 3-5x at 16-64 rows and ~2x at 128; the two meet near 300-500 rows. 128 is
+ * also the most one CTA's accumulators hold (one launch reads the weights once). */
+#define MMQ_MIN_ROWS 9
+#ifndef MMQ_MAX_ROWS
+#define MMQ_MAX_ROWS 128
+#endif
+static_assert(MMQ_MAX_ROWS >= MMQ_MIN_ROWS && MMQ_MAX_ROWS <= 128, "MMQ_MAX_ROWS: 9..128");
+
+/* cp.async stages (segments in flight per CTA, one being multiplied). 2 keeps two CTAs of 64
+ * rows on an SM for every type (Q8_0: 2 x 108 KB); 3 needs one CTA per SM. */
+#ifndef MMQ_STAGES
+#define MMQ_STAGES 2
+#endif
+static_assert(MMQ_STAGES >= 2, "the split-K partial tile reuses the stage memory");
+
+/* 32-blocks of a segment unrolled together: 2 lets the compiler load the next block's weight
+ * fragments while this one's mmas run (no spills: <= 160 registers at NT = 8, <= 126 below) */
+#ifndef MMQ_UNROLL_J
+#define MMQ_UNROLL_J 2
+#endif
+
+#define MMQ_WM 4                        /* warps along M: a warp owns 32 weight rows */
+#define MMQ_TILE_M (32 * MMQ_WM)        /* weight rows per CTA */
+#define MMQ_MAX_SPLIT 8                 /* the portable cluster size */
+#define MMQ_RED_STRIDE (MMQ_TILE_M + 4) /* floats a batch row of the partial tile (banks) */
+#define MMQ_QCHUNK 2048 /* elements of x a quantiser CTA (128 threads) takes per row */
+#define MMQ_BIAS 0x4B400000
+#define MMQ_BIAS_F 12582912.0f /* 1.5 * 2^23 */
+
+template <class T> struct mmq_min { static constexpr bool v = false; }; /* block min term? */
+template <> struct mmq_min<tmma_q4_1> { static constexpr bool v = true; };
+template <> struct mmq_min<tmma_q4_k> { static constexpr bool v = true; };
+
+template <class T> struct mmq_layout {
+    /* 16-byte words covering one row's segment: exact when SEGB % 16 == 0 (rows are then
+     * 16-aligned: row bytes = K / 256 * SEGB), else from a 2-aligned start (Q6_K); the slot is
+     * an odd number of words so that the 8 rows of a fragment load fall in distinct banks */
+    static constexpr int NC = T::SEGB % 16 == 0 ? T::SEGB / 16 : (T::SEGB + 14 + 15) / 16;
+    static constexpr int SEGP = 16 * (NC | 1);
+    static constexpr bool MIN = mmq_min<T>::v;
+    static constexpr int XB = 256 + 64 + (MIN ? 32 : 0); /* x bytes per row per segment */
+};
+
+static inline int mmq_xb(bool min) { return 256 + 64 + (min ? 32 : 0); }
+
+static inline int mmq_npad(int n) { return n <= 16 ? 16 : n <= 32 ? 32 : n <= 64 ? 64 : 128; }
+
+__device__ __forceinline__ void mmq_mma(int (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2,
+                                        uint32_t a3, uint32_t b0, uint32_t b1) {
+    asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+        "{%8, %9}, {%10, %11, %12, %13};"
+        : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "r"(MMQ_BIAS), "r"(MMQ_BIAS),
+          "r"(MMQ_BIAS), "r"(MMQ_BIAS));
+}
+
+/* dx * p from the biased mma result (see the header) */
+__device__ __forceinline__ float mmq_dp(float dx, float dc, int biased) {
+    return fmaf(dx, __int_as_float(biased), dc);
+}
+
+/* grid (npad, ceil(K / MMQ_QCHUNK)), 128 threads: row blockIdx.x, elements of chunk blockIdx.y.
+ * Rows nb..npad-1 get zero blocks (d = 0: they add 0 and are never stored). */
+template <bool MIN>
+__global__ void __launch_bounds__(128)
+    mmq_quantize_x(const float *__restrict__ x, int K, int nb, int npad, uint8_t *__restrict__ xs) {
+    const int n = blockIdx.x, k0 = blockIdx.y * MMQ_QCHUNK, kn = min(MMQ_QCHUNK, K - k0);
+    const size_t xseg = (size_t)npad * (256 + 64 + (MIN ? 32 : 0));
+    const int nt = n >> 3, g = n & 7, b0 = k0 / 32;
+    auto store = [&](int, int bb, int sub, uint32_t q, float d, int sum) {
+        const int blk = b0 + bb, j = blk & 7;
+        uint8_t *sp = xs + (size_t)(blk >> 3) * xseg;
+        const size_t qo = ((size_t)(nt * 8 + j) * 32 + 4 * g + (sub & 3)) * 8 + 4 * (sub >> 2);
+        *(uint32_t *)(sp + qo) = q;
+        if (sub == 0) {
+            *(float2 *)(sp + (size_t)npad * 256 + ((size_t)j * npad + n) * 8) =
+                make_float2(d, -d * MMQ_BIAS_F);
+            if (MIN)
+                *(float *)(sp + (size_t)npad * 320 + ((size_t)j * npad + n) * 4) = d * (float)sum;
+        }
+    };
+    si_pdl_wait(); /* x is the previous kernel's output; the scratch was read by an earlier one */
+    si_pdl_trigger();
+    if (n >= nb) {
+        for (int i = threadIdx.x; i < kn / 4; i += blockDim.x)
+            store(0, i >> 3, i & 7, 0u, 0.0f, 0);
+        return;
+    }
+    auto issued = [] {}; /* no copies to overlap with */
+    q8x_quantize_x(x + (size_t)n * K + k0, kn, 1, issued, store);
+}
+
+/* grid (S, ceil(M / MMQ_TILE_M)), 128 threads (npad <= 64) or 256 (npad = 128); S > 1: launched
+ * as clusters of (S, 1, 1). W: GGUF rows of row_bytes = nseg * T::SEGB; xs: the quantiser's
+ * layout for npad rows; y: f32 [nb][M]. Registers: NT = 8 (64 accumulators) may take up to 255
+ * (shared memory holds it at two 128-thread CTAs per SM anyway; Q6_K's two mma results per
+ * tile would spill at 128); NT <= 4 stays at 128 so that 3-4 CTAs fit. */
+template <class T, int NT>
+__global__ void __launch_bounds__(NT >= 8 ? 256 : 128, NT >= 8 ? 1 : 4)
+    mmq_kernel(const uint8_t *__restrict__ W, int M, int nseg, size_t row_bytes,
+               const uint8_t *__restrict__ xs, int npad, int nb, float *__restrict__ y) {
+    using L = mmq_layout<T>;
+    constexpr int SEGP = L::SEGP, NC = L::NC, SEGB = T::SEGB, STW = MMQ_TILE_M * SEGP;
+    constexpr int UJ = MMQ_UNROLL_J; /* (a macro is not expanded in the pragma) */
+    extern __shared__ __align__(16) uint8_t smem[];
+    const int tid = threadIdx.x, nthr = blockDim.x, warp = tid / 32, lane = tid % 32;
+    const int g = lane >> 2, c = lane & 3, wm = warp % MMQ_WM, wn = warp / MMQ_WM;
+    const int S = gridDim.x, rank = blockIdx.x, m0 = blockIdx.y * MMQ_TILE_M;
+    const int sg0 = (int)((long long)nseg * rank / S),
+              sg1 = (int)((long long)nseg * (rank + 1) / S);
+    const int xseg = npad * L::XB, stb = STW + xseg;
+    /* this warp's n8 tiles that hold a batch row < nb (warp-uniform) */
+    const int ntl = min(NT, max(0, (nb + 7) / 8 - wn * NT));
+
+    auto row_src = [&](int r, int sg) {
+        return (uintptr_t)(W + (size_t)min(m0 + r, M - 1) * row_bytes + (size_t)sg * SEGB);
+    };
+    /* the producer: the weight segments of the tile's rows (rows past M repeat the last row)
+     * and the x segment into stage pst; one commit group per call (empty past the range) */
+    int pw = sg0, px = sg0, pst = 0;
+    auto produce_w = [&]() {
+        if (pw < sg1) {
+            uint8_t *dst = smem + (size_t)pst * stb;
+            for (int i = tid; i < MMQ_TILE_M * NC; i += nthr) {
+                const int r = i / NC, k = i - r * NC;
+                const uintptr_t s = row_src(r, pw), a0 = s & ~(uintptr_t)15;
+                if (a0 + 16 * k < s + SEGB)
+                    si_cp_async16(dst + r * SEGP + 16 * k, (const void *)(a0 + 16 * k));
+            }
+        }
+        pw++;
+    };
+    auto produce_x = [&]() {
+        if (px < sg1) {
+            uint8_t *dst = smem + (size_t)pst * stb + STW;
+            const uint8_t *src = xs + (size_t)px * xseg;
+            for (int i = tid; i < xseg / 16; i += nthr)
+                si_cp_async16(dst + 16 * i, src + 16 * i);
+        }
+        px++;
+        si_cp_async_commit();
+        if (++pst == MMQ_STAGES) pst = 0;
+    };
+
+    /* the weights of the first stages are read before waiting for the kernel before (PDL: they
+     * are written by none); x and y only after it */
+    {
+        const int pst0 = pst;
+#pragma unroll
+        for (int i = 0; i < MMQ_STAGES - 1; i++) {
+            produce_w();
+            if (++pst == MMQ_STAGES) pst = 0;
+        }
+        pst = pst0;
+    }
+    si_pdl_wait();
+#pragma unroll
+    for (int i = 0; i < MMQ_STAGES - 1; i++)
+        produce_x();
+
+    float acc[2][NT][4];
+#pragma unroll
+    for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+                acc[mt][nt][e] = 0.0f;
+
+    int st = 0;
+    for (int sg = sg0; sg < sg1; sg++) {
+        produce_w(); /* into the stage consumed in the previous iteration */
+        produce_x();
+        si_cp_async_wait<MMQ_STAGES - 1>();
+        __syncthreads();
+        const uint8_t *sw = smem + (size_t)st * stb, *sx = sw + STW;
+        const uint8_t *rp[2][2]; /* rows g and g + 8 of this warp's m tiles 0 and 1 */
+#pragma unroll
+        for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                const int r = 32 * wm + 16 * mt + 8 * h + g;
+                rp[mt][h] = sw + r * SEGP + (row_src(r, sg) & 15);
+            }
+        const uint8_t *xb = sx + (size_t)(wn * NT * 8 * 32 + lane) * 8; /* + (8 nt + j) * 256 */
+        const uint8_t *xd =
+            sx + (size_t)npad * 256 + (8 * wn * NT + 2 * c) * 8; /* + (j npad + 8 nt) * 8 */
+        const uint8_t *xm =
+            sx + (size_t)npad * 320 + (8 * wn * NT + 2 * c) * 4; /* + (j npad + 8 nt) * 4 */
+#pragma unroll UJ
+        for (int j = 0; j < 8; j++) {
+            uint32_t lo[2][2], hi[2][2];
+            float sa[2][2], sb[2][2], mn[2][2];
+#pragma unroll
+            for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+                for (int h = 0; h < 2; h++)
+                    T::frag(rp[mt][h], j, c, lo[mt][h], hi[mt][h], sa[mt][h], sb[mt][h], mn[mt][h]);
+#pragma unroll
+            for (int nt = 0; nt < NT; nt++) {
+                if (nt < ntl) {
+                    const uint2 b = *(const uint2 *)(xb + (size_t)(8 * nt + j) * 256);
+                    /* dx, dC of batch rows 2c and 2c + 1 */
+                    const float4 d = *(const float4 *)(xd + ((size_t)j * npad + 8 * nt) * 8);
+                    float2 mx = make_float2(0.0f, 0.0f);
+                    if constexpr (L::MIN)
+                        mx = *(const float2 *)(xm + ((size_t)j * npad + 8 * nt) * 4);
+#pragma unroll
+                    for (int mt = 0; mt < 2; mt++) {
+                        float *a = acc[mt][nt]; /* rows g, g + 8 x columns 2c, 2c + 1 */
+                        int p[4];
+                        if constexpr (T::TWO) {
+                            int q[4];
+                            mmq_mma(p, lo[mt][0], lo[mt][1], 0u, 0u, b.x, b.y);
+                            mmq_mma(q, 0u, 0u, hi[mt][0], hi[mt][1], b.x, b.y);
+                            a[0] = fmaf(sa[mt][0], mmq_dp(d.x, d.y, p[0]), a[0]);
+                            a[0] = fmaf(sb[mt][0], mmq_dp(d.x, d.y, q[0]), a[0]);
+                            a[1] = fmaf(sa[mt][0], mmq_dp(d.z, d.w, p[1]), a[1]);
+                            a[1] = fmaf(sb[mt][0], mmq_dp(d.z, d.w, q[1]), a[1]);
+                            a[2] = fmaf(sa[mt][1], mmq_dp(d.x, d.y, p[2]), a[2]);
+                            a[2] = fmaf(sb[mt][1], mmq_dp(d.x, d.y, q[2]), a[2]);
+                            a[3] = fmaf(sa[mt][1], mmq_dp(d.z, d.w, p[3]), a[3]);
+                            a[3] = fmaf(sb[mt][1], mmq_dp(d.z, d.w, q[3]), a[3]);
+                        } else {
+                            mmq_mma(p, lo[mt][0], lo[mt][1], hi[mt][0], hi[mt][1], b.x, b.y);
+                            a[0] = fmaf(sa[mt][0], mmq_dp(d.x, d.y, p[0]), a[0]);
+                            a[1] = fmaf(sa[mt][0], mmq_dp(d.z, d.w, p[1]), a[1]);
+                            a[2] = fmaf(sa[mt][1], mmq_dp(d.x, d.y, p[2]), a[2]);
+                            a[3] = fmaf(sa[mt][1], mmq_dp(d.z, d.w, p[3]), a[3]);
+                            if constexpr (L::MIN) {
+                                a[0] = fmaf(mn[mt][0], mx.x, a[0]);
+                                a[1] = fmaf(mn[mt][0], mx.y, a[1]);
+                                a[2] = fmaf(mn[mt][1], mx.x, a[2]);
+                                a[3] = fmaf(mn[mt][1], mx.y, a[3]);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        __syncthreads(); /* this stage is refilled by the next iteration's producer */
+        if (++st == MMQ_STAGES) st = 0;
+    }
+    si_cp_async_wait<0>(); /* the trailing groups are empty; nothing may land after this */
+    si_pdl_trigger();
+
+    if (S == 1) {
+#pragma unroll
+        for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+            for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const int m = m0 + 32 * wm + 16 * mt + g + 8 * (e >> 1),
+                              n = 8 * (wn * NT + nt) + 2 * c + (e & 1);
+                    if (nt < ntl && m < M && n < nb) y[(size_t)n * M + m] = acc[mt][nt][e];
+                }
+        return;
+    }
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    /* split-K: the partial tile [npad][MMQ_RED_STRIDE] over the stage memory (free: the loop
+     * ended with a barrier), then each CTA sums its slice of the tile over the cluster */
+    float *red = (float *)smem;
+#pragma unroll
+    for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int r = 32 * wm + 16 * mt + g + 8 * (e >> 1),
+                          n = 8 * (wn * NT + nt) + 2 * c + (e & 1);
+                if (nt < ntl) red[n * MMQ_RED_STRIDE + r] = acc[mt][nt][e];
+            }
+    cg::cluster_group cl = cg::this_cluster();
+    cl.sync();                               /* every CTA's partial tile is written */
+    const int total = nb * (MMQ_TILE_M / 4); /* float4 groups of 4 consecutive weight rows */
+    const int e0 = (int)((long long)total * rank / S),
+              e1 = (int)((long long)total * (rank + 1) / S);
+    for (int e = e0 + tid; e < e1; e += nthr) {
+        const int n = e / (MMQ_TILE_M / 4), r = 4 * (e - n * (MMQ_TILE_M / 4));
+        float *loc = red + n * MMQ_RED_STRIDE + r;
+        float4 part[MMQ_MAX_SPLIT];
+#pragma unroll
+        for (int s = 0; s < MMQ_MAX_SPLIT; s++)
+            if (s < S) part[s] = *(const float4 *)cl.map_shared_rank(loc, (unsigned)s);
+        float4 v = part[0];
+#pragma unroll
+        for (int s = 1; s < MMQ_MAX_SPLIT; s++)
+            if (s < S) {
+                v.x += part[s].x;
+                v.y += part[s].y;
+                v.z += part[s].z;
+                v.w += part[s].w;
+            }
+        float *yo = y + (size_t)n * M + m0 + r;
+        const float vv[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+            if (m0 + r + i < M) yo[i] = vv[i];
+    }
+    cl.sync(); /* no CTA leaves while another reads its shared memory */
+#else
+    __trap(); /* clusters need sm_90; the host never splits below it */
+#endif
+}
+
+/* ---- host ---- */
+
+static int g_mmq_on = -1;    /* SI_CUDA_MMQ=0 turns the path off (the caller falls back) */
+static int g_mmq_split = -1; /* SI_CUDA_MMQ_SPLIT=1..8 forces S (experiments); 0: chosen */
+static int g_n_sm = 0, g_cc_major = 0;
+static int g_pdl_cluster = -1; /* PDL together with a cluster launch: -1 untried, 0 refused, 1 ok */
+
+static void mmq_init() {
+    if (g_mmq_on >= 0) return;
+    int dev;
+    CUDA_CHECK(cudaGetDevice(&dev));
+    CUDA_CHECK(cudaDeviceGetAttribute(&g_n_sm, cudaDevAttrMultiProcessorCount, dev));
+    CUDA_CHECK(cudaDeviceGetAttribute(&g_cc_major, cudaDevAttrComputeCapabilityMajor, dev));
+    const char *e = getenv("SI_CUDA_MMQ_SPLIT");
+    g_mmq_split = e ? atoi(e) : 0;
+    if (g_mmq_split < 0 || g_mmq_split > MMQ_MAX_SPLIT) g_mmq_split = 0;
+    e = getenv("SI_CUDA_MMQ");
+    g_mmq_on = !(e && e[0] == '0');
+}
+
+/* Split-K factor for mtiles tiles of nseg segments: the S in {1, 2, 4, 8} (S <= nseg) with the
+ * least ceil(CTAs / slots) x (segments per CTA + 2), the 2 standing for the pipeline fill and
+ * the cluster reduction; slots = 2 CTAs per SM (what 64 rows of every type fit). Ties go to the
+ * larger S (finer work, better balance). Depends on the shape and SM count only. */
+static int mmq_split(int mtiles, int nseg) {
+    if (g_cc_major < 9) return 1;
+    if (g_mmq_split > 0) return min(g_mmq_split, nseg);
+    const long long slots = 2LL * g_n_sm;
+    int best = 1;
+    long long best_cost = -1;
+    for (int s = 1; s <= MMQ_MAX_SPLIT && s <= nseg; s *= 2) {
+        const long long waves = ((long long)mtiles * s + slots - 1) / slots;
+        const long long cost = waves * ((nseg + s - 1) / s + 2);
+        if (best_cost < 0 || cost <= best_cost) {
+            best = s;
+            best_cost = cost;
+        }
+    }
+    return best;
+}
+
+template <class T, int NT>
+static int mmq_launch(const uint8_t *W, int M, int K, const uint8_t *xs, int npad, int nb, float *y,
+                      int S, cudaStream_t st) {
+    using L = mmq_layout<T>;
+    static int smem_optin = 0;
+    static int clusters_ok[2][MMQ_MAX_SPLIT + 1]; /* per WN and S: 0 unknown, 1 fits, 2 does not */
+    auto kernel = mmq_kernel<T, NT>;
+    if (!smem_optin) {
+        int dev, optin;
+        CUDA_CHECK(cudaGetDevice(&dev));
+        CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+        CUDA_CHECK(
+            cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, optin));
+        /* two CTAs of ~110 KB per SM: all of the unified L1/shared array as shared memory (the
+         * kernel reads global memory only through cp.async.cg, which bypasses L1) */
+        CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                        cudaSharedmemCarveoutMaxShared));
+        smem_optin = optin;
+    }
+    const int wn = npad / (8 * NT); /* 1, or 2 for 128 rows */
+    const size_t smem = (size_t)MMQ_STAGES * ((size_t)MMQ_TILE_M * L::SEGP + (size_t)npad * L::XB);
+    if (smem > (size_t)smem_optin) return -1;
+    const int nseg = K / 256;
+    const size_t row_bytes = (size_t)nseg * T::SEGB;
+    const dim3 block(32 * MMQ_WM * wn);
+    cudaLaunchAttribute attr[2];
+    cudaLaunchConfig_t cfg = {};
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = st;
+    cfg.attrs = attr;
+    for (;;) { /* S as chosen, or smaller if such a cluster cannot be resident (never seen) */
+        cfg.gridDim = dim3(S, (M + MMQ_TILE_M - 1) / MMQ_TILE_M);
+        cfg.numAttrs = 0;
+        if (S > 1) {
+            attr[0].id = cudaLaunchAttributeClusterDimension;
+            attr[0].val.clusterDim.x = S;
+            attr[0].val.clusterDim.y = 1;
+            attr[0].val.clusterDim.z = 1;
+            cfg.numAttrs = 1;
+            int &ok = clusters_ok[wn - 1][S];
+            if (!ok) {
+                int n = 0;
+                CUDA_CHECK(cudaOccupancyMaxActiveClusters(&n, (const void *)kernel, &cfg));
+                ok = n > 0 ? 1 : 2;
+            }
+            if (ok == 2) {
+                S /= 2;
+                continue;
+            }
+        }
+        break;
+    }
+    /* PDL (pdl.cuh) on a cluster launch too, unless the first such launch was refused */
+    const bool pdl = cuda_pdl_on() && (S == 1 || g_pdl_cluster != 0);
+    if (pdl) {
+        attr[cfg.numAttrs].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        attr[cfg.numAttrs].val.programmaticStreamSerializationAllowed = 1;
+        cfg.numAttrs++;
+    }
+    cudaError_t err = cudaLaunchKernelEx(&cfg, kernel, W, M, nseg, row_bytes, xs, npad, nb, y);
+    if (err != cudaSuccess && pdl && S > 1 && g_pdl_cluster < 0) {
+        (void)cudaGetLastError();
+        fprintf(stderr, "cuda: cluster launch with PDL refused (%s); clusters launch without it\n",
+                cudaGetErrorName(err));
+        g_pdl_cluster = 0;
+        cfg.numAttrs--;
+        err = cudaLaunchKernelEx(&cfg, kernel, W, M, nseg, row_bytes, xs, npad, nb, y);
+    }
+    CUDA_CHECK(err);
+    if (pdl && S > 1) g_pdl_cluster = 1;
+    return 0;
+}
+
+template <class T>
+static int mmq_run(const void *W, int M, int K, const float *x, int nb, float *y, void *scratch,
+                   cudaStream_t st) {
+    constexpr bool MIN = mmq_layout<T>::MIN;
+    const int npad = mmq_npad(nb), nseg = K / 256;
+    const int S = mmq_split((M + MMQ_TILE_M - 1) / MMQ_TILE_M, nseg);
+    uint8_t *xs = (uint8_t *)scratch;
+    si_launch_pdl(mmq_quantize_x<MIN>, dim3(npad, (K + MMQ_QCHUNK - 1) / MMQ_QCHUNK), dim3(128), 0,
+                  st, x, K, nb, npad, xs);
+    const uint8_t *w = (const uint8_t *)W;
+    switch (npad) {
+    case 16: return mmq_launch<T, 2>(w, M, K, xs, npad, nb, y, S, st);
+    case 32: return mmq_launch<T, 4>(w, M, K, xs, npad, nb, y, S, st);
+    default: return mmq_launch<T, 8>(w, M, K, xs, npad, nb, y, S, st); /* 64, 128 */
+    }
+}
+
+static bool mmq_type(si_type t) {
+    return t == SI_TYPE_Q8_0 || t == SI_TYPE_Q4_0 || t == SI_TYPE_Q4_1 || t == SI_TYPE_Q4_K ||
+           t == SI_TYPE_Q6_K;
+}
+
+extern "C" size_t cuda_matmul_quant_rows_scratch_bytes(si_type t, int K, int n_rows) {
+    if (!mmq_type(t) || K < 256 || K % 256 != 0 || n_rows < MMQ_MIN_ROWS) return 0;
+    const int npad = mmq_npad(min(n_rows, MMQ_MAX_ROWS));
+    return (size_t)(K / 256) * npad * mmq_xb(t == SI_TYPE_Q4_1 || t == SI_TYPE_Q4_K);
+}
+
+extern "C" int cuda_matmul_quant_rows(si_type t, const void *W, int M, int K, const float *x,
+                                      int n_rows, float *y, void *scratch, cudaStream_t stream) {
+    if (!mmq_type(t) || n_rows < MMQ_MIN_ROWS || n_rows > MMQ_MAX_ROWS || M < 1 || K < 256 ||
+        K % 256 != 0 || ((uintptr_t)W & 15) || ((uintptr_t)x & 15) || ((uintptr_t)scratch & 15) ||
+        !scratch)
+        return -1;
+    mmq_init();
+    if (!g_mmq_on) return -1;
+    switch (t) {
+    case SI_TYPE_Q8_0: return mmq_run<tmma_q8_0>(W, M, K, x, n_rows, y, scratch, stream);
+    case SI_TYPE_Q4_0: return mmq_run<tmma_q4_0>(W, M, K, x, n_rows, y, scratch, stream);
+    case SI_TYPE_Q4_1: return mmq_run<tmma_q4_1>(W, M, K, x, n_rows, y, scratch, stream);
+    case SI_TYPE_Q4_K: return mmq_run<tmma_q4_k>(W, M, K, x, n_rows, y, scratch, stream);
+    case SI_TYPE_Q6_K: return mmq_run<tmma_q6_k>(W, M, K, x, n_rows, y, scratch, stream);
+    default: return -1;
+    }
+}
