@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/attention.cuh"
+#include "backend/cuda/pdl.cuh"
 
 /* 16-byte global->shared copy; src_bytes 0 writes zeros (keys past the part). */
 __device__ __forceinline__ void attn_cp_async16(void *smem, const void *gmem, int src_bytes) {
@@ -434,6 +435,7 @@ __global__ void __launch_bounds__(HD)
     attn_decode_combine(float *out, const float *part_acc, const float *part_ml, attn_rows rows,
                         int n_head, int part_keys, int n_parts) {
     __shared__ float sm_mx[HD / 32];
+    si_pdl_trigger(); /* the output matmul after it may launch now (pdl.cuh) */
     const int h = blockIdx.x, r = blockIdx.y, d = threadIdx.x;
     const int len = rows.row_pos ? rows.row_pos[r] + 1 : rows.seq_len[r];
     const int np = len > 0 ? min(n_parts, (len + part_keys - 1) / part_keys) : 0;
@@ -468,7 +470,7 @@ static void attn_config_defaults(void) {
     g_attn_stages = st && atoi(st) == 2 ? 2 : 0;
     const int k = pk ? atoi(pk) : 0;
     const bool ok = k >= ATTN_KV_BLOCK && k <= ATTN_PART_MAX && k % ATTN_KV_BLOCK == 0;
-    g_attn_part = ok ? k : ATTN_PART;
+    g_attn_part = ok ? k : ATTN_PART_V2;
     g_attn_version = v1 && atoi(v1) == 1 ? 1 : 2;
 }
 
