@@ -41,9 +41,13 @@
 #include "quant/quant.h"
 
 /* NOTE: sizes picked for AVX-512 Xeons (48 KiB L1d, >= 1 MiB L2, shared by two hyper-threads):
- * a 96 KiB prefill chunk per thread leaves L2 room for the activation tiles passing through;
- * decode chunks are small because they only serve load balance. */
-#define MM_CHUNK_DECODE (16 * 1024)
+ * a 96 KiB prefill chunk per thread leaves L2 room for the activation tiles passing through.
+ * Decode chunks are large (capped below at MM_MIN_CHUNKS_PER_THREAD per thread for balance):
+ * each thread then streams long runs of consecutive weight rows, which the kernels' software
+ * prefetch (4 KiB ahead) and the hardware prefetchers follow; with 16 KiB chunks the two
+ * threads' chunks interleaved, a quarter of the prefetches landed in the other thread's chunk
+ * and every chunk began cold (TinyLlama q4_0 decode, quiet machine: 27 -> 34 t/s). */
+#define MM_CHUNK_DECODE (256 * 1024)
 #define MM_CHUNK_PREFILL (96 * 1024)
 #define MM_MIN_CHUNKS_PER_THREAD 4
 
