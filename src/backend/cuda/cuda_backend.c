@@ -640,12 +640,15 @@ static void matmul_normed(cuda_state *c, const dev_mat *w, int n, float *y, bool
         matmul(c, w, c->xb, n, y);
 }
 
-/* y[n][M] = x[n][K] W^T: GEMV for up to 8 rows (decode), the int8 tensor-core kernel for 9..128
- * rows of a quantised weight (batched decode; no dequantised copy), cuBLASLt GEMM otherwise. */
+/* y[n][M] = x[n][K] W^T: GEMV for up to 8 rows (decode), the int8 tensor-core kernel for the
+ * row counts and shapes where it beats the alternative (batched decode of a quantised weight; no
+ * dequantised copy), cuBLASLt GEMM otherwise. */
 static void matmul(cuda_state *c, const dev_mat *w, const float *x, int n, float *y) {
     const int r =
         n <= 8 ? cuda_gemv(w->type, w->d, w->M, w->K, x, n, y, c->st)
-        : cuda_matmul_quant_rows(w->type, w->d, w->M, w->K, x, n, y, c->gemm_scr, c->st) == 0
+        : cuda_matmul_quant_rows_pays(w->type, w->M, n) &&
+                cuda_matmul_quant_rows(w->type, w->d, w->M, w->K, x, n, y, c->gemm_scr,
+                                       c->st) == 0
             ? 0
             : cuda_gemm(c->gemm, w->type, w->d, w->M, w->K, x, n, y, c->gemm_scr, c->st);
     SI_ASSERT(r == 0);

@@ -66,6 +66,9 @@ void cuda_gemv_set_tensor_cores(int on);
  * count, or when SI_CUDA_MMQ=0 is set in the environment: the caller then uses cuda_gemm.
  * Nothing is allocated or synchronised (capturable in a CUDA graph once it has run eagerly). */
 size_t cuda_matmul_quant_rows_scratch_bytes(si_type t, int K, int n_rows);
+/* Whether cuda_matmul_quant_rows beats dequantise + cuBLASLt for an M-row weight of type t and
+ * n_rows activation rows (measured on the H200; gemm_q8x_mma.cu says where). */
+int cuda_matmul_quant_rows_pays(si_type t, int M, int n_rows);
 int cuda_matmul_quant_rows(si_type t, const void *W, int M, int K, const float *x, int n_rows,
                            float *y, void *scratch, cudaStream_t stream);
 
