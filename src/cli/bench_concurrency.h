@@ -14,6 +14,8 @@ typedef struct bench_conc_result {
     double aggregate_tps;  /* generated tokens of all requests / wall_s */
     double per_request_tps; /* mean over requests of (n_gen - 1) / (finish - first token) */
     double ttft_mean_s;    /* mean time from submit to first token */
+    double all_decoding_tps; /* tokens/s while every request was decoding (llama-batched-bench's
+                              * S_TG); 0 when no such window */
 } bench_conc_result;
 
 /* Runs c = levels[i] requests at once (random prompts of n_prompt tokens, n_gen greedy tokens
