@@ -1,0 +1,25 @@
+"""`swiftinfer bench --concurrency`: the JSON it prints is what bench/gpu_bench.sh compares with
+llama.cpp, so its fields must be there and consistent with one another."""
+import json
+
+from conftest import run_cli
+
+
+def test_concurrency_json_fields(binary, default_model):
+    proc = run_cli("bench", "-m", default_model, "--device", "cpu", "-c", "1,3", "-p", "16",
+                   "-n", "12", "-t", "1", "--json")
+    rows = json.loads(proc.stdout)
+    assert [r["concurrency"] for r in rows] == [1, 3]
+    for r in rows:
+        assert r["n_prompt"] == 16 and r["n_gen"] == 12
+        # every request decodes 11 tokens after its first, and with -c 3 -p 16 the three
+        # prompts fit one step: the window in which all of them decode is never empty
+        assert r["all_decoding_tps"] > 0
+        assert r["aggregate_tps"] > 0 and r["per_request_tps"] > 0
+        assert 0 < r["ttft_mean_s"] < r["wall_s"]
+    one, three = rows
+    # with one request, "all decoding" is that request's decode: the tokens after its first
+    # over first token to finish, which is its per-request rate
+    assert abs(one["all_decoding_tps"] - one["per_request_tps"]) <= 0.01 * one["per_request_tps"]
+    # three requests decoding together: more tokens per second than each of them alone gets
+    assert three["all_decoding_tps"] > three["per_request_tps"]
