@@ -9,7 +9,8 @@
 #   2. bench/gpu_bench.sh on Llama-2-7B shapes, GPU_ALL_7B types (default "f16 q4_0");
 #   3. bench/hf_baseline.py --reps 1: Hugging Face transformers on the same GPU, shape, lengths;
 #   4. every other kernel test with timings (no sanitizer);
-#   5. bench/gpu_bench.sh for GPU_ALL_7B_MORE types (default "q8_0 q4_k") while time is left;
+#   5. bench/gpu_bench.sh for GPU_ALL_7B_MORE types (default "q8_0 q4_k"), then with
+#      GPU_ALL_LLAMA3=1 the Llama-3-8B shape (GPU_BENCH_LLAMA3_TYPES), while time is left;
 #   6. (only when GPU_ALL_STEPS names "ab") tg128 of the 7B models left by 2/5 under each
 #      setting of GPU_ALL_AB (default "SI_CUDA_PDL=0 SI_CUDA_PDL=1").
 #
@@ -70,7 +71,8 @@ step hf 150 env PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 python3 bench/hf_baseline.py
 step kernels 120 env SI_SKIP_MODEL=1 SI_SANITIZE=0 \
     SI_KTESTS="${GPU_ALL_KTESTS_MORE:-test_cuda_kernels test_cuda_attention}" tests/cuda/run.sh
 step bench7b_more 200 env GPU_BENCH_TYPES="${GPU_ALL_7B_MORE:-q8_0 q4_k}" GPU_BENCH_PP_BATCH=2048 \
-    GPU_BENCH_STEP_TIMEOUT=120 bench/gpu_bench.sh "$BD/swiftinfer" "$W/bench7b_more"
+    GPU_BENCH_STEP_TIMEOUT=120 GPU_BENCH_LLAMA3="${GPU_ALL_LLAMA3:-0}" \
+    bench/gpu_bench.sh "$BD/swiftinfer" "$W/bench7b_more"
 # 6. A/B: tg128 of the 7B models the bench steps left in place, once per GPU_ALL_AB setting (e.g.
 #    "SI_CUDA_PDL=0 SI_CUDA_PDL=1"), so a switch's effect is measured on the same machine and run
 ab() {
