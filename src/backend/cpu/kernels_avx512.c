@@ -191,7 +191,8 @@ static float vec_dot_q5_1_avx512(const void *vw, const void *vx, int64_t n) {
  * faults, so running past the end of the weights is harmless). NOTE: __builtin_prefetch, not
  * _mm_prefetch: GCC 12 at -O1 and above emitted no instruction for _mm_prefetch here. */
 static inline void prefetch_ahead(const void *p, size_t bytes) {
-    for (size_t k = 0; k < bytes; k += 64) __builtin_prefetch((const char *)p + PREFETCH_DIST + k, 0, 3);
+    const uintptr_t a = (uintptr_t)p + PREFETCH_DIST; /* an address, not a pointer past the object */
+    for (size_t k = 0; k < bytes; k += 64) __builtin_prefetch((const void *)(a + k), 0, 3);
 }
 
 #define Q8G 8 /* blocks per group */
