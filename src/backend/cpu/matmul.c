@@ -48,6 +48,10 @@
  * threads' chunks interleaved, a quarter of the prefetches landed in the other thread's chunk
  * and every chunk began cold (TinyLlama q4_0 decode, quiet machine: 27 -> 34 t/s). */
 #define MM_CHUNK_DECODE (256 * 1024)
+/* up to this many activation rows (batched decode of several sequences) the gemm kernels stream
+ * each weight row once per tile without reuse across tiles, so the matmul is bound by DRAM like
+ * a single row and takes decode chunks */
+#define MM_DECODE_ROWS 16
 #define MM_CHUNK_PREFILL (96 * 1024)
 #define MM_MIN_CHUNKS_PER_THREAD 4
 
@@ -195,7 +199,7 @@ void cpu_matmul_multi(thread_pool *pool, int n_mats, float *const *outs, const s
      * when the rows are prepared for gemm: prep_row takes whole rows) */
     job.q_parts = n_rows >= nth || job.xp_row ? 1 : (nth + n_rows - 1) / n_rows;
 
-    const size_t target = n_rows == 1 ? MM_CHUNK_DECODE : MM_CHUNK_PREFILL;
+    const size_t target = n_rows <= MM_DECODE_ROWS ? MM_CHUNK_DECODE : MM_CHUNK_PREFILL;
     for (int i = 0; i < n_mats; i++) {
         mm_mat *m = &job.mats[i];
         m->w = Ws[i]->data;
