@@ -549,7 +549,13 @@ static void gemm_q4_1_avx512(const void *w, size_t ws, int n_w, const void *xp, 
  * The activation rows are converted to f32 once (prep_row); each 16-element weight vector is
  * converted once for the tile's 6 or 3 activation rows. Per (weight row, activation row) the four accumulators
  * receive exactly vec_dot_f16_avx512's FMAs in its order (64-element steps, 16-element steps
- * into acc[0], the masked tail into acc[1]) and are reduced as it reduces them. */
+ * into acc[0], the masked tail into acc[1]) and are reduced as it reduces them.
+ * NOTE: TinyLlama f16 prefill (pp128 ~66 t/s at 2 threads = ~128 GFLOP/s) already runs at
+ * about 90% of this machine's f32 FMA peak (a 24-chain vfmadd231ps zmm loop: ~70 GFLOP/s per
+ * core). A variant that converted 4 weight rows to f32 once and ran 4 x 6 tiles (24
+ * accumulators, k-major order, still bit-identical) was 40% faster on bench_vec_dot --gemm
+ * but gave the same pp128, so it was not kept; more speed needs fewer f32 FMAs per product
+ * (AVX512-FP16 or BF16 dot products), which would change the results. */
 
 static size_t prep_size_f16(int64_t n) { return ((size_t)n * sizeof(float) + 63) / 64 * 64; }
 
