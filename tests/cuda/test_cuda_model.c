@@ -8,9 +8,15 @@
  *    CPU's greedy token to both. Error = max |gpu - cpu| / max |cpu| over each logits vector;
  *    fails above TOL. The top-1 agreement is reported.
  * 2. engine exactness on CUDA: 8 requests with different prompts, greedy, 32 tokens each,
- *    one at a time and then all at once (continuous batching: mixed prefill chunks and
- *    decodes through the decode-step CUDA graphs of 1, 2, 4 and 8 rows, GEMV at 2..8 rows and
- *    GEMM beyond; greedy ids picked on the GPU by forward_sample): the ids must be identical.
+ *    one at a time and then all at once, with steps of at most 8 tokens (continuous batching:
+ *    mixed prefill chunks and decodes through the decode-step CUDA graphs of 1, 2, 4 and 8
+ *    rows; greedy ids picked on the GPU by forward_sample): the ids must be identical, as every
+ *    matmul of 1..8 rows is a GEMV whose rows are summed the same way for any row count.
+ *    NOTE: steps of more rows take other kernels (the int8 tensor-core matmul for 9-64 rows
+ *    of quantised weights, cuBLASLt beyond or for F16), whose sums for a row differ in the
+ *    last bits from the GEMV's, so a request batched with others into such steps can part from
+ *    its alone run where two logits nearly tie: the same 8 requests with 96-token steps are run
+ *    too and their agreement printed (INFO), not asserted.
  * 3. sampling on the GPU (temperature 0.8, top-k 40, top-p 0.9, a seed per request): 8 short
  *    requests, one at a time, sampled on the device (forward_sample) and again on the host from
  *    the same GPU logits (asking for logprobs makes the engine sample on the host): the ids
@@ -245,15 +251,22 @@ static void test_streaming(si_engine *e, si_model *mc, const si_engine_params *e
            ok ? "PASS" : "FAIL", sr.n_prompt_tokens, N_STREAM, n[0], (int)st[0], lead);
 }
 
+static si_engine *make_engine(si_model *m, const si_engine_params *ep) {
+    si_engine *e = NULL;
+    if (si_engine_create(m, ep, &e)) {
+        fprintf(stderr, "engine: %s\n", si_last_error());
+        exit(2);
+    }
+    return e;
+}
+
 static void test_engine(si_model *mg, si_model *mc, double tol) {
     si_engine_params ep = si_engine_default_params();
     ep.max_num_seqs = 16;
     ep.max_batched_tokens = 96; /* prefill chunks mixed with decodes */
-    si_engine *e = NULL;
-    if (si_engine_create(mg, &ep, &e)) {
-        fprintf(stderr, "engine: %s\n", si_last_error());
-        exit(2);
-    }
+    si_engine_params ep8 = ep;
+    ep8.max_batched_tokens = 8; /* every step a GEMV step */
+    si_engine *e = make_engine(mg, &ep8);
     const int nv = si_model_n_vocab(mg);
     static int32_t prompts[N_REQ][160];
     si_request rq[N_REQ];
@@ -275,7 +288,20 @@ static void test_engine(si_model *mg, si_model *mc, double tol) {
     const bool ok = same == N_REQ;
     g_fail |= !ok;
     printf("%s engine exactness on cuda: %d/%d requests give identical greedy ids alone and "
-           "batched (%d tokens each)\n", ok ? "PASS" : "FAIL", same, N_REQ, N_GEN);
+           "batched (%d tokens each, steps of <= 8 tokens)\n", ok ? "PASS" : "FAIL", same,
+           N_REQ, N_GEN);
+    si_engine_free(e);
+
+    /* the same with 96-token steps: other matmul kernels, agreement not promised (see top) */
+    e = make_engine(mg, &ep);
+    for (int i = 0; i < N_REQ; i++) run_together(e, &rq[i], 1, &alone[i]);
+    run_together(e, rq, N_REQ, together);
+    int first;
+    const int lead = leading_agree(alone, together, &first);
+    same = 0;
+    for (int i = 0; i < N_REQ; i++) same += !memcmp(alone[i], together[i], sizeof alone[i]);
+    printf("INFO alone vs batched on cuda with 96-token steps: %d/%d requests identical, %d/%d "
+           "leading ids agree\n", same, N_REQ, lead, N_REQ * N_GEN);
 
     test_sampling(e, mc, &ep, rq, tol);
     test_streaming(e, mc, &ep, rq[0]);
