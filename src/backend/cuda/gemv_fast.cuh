@@ -92,17 +92,12 @@ __global__ void __launch_bounds__(GEMV_H16_WARPS * 32)
         }
     };
     /* launched with PDL (pdl.cuh): the first pieces of weights, which no kernel writes, are
-     * loaded, and the next ones asked into L2, while the kernel before (the norm, attention,
-     * SwiGLU) still runs; x is read only after the wait */
+     * loaded while the kernel before (the norm, attention, SwiGLU) still runs; x is read only
+     * after the wait. NOTE: also asking the next pieces into L2 (prefetch.global.L2) measured
+     * slower on the H200: 7B F16 tg128 212.6 vs 221.2 t/s without, GEMVs 2-7 points of the
+     * bandwidth lower (bench/gpu-2026-11-30-s3/gemv_prefetch_ab.txt). */
     uint4 w[R][U];
     load(w, lane);
-#pragma unroll
-    for (int u = 0; u < U; u++) {
-        const int c = lane + 32 * (U + u);
-#pragma unroll
-        for (int r = 0; r < R; r++)
-            if (c < n16) asm volatile("prefetch.global.L2 [%0];" ::"l"(rowp[r] + c));
-    }
     si_pdl_trigger();
     si_pdl_wait();
     for (int c0 = lane; c0 < n16; c0 += 32 * U) {
