@@ -45,6 +45,33 @@ __device__ __forceinline__ float attn_exp2(float x) {
     asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
     return y;
 }
+
+/* Merges the online-softmax states (running max m, sum l, unnormalised output acc) of the lane
+ * groups of a warp that hold other keys of the same query heads (lanes o = LPT .. 16 apart),
+ * for the first G of GM heads; ex is the exponential the kernel's scores are in. */
+template <int GM, int LPT, class E>
+__device__ __forceinline__ void attn_merge_lane_groups(float (&m)[GM], float (&l)[GM],
+                                                       float (&acc)[GM][8], int G, E ex) {
+#pragma unroll
+    for (int g = 0; g < GM; g++) {
+        if (g >= G) break;
+#pragma unroll
+        for (int o = LPT; o < 32; o <<= 1) {
+            const float om = __shfl_xor_sync(0xffffffffu, m[g], o);
+            const float ol = __shfl_xor_sync(0xffffffffu, l[g], o);
+            const float mn = fmaxf(m[g], om);
+            const float c0 = mn == -INFINITY ? 0.0f : ex(m[g] - mn);
+            const float c1 = mn == -INFINITY ? 0.0f : ex(om - mn);
+            l[g] = l[g] * c0 + ol * c1;
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+                const float oa = __shfl_xor_sync(0xffffffffu, acc[g][j], o);
+                acc[g][j] = acc[g][j] * c0 + oa * c1;
+            }
+            m[g] = mn;
+        }
+    }
+}
 __device__ __forceinline__ void attn_h8_to_f(uint4 u, float f[8]) {
     const __half2 *h = (const __half2 *)&u;
 #pragma unroll
@@ -252,24 +279,7 @@ __global__ void __launch_bounds__(ATTN_WARPS * 32, (attn_geo<HD, WIDE>::MINB))
     attn_cp_async_wait<0>(); /* only empty groups are left; the stages become the merge buffer */
 
     /* merge the TPW key groups of the warp, then the warps */
-#pragma unroll
-    for (int g = 0; g < GM; g++) {
-#pragma unroll
-        for (int o = LPT; o < 32; o <<= 1) {
-            const float om = __shfl_xor_sync(0xffffffffu, m[g], o);
-            const float ol = __shfl_xor_sync(0xffffffffu, l[g], o);
-            const float mn = fmaxf(m[g], om);
-            const float c0 = mn == -INFINITY ? 0.0f : attn_exp2(m[g] - mn);
-            const float c1 = mn == -INFINITY ? 0.0f : attn_exp2(om - mn);
-            l[g] = l[g] * c0 + ol * c1;
-#pragma unroll
-            for (int j = 0; j < 8; j++) {
-                const float oa = __shfl_xor_sync(0xffffffffu, acc[g][j], o);
-                acc[g][j] = acc[g][j] * c0 + oa * c1;
-            }
-            m[g] = mn;
-        }
-    }
+    attn_merge_lane_groups<GM, LPT>(m, l, acc, GM, [](float x) { return attn_exp2(x); });
     float *sm_acc = (float *)attn_smem; /* [ATTN_WARPS][GM][HD], over the stages */
     __syncthreads();                    /* every warp is done with its stages */
     if (tsub == 0) {
@@ -383,24 +393,10 @@ __global__ void __launch_bounds__(ATTN_WARPS * 32, ROT || HD > 128 ? 2 : 3)
         }
     }
     /* merge the TPW key groups of the warp, then the warps */
+    attn_merge_lane_groups<ATTN_MAXG, LPT>(m, l, acc, G, [](float x) { return __expf(x); });
 #pragma unroll
     for (int g = 0; g < ATTN_MAXG; g++) {
         if (g >= G) break;
-#pragma unroll
-        for (int o = LPT; o < 32; o <<= 1) {
-            const float om = __shfl_xor_sync(0xffffffffu, m[g], o);
-            const float ol = __shfl_xor_sync(0xffffffffu, l[g], o);
-            const float mn = fmaxf(m[g], om);
-            const float c0 = mn == -INFINITY ? 0.0f : __expf(m[g] - mn);
-            const float c1 = mn == -INFINITY ? 0.0f : __expf(om - mn);
-            l[g] = l[g] * c0 + ol * c1;
-#pragma unroll
-            for (int j = 0; j < 8; j++) {
-                const float oa = __shfl_xor_sync(0xffffffffu, acc[g][j], o);
-                acc[g][j] = acc[g][j] * c0 + oa * c1;
-            }
-            m[g] = mn;
-        }
         if (tsub == 0) {
 #pragma unroll
             for (int j = 0; j < 8; j++) sm_acc[warp][g][dc * 8 + j] = acc[g][j];
