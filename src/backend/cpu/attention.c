@@ -6,10 +6,11 @@
  * block_table[s][j / block_size] at offset j % block_size. Sequences marked rope_on_read store
  * their keys un-rotated and rotate each key here by its slot position, so that dropping a block
  * re-positions every key after it (StreamingLLM's positions-inside-the-cache, Xiao et al. 2023).
- * Work is split over (token, head) pairs; each thread has its own preallocated scratch. The
+ * Threads claim (token, head) pairs one by one; each thread has its own preallocated scratch. The
  * per-head kernel here is the reference; attention_simd.c has AVX2 and AVX-512 ones, picked by
  * cpu_isa_active() (SWIFTINFER_ISA caps it). */
 #include <math.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #include "backend/cpu/cpu_kernels.h"
@@ -136,19 +137,26 @@ typedef struct {
     const attn_params *p;
     float *scratch;   /* [threads][max_kv + 2 * head_dim] */
     attn_head_fn head;
+    atomic_int_fast64_t next; /* the next (token, head) task nobody has claimed */
 } attn_job;
 
+/* NOTE: tasks are claimed one at a time from a counter, not split by thread index: a prompt's
+ * tokens attend to ever longer prefixes (a static split gave the second of two threads three
+ * times the first one's keys for a 32-token prompt), and a descheduled worker's share is taken
+ * by the others. Each task writes only its own output row, so the results do not depend on who
+ * runs it. */
 static void attention_worker(void *ctx, int ith, int nth) {
-    const attn_job *j = ctx;
+    (void)nth;
+    attn_job *j = ctx;
     const attn_params *p = j->p;
     const si_batch *b = j->b;
     const int group = p->n_head / p->n_head_kv;
     const int hd = p->head_dim;
     float *scratch = j->scratch + (size_t)ith * ((size_t)p->max_kv + 2 * (size_t)hd);
 
-    int64_t begin, end;
-    pool_split((int64_t)b->n_tokens * p->n_head, ith, nth, &begin, &end);
-    for (int64_t task = begin; task < end; task++) {
+    const int64_t n_tasks = (int64_t)b->n_tokens * p->n_head;
+    for (int64_t c; (c = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed)) < n_tasks;) {
+        const int64_t task = n_tasks - 1 - c; /* last tokens first: in a prompt they are the longest */
         const int t = (int)(task / p->n_head), h = (int)(task % p->n_head);
         const int32_t s = b->seq[t];
         const int32_t *table = b->block_table + (size_t)s * b->max_blocks;
@@ -163,7 +171,9 @@ void cpu_attention_paged_isa(thread_pool *pool, float *out, const float *q, cons
                              float *scratch, cpu_isa isa) {
     SI_ASSERT(isa <= cpu_isa_detected());
     for (int t = 0; t < b->n_tokens; t++) SI_ASSERT(b->pos[t] >= 0 && b->pos[t] < p->max_kv);
-    attn_job job = {out, q, kv, layer, b, p, scratch, attention_kernel(isa, p->head_dim)};
+    attn_job job = {.out = out, .q = q, .kv = kv, .layer = layer, .b = b, .p = p,
+                    .scratch = scratch, .head = attention_kernel(isa, p->head_dim)};
+    atomic_init(&job.next, 0);
     pool_run(pool, attention_worker, &job);
 }
 

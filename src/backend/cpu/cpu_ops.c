@@ -4,6 +4,7 @@
 #include "backend/cpu/cpu_ops.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #include "core/error.h"
@@ -32,24 +33,35 @@ void cpu_get_row(float *out, const si_tensor *E, int64_t row) {
     qt->to_float(src, out, E->n_cols);
 }
 
+/* NOTE: the angles depend on pos and i only, so cos/sin are computed once per call, not once
+ * per head: the same floats as before (the same incremental theta), 1 / n_heads of the sincosf
+ * calls, which ran serially between the pool's jobs (a batched decode step calls this twice per
+ * token and layer). */
+#define ROPE_MAX_HALF 512
+
 void cpu_rope(float *x, int n_heads, int32_t pos, const rope_params *p) {
     /* theta_i = pos * scale * base^(-2i/rope_dim) / factor_i, computed incrementally as ggml
      * does so that our rotations round the same way. */
     const float theta_scale = powf(p->freq_base, -2.0f / (float)p->rope_dim);
     const int half = p->rope_dim / 2;
+    SI_ASSERT(half <= ROPE_MAX_HALF);
+    float cs[ROPE_MAX_HALF], sn[ROPE_MAX_HALF];
+    float theta_base = (float)pos;
+    for (int i = 0; i < half; i++) {
+        const float ff = p->freq_factors ? p->freq_factors[i] : 1.0f;
+        const float theta = p->freq_scale * (theta_base / ff);
+        cs[i] = cosf(theta);
+        sn[i] = sinf(theta);
+        theta_base *= theta_scale;
+    }
     for (int h = 0; h < n_heads; h++) {
         float *v = x + (size_t)h * p->head_dim;
-        float theta_base = (float)pos;
         for (int i = 0; i < half; i++) {
-            const float ff = p->freq_factors ? p->freq_factors[i] : 1.0f;
-            const float theta = p->freq_scale * (theta_base / ff);
-            const float c = cosf(theta), s = sinf(theta);
             const int a = p->style == ROPE_NORM ? 2 * i : i;
             const int b = p->style == ROPE_NORM ? 2 * i + 1 : i + half;
             const float x0 = v[a], x1 = v[b];
-            v[a] = x0 * c - x1 * s;
-            v[b] = x0 * s + x1 * c;
-            theta_base *= theta_scale;
+            v[a] = x0 * cs[i] - x1 * sn[i];
+            v[b] = x0 * sn[i] + x1 * cs[i];
         }
     }
 }
@@ -65,13 +77,18 @@ typedef struct {
     float *gate;
     const float *up;
     int64_t n;
+    atomic_int_fast64_t next; /* the next slice nobody has claimed */
 } swiglu_job;
 
+/* NOTE: slices are claimed from a counter rather than split by thread index, so that a worker
+ * the OS has descheduled does not hold the step up (element-wise: same results either way) */
+#define SWIGLU_SLICE 1024
+
 static void swiglu_worker(void *ctx, int ith, int nth) {
-    const swiglu_job *j = ctx;
-    int64_t begin, end;
-    pool_split(j->n, ith, nth, &begin, &end);
-    cpu_swiglu(j->gate + begin, j->up + begin, end - begin);
+    (void)ith, (void)nth;
+    swiglu_job *j = ctx;
+    for (int64_t b; (b = atomic_fetch_add_explicit(&j->next, SWIGLU_SLICE, memory_order_relaxed)) < j->n;)
+        cpu_swiglu(j->gate + b, j->up + b, j->n - b < SWIGLU_SLICE ? j->n - b : SWIGLU_SLICE);
 }
 
 /* NOTE: below this many elements a pool wake-up costs more than the expf calls it shares */
@@ -82,7 +99,8 @@ void cpu_swiglu_pool(thread_pool *pool, float *gate, const float *up, int64_t n)
         cpu_swiglu(gate, up, n);
         return;
     }
-    swiglu_job j = {gate, up, n};
+    swiglu_job j = {.gate = gate, .up = up, .n = n};
+    atomic_init(&j.next, 0);
     pool_run(pool, swiglu_worker, &j);
 }
 
