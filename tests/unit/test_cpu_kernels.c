@@ -291,9 +291,10 @@ static void test_gemm_all(void **state) {
             const quant_traits *q = quant_get(t);
             fast += cpu_kernels_get_isa(t, (cpu_isa)isa)->gemm != NULL;
             for (size_t wi = 0; wi < sizeof(n_ws) / sizeof(n_ws[0]); wi++) {
-                /* 1..11: within one tile of activation rows; 17, 40: several tiles (q4_0 / q8_0
-                 * then decode each weight row once for all of them) */
-                static const int n_xs[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 17, 40};
+                /* 1..16: within one tile of activation rows (q4_1 pairs them in zmm from 12,
+                 * an odd last row alone); 17, 40: several tiles (q4_0 / q8_0 / q4_1 then decode
+                 * each weight row once for all of them) */
+                static const int n_xs[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 16, 17, 40};
                 for (size_t xi = 0; xi < sizeof(n_xs) / sizeof(n_xs[0]); xi++) {
                     const int rows = n_xs[xi];
                     if (is_float_type(t)) {
@@ -315,6 +316,10 @@ static void test_gemm_all(void **state) {
         for (int rb = 0; rb < 2; rb++) {
             check_gemm(SI_TYPE_Q4_0, CPU_ISA_AVX512, 33 * QK4_0, 25, 40, rb);
             check_gemm(SI_TYPE_Q8_0, CPU_ISA_AVX512, 33 * QK8_0, 25, 40, rb);
+            check_gemm(SI_TYPE_Q4_1, CPU_ISA_AVX512, 33 * QK4_1, 25, 40, rb);
+            /* q4_1 rows too long for a tile's row pairs on the stack: the ymm path */
+            check_gemm(SI_TYPE_Q4_1, CPU_ISA_AVX512, 81 * QK4_1, 3, 13, rb);
+            check_gemm(SI_TYPE_Q4_1, CPU_ISA_AVX512, 81 * QK4_1, 3, 17, rb);
         }
     }
     /* the benchmarked types have matrix kernels on AVX-512 */

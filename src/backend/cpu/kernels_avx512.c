@@ -14,6 +14,7 @@
  * in registers with one accumulator each. */
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
+#include <stdalign.h>
 
 static inline __m256i mul_sum_us8(__m256i acc, __m256i u, __m256i s) {
     return _mm256_dpbusd_epi32(acc, u, s);
@@ -299,14 +300,19 @@ KX86_ALWAYS_INLINE void weight_group(const int is_q8, const void *row, int64_t b
 /* one group of one (weight row, activation row). The integer sums run as two chains of four
  * vpdpbusd (half the latency of one chain of eight, which bounds decode's few activation rows);
  * integer addition is exact, so any split gives the same isum. */
-KX86_ALWAYS_INLINE __m256 group_step(__m256 acc, const __m256i q[8], __m256 dw, const q8_group *g) {
-    __m256i even = _mm256_loadu_si256((const __m256i *)g->c), odd = _mm256_setzero_si256();
+KX86_ALWAYS_INLINE __m256 group_step_c(__m256 acc, const __m256i q[8], __m256 dw, const q8_group *g, const int has_c) {
+    __m256i even = has_c ? _mm256_loadu_si256((const __m256i *)g->c) : _mm256_setzero_si256();
+    __m256i odd = _mm256_setzero_si256();
     for (int j = 0; j < 8; j += 2) {
         even = _mm256_dpbusd_epi32(even, q[j], _mm256_loadu_si256((const __m256i *)g->y[j]));
         odd = _mm256_dpbusd_epi32(odd, q[j + 1], _mm256_loadu_si256((const __m256i *)g->y[j + 1]));
     }
     const __m256i isum = _mm256_add_epi32(even, odd);
     return _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_loadu_ps(g->d)), _mm256_cvtepi32_ps(isum), acc);
+}
+
+KX86_ALWAYS_INLINE __m256 group_step(__m256 acc, const __m256i q[8], __m256 dw, const q8_group *g) {
+    return group_step_c(acc, q, dw, g, 1);
 }
 
 KX86_ALWAYS_INLINE float q8g_dot(const int is_q8, const void *w, const void *vx, int64_t n) {
@@ -458,7 +464,8 @@ static inline void weight_group_q4_1(const void *row, int64_t b0, int64_t nb, __
 }
 
 KX86_ALWAYS_INLINE __m256 q4_1_group_step(__m256 acc, const __m256i q[8], __m256 dw, __m256 mw, const q8s_group *gs) {
-    return _mm256_fmadd_ps(mw, _mm256_loadu_ps(gs->s), group_step(acc, q, dw, &gs->g));
+    /* c is all zero for q4_1 (q8s_group): the sum starts from zero instead of loading it */
+    return _mm256_fmadd_ps(mw, _mm256_loadu_ps(gs->s), group_step_c(acc, q, dw, &gs->g, 0));
 }
 
 static float vec_dot_q4_1_avx512(const void *w, const void *x, int64_t n) {
@@ -513,16 +520,122 @@ KX86_ALWAYS_INLINE void q4_1_rows_decoded(const q4_1_decoded *wg, const uint8_t 
     for (int r = 0; r < R; r++) out[(size_t)r * os] = hsum_ps(acc[r]);
 }
 
+/* ---- q4_1 with two activation rows per zmm ----
+ * A q8s_pair holds one group of two activation rows side by side (row a in the low 256 bits of
+ * every vector, row b in the high), so that one 512-bit vpdpbusd, cvt, mul and the two FMAs do
+ * q4_1_group_step for both rows with the weight group broadcast to both halves: each half gets
+ * exactly the single-row step's operations (c is zero for q8_1 rows, so the sums start from
+ * zero as the single-row step's do from c), and each half is reduced by hsum_ps, so results stay
+ * bit-identical to vec_dot. Per row this halves the vector instructions and the loads of the
+ * step, which bound batched decode and prefill once the weight decode is shared by 4+ rows. */
+typedef struct {
+    int8_t y[8][64];
+    float d[16], s[16];
+} q8s_pair;
+_Static_assert(sizeof(q8s_pair) == 640, "q8s_pair is ten zmm");
+
+#define Q8S_PAIRS_BYTES (48 * 1024) /* stack for the interleaved rows; larger shapes take the ymm path */
+/* NOTE: the pairs pay for broadcasting each decoded weight group to zmm, and 512-bit code runs
+ * vector work on two ports instead of three: bench_vec_dot --gemm 1536 576 N, one thread,
+ * GFLOP/s ymm -> pairs: N=4 104 -> 94, 6 123 -> 116, 8 132 -> 129, 12 127 -> 153, 16 128 -> 168,
+ * 32 (weights decoded once per block, below) 132 -> 170. So a gemm with the weights decoded on
+ * the fly takes pairs from 12 rows of a tile; with pre-decoded weights (the loads broadcast for
+ * free) always. */
+#define Q4_1_PAIRS_MIN_ROWS 12
+
+/* rows a and b (q8s_group rows of ng groups) -> ng q8s_pairs */
+static void q8s_pair_rows(const q8s_group *a, const q8s_group *b, int64_t ng, q8s_pair *p) {
+    for (int64_t g = 0; g < ng; g++) {
+        for (int j = 0; j < 8; j++)
+            _mm512_store_si512(p[g].y[j], _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)a[g].g.y[j])),
+                                                               _mm256_loadu_si256((const __m256i *)b[g].g.y[j]), 1));
+        _mm512_store_ps(p[g].d, _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_loadu_ps(a[g].g.d)), _mm256_loadu_ps(b[g].g.d), 1));
+        _mm512_store_ps(p[g].s, _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_loadu_ps(a[g].s)), _mm256_loadu_ps(b[g].s), 1));
+    }
+}
+
+KX86_ALWAYS_INLINE __m512 q4_1_pair_step(__m512 acc, const __m512i q[8], __m512 dw, __m512 mw, const q8s_pair *p) {
+    __m512i even = _mm512_setzero_si512(), odd = _mm512_setzero_si512();
+    for (int j = 0; j < 8; j += 2) {
+        even = _mm512_dpbusd_epi32(even, q[j], _mm512_load_si512(p->y[j]));
+        odd = _mm512_dpbusd_epi32(odd, q[j + 1], _mm512_load_si512(p->y[j + 1]));
+    }
+    const __m512i isum = _mm512_add_epi32(even, odd);
+    const __m512 t = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_load_ps(p->d)), _mm512_cvtepi32_ps(isum), acc);
+    return _mm512_fmadd_ps(mw, _mm512_load_ps(p->s), t);
+}
+
+static inline void store_pair_sums(__m512 acc, float *out, size_t os) {
+    out[0] = hsum_ps(_mm512_castps512_ps256(acc));
+    out[os] = hsum_ps(_mm512_extractf32x8_ps(acc, 1));
+}
+
+/* P pairs of activation rows (pairs: [P][ng]) against one q4_1 weight row decoded from memory */
+KX86_ALWAYS_INLINE void q4_1_rows_pairs(const void *w, const q8s_pair *pairs, int64_t nb, int64_t ng, float *out,
+                                        size_t os, const int P) {
+    __m512 acc[8]; /* KX86_SWITCH_R instantiates P up to 8 */
+    for (int p = 0; p < P; p++) acc[p] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b += Q8G) {
+        __m256i q[8];
+        __m256 dw, mw;
+        prefetch_ahead((const block_q4_1 *)w + b, Q8G * sizeof(block_q4_1));
+        weight_group_q4_1(w, b, nb, q, &dw, &mw);
+        __m512i qz[8];
+        for (int j = 0; j < 8; j++) qz[j] = _mm512_broadcast_i64x4(q[j]);
+        const __m512 dwz = _mm512_broadcast_f32x8(dw), mwz = _mm512_broadcast_f32x8(mw);
+        for (int p = 0; p < P; p++) acc[p] = q4_1_pair_step(acc[p], qz, dwz, mwz, pairs + (size_t)p * ng + b / Q8G);
+    }
+    for (int p = 0; p < P; p++) store_pair_sums(acc[p], out + (size_t)(2 * p) * os, os);
+}
+
+/* P pairs against one weight row whose groups are already decoded (q4_1_decoded) */
+KX86_ALWAYS_INLINE void q4_1_pairs_decoded(const q4_1_decoded *wg, const q8s_pair *pairs, int64_t ng, float *out,
+                                           size_t os, const int P) {
+    __m512 acc[8];
+    for (int p = 0; p < P; p++) acc[p] = _mm512_setzero_ps();
+    for (int64_t g = 0; g < ng; g++) {
+        __m512i qz[8];
+        for (int j = 0; j < 8; j++) qz[j] = _mm512_broadcast_i64x4(_mm256_load_si256(&wg[g].q[j]));
+        const __m512 dwz = _mm512_broadcast_f32x8(_mm256_load_ps((const float *)&wg[g].dw));
+        const __m512 mwz = _mm512_broadcast_f32x8(_mm256_load_ps((const float *)&wg[g].mw));
+        for (int p = 0; p < P; p++) acc[p] = q4_1_pair_step(acc[p], qz, dwz, mwz, pairs + (size_t)p * ng + g);
+    }
+    for (int p = 0; p < P; p++) store_pair_sums(acc[p], out + (size_t)(2 * p) * os, os);
+}
+
+/* interleaves rows r0 .. r0 + 2 * n_pairs - 1 of xp into pairs */
+static void q8s_make_pairs(const uint8_t *xp, size_t xs, int r0, int n_pairs, int64_t ng, q8s_pair *pairs) {
+    for (int p = 0; p < n_pairs; p++)
+        q8s_pair_rows((const q8s_group *)(xp + (size_t)(r0 + 2 * p) * xs),
+                      (const q8s_group *)(xp + (size_t)(r0 + 2 * p + 1) * xs), ng, pairs + (size_t)p * ng);
+}
+
 /* NOTE: as q8g_gemm: with more activation rows than one tile, a block of weight rows is decoded
  * once on the stack and reused by every tile (same values, same operations, same results). */
 static void gemm_q4_1_avx512(const void *w, size_t ws, int n_w, const void *xp, size_t xs, int n_x, int64_t n,
                              float *out, size_t os) {
     const int64_t nb = n / QK4_1, ng = (nb + Q8G - 1) / Q8G;
+    /* row pairs in zmm (q8s_pair) where a tile's pairs fit the stack buffer */
+    alignas(64) q8s_pair pairs[Q8S_PAIRS_BYTES / sizeof(q8s_pair)];
+    const int use_pairs = n_x >= 2 && (int64_t)(Q8G_R / 2) * ng * (int64_t)sizeof(q8s_pair) <= Q8S_PAIRS_BYTES;
     if (n_x <= Q8G_R || ng > Q4_1_DECODED_MAX) {
         for (int r0 = 0; r0 < n_x; r0 += Q8G_R) {
+            const int nr = n_x - r0 < Q8G_R ? n_x - r0 : Q8G_R;
             const uint8_t *x = (const uint8_t *)xp + (size_t)r0 * xs;
+            if (use_pairs && nr >= Q4_1_PAIRS_MIN_ROWS) {
+                const int np = nr / 2;
+                q8s_make_pairs(xp, xs, r0, np, ng, pairs);
+                for (int o = 0; o < n_w; o++)
+                    KX86_SWITCH_R(np, q4_1_rows_pairs, (const uint8_t *)w + (size_t)o * ws, pairs, nb, ng,
+                                  out + (size_t)r0 * os + o, os);
+                if (nr % 2)
+                    for (int o = 0; o < n_w; o++)
+                        q4_1_rows((const uint8_t *)w + (size_t)o * ws, x + (size_t)(nr - 1) * xs, xs, nb,
+                                  out + (size_t)(r0 + nr - 1) * os + o, os, 1);
+                continue;
+            }
             for (int o = 0; o < n_w; o++)
-                KX86_SWITCH_R16(n_x - r0, q4_1_rows, (const uint8_t *)w + (size_t)o * ws, x, xs, nb,
+                KX86_SWITCH_R16(nr, q4_1_rows, (const uint8_t *)w + (size_t)o * ws, x, xs, nb,
                                 out + (size_t)r0 * os + o, os);
         }
         return;
@@ -537,10 +650,21 @@ static void gemm_q4_1_avx512(const void *w, size_t ws, int n_w, const void *xp, 
                 weight_group_q4_1((const uint8_t *)w + (size_t)(o0 + o) * ws, g * Q8G, nb, d->q, &d->dw, &d->mw);
             }
         for (int r0 = 0; r0 < n_x; r0 += Q8G_R) {
+            const int nr = n_x - r0 < Q8G_R ? n_x - r0 : Q8G_R;
             const uint8_t *x = (const uint8_t *)xp + (size_t)r0 * xs;
-            for (int o = 0; o < nw; o++)
-                KX86_SWITCH_R16(n_x - r0, q4_1_rows_decoded, dec + (size_t)o * ng, x, xs, ng,
-                                out + (size_t)r0 * os + o0 + o, os);
+            int done = 0;
+            if (use_pairs && nr >= 2) {
+                const int np = nr / 2;
+                q8s_make_pairs(xp, xs, r0, np, ng, pairs);
+                for (int o = 0; o < nw; o++)
+                    KX86_SWITCH_R(np, q4_1_pairs_decoded, dec + (size_t)o * ng, pairs, ng,
+                                  out + (size_t)r0 * os + o0 + o, os);
+                done = 2 * np;
+            }
+            if (done < nr)
+                for (int o = 0; o < nw; o++)
+                    KX86_SWITCH_R16(nr - done, q4_1_rows_decoded, dec + (size_t)o * ng, x + (size_t)done * xs, xs, ng,
+                                    out + (size_t)(r0 + done) * os + o0 + o, os);
         }
     }
 }
