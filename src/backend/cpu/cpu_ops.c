@@ -82,7 +82,7 @@ typedef struct {
 
 /* NOTE: slices are claimed from a counter rather than split by thread index, so that a worker
  * the OS has descheduled does not hold the step up (element-wise: same results either way) */
-#define SWIGLU_SLICE 1024
+#define SWIGLU_SLICE 256
 
 static void swiglu_worker(void *ctx, int ith, int nth) {
     (void)ith, (void)nth;
