@@ -19,6 +19,7 @@
  * warps walk row groups of R rows (R rows share each x load). */
 #include "backend/cuda/gemv_q8x_units.cuh"
 #include "backend/cuda/pdl.cuh"
+#include "backend/cuda/q8x_row.cuh"
 
 #define GEMV_Q8X_MAX_K 14336 /* nb = 8 still fits the 227 KB of shared memory */
 template <class T> static inline bool gemv_q8x_ok(int K) {
@@ -66,20 +67,12 @@ __device__ __forceinline__ void q8x_quantize_x(const float *__restrict__ x, int 
 #pragma unroll
         for (int i = 0; i < UNR; i++) {
             const int blk = base + i * nwarps * 4;
-            float amax = fmaxf(fmaxf(fabsf(v[i].x), fabsf(v[i].y)), fmaxf(fabsf(v[i].z), fabsf(v[i].w)));
-#pragma unroll
-            for (int o = 1; o < 8; o <<= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-            const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
-            const int q0 = (int)roundf(v[i].x * id), q1 = (int)roundf(v[i].y * id);
-            const int q2 = (int)roundf(v[i].z * id), q3 = (int)roundf(v[i].w * id);
-            int sum = q0 + q1 + q2 + q3;
-#pragma unroll
-            for (int o = 1; o < 8; o <<= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+            float d;
+            int sum;
+            const uint32_t packed = q8x_block4(v[i], &d, &sum);
             if (blk < total) {
                 const int bi = blk / nblk, bb = blk - bi * nblk;
-                const uint32_t packed = (uint32_t)(q0 & 0xFF) | ((uint32_t)(q1 & 0xFF) << 8) |
-                                        ((uint32_t)(q2 & 0xFF) << 16) | ((uint32_t)(q3 & 0xFF) << 24);
-                store(bi, bb, sub, packed, __half2float(__float2half_rn(d)), sum);
+                store(bi, bb, sub, packed, d, sum);
             }
         }
     }

@@ -6,12 +6,12 @@
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_ops.h"
 
-/* Called by all 32 lanes of a warp, lane l holding elements i..i+3 (v; i = 4 (32 w + l) for
- * some w, so 8 consecutive lanes hold one Q8_0 block of 32) of a row of n elements: stores the
- * block's quantisation into row (q at i; d, fp16-rounded, and the sum of q at block i / 32) with
- * exactly q8x_quantize_x's arithmetic (gemv_q8x.cuh), so cuda_gemv_pre gives cuda_gemv's
- * results on the f32 x. */
-__device__ __forceinline__ void q8x_row_store4(uint8_t *row, int n, int i, float4 v) {
+/* The Q8_0 quantisation of a block of 32 that 8 consecutive lanes hold, four each (v), called by
+ * all 32 lanes: returns this lane's four q packed as int8 (d = amax / 127, q = round(x / d)),
+ * and the block's d rounded to fp16 and the sum of its q. The one place this arithmetic lives:
+ * the GEMVs' own quantiser (q8x_quantize_x, gemv_q8x.cuh) and the fused producers below both
+ * call it, so x quantised ahead gives the GEMVs bit-identical results. */
+__device__ __forceinline__ uint32_t q8x_block4(float4 v, float *d_rounded, int *sum_q) {
     float amax = fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
 #pragma unroll
     for (int o = 1; o < 8; o <<= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
@@ -21,11 +21,22 @@ __device__ __forceinline__ void q8x_row_store4(uint8_t *row, int n, int i, float
     int sum = q0 + q1 + q2 + q3;
 #pragma unroll
     for (int o = 1; o < 8; o <<= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
-    *(uint32_t *)(row + i) = (uint32_t)(q0 & 0xFF) | ((uint32_t)(q1 & 0xFF) << 8) |
-                             ((uint32_t)(q2 & 0xFF) << 16) | ((uint32_t)(q3 & 0xFF) << 24);
+    *d_rounded = __half2float(__float2half_rn(d));
+    *sum_q = sum;
+    return (uint32_t)(q0 & 0xFF) | ((uint32_t)(q1 & 0xFF) << 8) | ((uint32_t)(q2 & 0xFF) << 16) |
+           ((uint32_t)(q3 & 0xFF) << 24);
+}
+
+/* Called by all 32 lanes of a warp, lane l holding elements i..i+3 (v; i = 4 (32 w + l) for
+ * some w, so 8 consecutive lanes hold one block) of a row of n elements: stores the block's
+ * quantisation (q8x_block4) into row: q at i; d and the sum of q at block i / 32. */
+__device__ __forceinline__ void q8x_row_store4(uint8_t *row, int n, int i, float4 v) {
+    float d;
+    int sum;
+    *(uint32_t *)(row + i) = q8x_block4(v, &d, &sum);
     if (i % 32 == 0) {
         float *qd = (float *)(row + n);
-        qd[i / 32] = __half2float(__float2half_rn(d));
+        qd[i / 32] = d;
         ((int *)(qd + n / 32))[i / 32] = sum;
     }
 }
