@@ -46,6 +46,26 @@ __device__ __forceinline__ float attn_exp2(float x) {
     return y;
 }
 
+/* The online-softmax state (max m, sum l, output acc) cleared, and this lane's 8 dimensions
+ * (dc * 8 ..) of the GM query heads of KV head kvh's group from q_row, rounded to f16 as the CPU
+ * reference (and ggml's f16 K matmul) does; heads past G (G < GM) get q = 0 and are not written. */
+template <int HD, int GM>
+__device__ __forceinline__ void attn_init_rows(float (&qr)[GM][8], float (&acc)[GM][8],
+                                               float (&m)[GM], float (&l)[GM],
+                                               const float *q_row, int kvh, int G, int dc) {
+#pragma unroll
+    for (int g = 0; g < GM; g++) {
+        m[g] = -INFINITY;
+        l[g] = 0.0f;
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            acc[g][j] = 0.0f;
+            qr[g][j] = g < G ? __half2float(__float2half_rn(q_row[(kvh * G + g) * HD + dc * 8 + j]))
+                             : 0.0f;
+        }
+    }
+}
+
 /* Merges the online-softmax states (running max m, sum l, unnormalised output acc) of the lane
  * groups of a warp that hold other keys of the same query heads (lanes o = LPT .. 16 apart),
  * for the first G of GM heads; ex is the exponential the kernel's scores are in. */
@@ -178,20 +198,7 @@ __global__ void __launch_bounds__(ATTN_WARPS * 32, (attn_geo<HD, WIDE>::MINB))
     const bool rotate = ROT && rope.on_read[s];
 
     float qr[GM][8], acc[GM][8], m[GM], l[GM];
-#pragma unroll
-    for (int g = 0; g < GM; g++) {
-        m[g] = -INFINITY;
-        l[g] = 0.0f;
-#pragma unroll
-        for (int j = 0; j < 8; j++) {
-            acc[g][j] = 0.0f;
-            /* q rounded to f16 as the CPU reference (and ggml's f16 K matmul) does; heads past G
-             * (G not a power of two) get q = 0 and are not written */
-            qr[g][j] = g < G ? __half2float(__float2half_rn(
-                                   q[(size_t)r * q_stride + (kvh * G + g) * HD + dc * 8 + j]))
-                             : 0.0f;
-        }
-    }
+    attn_init_rows<HD, GM>(qr, acc, m, l, q + (size_t)r * q_stride, kvh, G, dc);
 
     __half *wsm = (__half *)attn_smem + (size_t)warp * NS * 2 * STAGE; /* [NS][K, V][SK][HD] */
     const size_t col = (size_t)kvh * HD + dc * 8;
@@ -340,19 +347,7 @@ __global__ void __launch_bounds__(ATTN_WARPS * 32, ROT || HD > 128 ? 2 : 3)
     const int p0 = part * ATTN_PART, p1 = min(p0 + ATTN_PART, len);
 
     float qr[ATTN_MAXG][8], acc[ATTN_MAXG][8], m[ATTN_MAXG], l[ATTN_MAXG];
-#pragma unroll
-    for (int g = 0; g < ATTN_MAXG; g++) {
-        m[g] = -INFINITY;
-        l[g] = 0.0f;
-#pragma unroll
-        for (int j = 0; j < 8; j++) {
-            acc[g][j] = 0.0f;
-            /* q rounded to f16 as the CPU reference (and ggml's f16 K matmul) does */
-            qr[g][j] = g < G ? __half2float(__float2half_rn(
-                                   q[(size_t)r * q_stride + (kvh * G + g) * HD + dc * 8 + j]))
-                             : 0.0f;
-        }
-    }
+    attn_init_rows<HD, ATTN_MAXG>(qr, acc, m, l, q + (size_t)r * q_stride, kvh, G, dc);
     const int32_t *bt = block_table + (size_t)s * max_blocks;
     for (int p = p0 + warp * TPW + tsub; p - tsub < p1; p += ATTN_WARPS * TPW) {
         const bool valid = p < p1;

@@ -102,6 +102,16 @@ static si_status vec_to_f32(const void *data, si_type type, int64_t n, const cha
     return SI_OK;
 }
 
+/* Places n f32 values (host, already converted) on the device at the next offset: *out points
+ * there. The sizing pass (no base) only advances the offset. */
+static void place_f32(upload *u, const float *host, int64_t n, const float **out) {
+    if (u->base) {
+        *out = (const float *)(u->base + u->off);
+        upload_bytes(u, u->base + u->off, host, (size_t)n * sizeof(float));
+    }
+    u->off += ALIGN_UP((size_t)n * sizeof(float));
+}
+
 /* A vector (norm weights, RoPE factors) as f32, whatever its stored type. */
 static si_status place_vec(upload *u, const void *data, si_type type, int64_t n, const char *name,
                            const float **out) {
@@ -111,14 +121,11 @@ static si_status place_vec(upload *u, const void *data, si_type type, int64_t n,
         float *tmp = malloc((size_t)n * sizeof(float));
         if (!tmp) return si_error(SI_ERR_NOMEM, "cuda: out of memory converting %s", name);
         const si_status st = vec_to_f32(data, type, n, name, tmp);
-        if (!st) {
-            *out = (const float *)(u->base + u->off);
-            upload_bytes(u, u->base + u->off, tmp, (size_t)n * sizeof(float));
-        }
+        if (!st) place_f32(u, tmp, n, out);
         free(tmp);
-        if (st) return st;
+        return st;
     }
-    u->off += ALIGN_UP((size_t)n * sizeof(float));
+    place_f32(u, NULL, n, out);
     return SI_OK;
 }
 
@@ -147,14 +154,11 @@ static si_status place_qkv_bias(upload *u, const model_layer *L, int64_t q_dim, 
         si_status st = SI_OK;
         for (int i = 0, o = 0; i < 3 && !st; o += (int)len[i], i++)
             if (b[i]->data) st = vec_to_f32(b[i]->data, b[i]->type, len[i], names[i], tmp + o);
-        if (!st) {
-            *out = (const float *)(u->base + u->off);
-            upload_bytes(u, u->base + u->off, tmp, (size_t)n * sizeof(float));
-        }
+        if (!st) place_f32(u, tmp, n, out);
         free(tmp);
-        if (st) return st;
+        return st;
     }
-    u->off += ALIGN_UP((size_t)n * sizeof(float));
+    place_f32(u, NULL, n, out);
     return SI_OK;
 }
 
