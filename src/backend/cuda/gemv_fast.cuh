@@ -24,6 +24,14 @@ template <bool BF> __device__ __forceinline__ float2 si_h2x2f(uint32_t u) {
 }
 
 #define GEMV_H16_WARPS 8
+/* Warps per row (every batch size alike, so that a row sums in the same order for 1..8 batch
+ * rows). On the H200 (bench/RESULTS.md, 2026-11-30 s4) 4 warps a row beat 1 by 3-16 points of
+ * the bandwidth on every Llama-2-7B shape back to back (4096x4096 62 -> 75 %, 4096x11008 69 ->
+ * 83 %), and 7B F16 tg128 221 -> 228 t/s: more warps stream each row, so a short kernel ramps
+ * up sooner. */
+#ifndef GEMV_H16_KS
+#define GEMV_H16_KS 4
+#endif
 /* Rows per warp R and 16-byte loads per row and lane in flight U, per batch size. Chosen on the
  * H200 (tests/cuda/LAST_RUN.md): more rows per warp share the x loads, more loads per lane are
  * more bytes in flight, both cost registers. At batch 1, occupancy won: R = 1, U = 4 (36
@@ -42,14 +50,19 @@ template <bool BF> __device__ __forceinline__ float2 si_h2x2f(uint32_t u) {
 #define GEMV_H16_NB8 4, 2
 #endif
 
-template <bool BF, int NB, int R, int U>
+/* KS warps share a row group (KS > 1): warp slice s sums the contiguous s-th KS-th of the row's
+ * pieces, and the group's first warp adds the KS partial sums in slice order. */
+template <bool BF, int NB, int R, int U, int KS>
 __global__ void __launch_bounds__(GEMV_H16_WARPS * 32)
     gemv_h16_kernel(const uint4 *__restrict__ W, int M, int K, const float *__restrict__ x, int nb,
                     float *__restrict__ y) {
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const int row0 = (blockIdx.x * GEMV_H16_WARPS + warp) * R;
-    if (row0 >= M) return;
+    static_assert(GEMV_H16_WARPS % KS == 0 && R * NB <= 32, "KS divides the warps; a lane a sum");
+    __shared__ float part[KS > 1 ? GEMV_H16_WARPS : 1][R][NB];
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, slice = warp % KS;
+    const int row0 = (blockIdx.x * (GEMV_H16_WARPS / KS) + warp / KS) * R;
+    if (KS == 1 && row0 >= M) return;
     const int n16 = K / 8; /* 16-byte pieces per row */
+    const int c_beg = (int)((long long)n16 * slice / KS), c_end = (int)((long long)n16 * (slice + 1) / KS);
     const uint4 *rowp[R];
 #pragma unroll
     for (int r = 0; r < R; r++) rowp[r] = W + (size_t)min(row0 + r, M - 1) * n16;
@@ -64,14 +77,14 @@ __global__ void __launch_bounds__(GEMV_H16_WARPS * 32)
         for (int u = 0; u < U; u++) {
             const int c = c0 + 32 * u;
 #pragma unroll
-            for (int r = 0; r < R; r++) w[r][u] = c < n16 ? si_ldg_stream16(rowp[r] + c) : make_uint4(0, 0, 0, 0);
+            for (int r = 0; r < R; r++) w[r][u] = c < c_end ? si_ldg_stream16(rowp[r] + c) : make_uint4(0, 0, 0, 0);
         }
     };
     auto compute = [&](const uint4(&w)[R][U], int c0) {
 #pragma unroll
         for (int u = 0; u < U; u++) {
             const int c = c0 + 32 * u;
-            if (c >= n16) break;
+            if (c >= c_end) break;
 #pragma unroll
             for (int b = 0; b < NB; b++) {
                 if (b >= nb) break;
@@ -97,35 +110,70 @@ __global__ void __launch_bounds__(GEMV_H16_WARPS * 32)
      * slower on the H200: 7B F16 tg128 212.6 vs 221.2 t/s without, GEMVs 2-7 points of the
      * bandwidth lower (bench/gpu-2026-11-30-s3/gemv_prefetch_ab.txt). */
     uint4 w[R][U];
-    load(w, lane);
+    const int first = c_beg + lane;
+    if (row0 < M) load(w, first);
     si_pdl_trigger();
     si_pdl_wait();
-    for (int c0 = lane; c0 < n16; c0 += 32 * U) {
-        if (c0 != lane) load(w, c0);
-        compute(w, c0);
-    }
+    if (row0 < M)
+        for (int c0 = first; c0 < c_end; c0 += 32 * U) {
+            if (c0 != first) load(w, c0);
+            compute(w, c0);
+        }
 #pragma unroll
     for (int r = 0; r < R; r++)
 #pragma unroll
         for (int b = 0; b < NB; b++) {
             const float v = si_warp_sum(acc[r][b]);
-            if (lane == 0 && b < nb && row0 + r < M) y[(size_t)b * M + row0 + r] = v;
+            if (KS > 1) {
+                if (lane == 0) part[warp][r][b] = v;
+            } else if (lane == 0 && b < nb && row0 + r < M) {
+                y[(size_t)b * M + row0 + r] = v;
+            }
         }
+    if (KS > 1) {
+        __syncthreads();
+        if (slice == 0 && lane < R * NB) {
+            const int r = lane / NB, b = lane % NB;
+            float v = part[warp][r][b];
+#pragma unroll
+            for (int s2 = 1; s2 < KS; s2++) v += part[warp + s2][r][b];
+            if (b < nb && row0 + r < M) y[(size_t)b * M + row0 + r] = v;
+        }
+    }
 }
 
-template <bool BF, int NB, int R, int U>
+template <bool BF, int NB, int R, int U, int KS = GEMV_H16_KS>
 static void gemv_h16_launch_nb(const void *W, int M, int K, const float *x, int nb, float *y,
                                cudaStream_t st) {
-    const int grid = si_div_up(M, GEMV_H16_WARPS * R);
-    si_launch_pdl(gemv_h16_kernel<BF, NB, R, U>, grid, GEMV_H16_WARPS * 32, 0, st, (const uint4 *)W,
+    const int grid = si_div_up(M, GEMV_H16_WARPS / KS * R);
+    si_launch_pdl(gemv_h16_kernel<BF, NB, R, U, KS>, grid, GEMV_H16_WARPS * 32, 0, st, (const uint4 *)W,
                   M, K, x, nb, y);
+}
+
+/* Timing knob, not for the engine: SI_CUDA_GEMV_H16=U,KS runs batch 1 with U pieces in flight per
+ * lane and KS warps a row (read at the first call; instantiated: 8,4 2,8 4,2 4,1). U never
+ * changes the per-lane order of the sums; a KS other than GEMV_H16_KS does (batch 1 then no
+ * longer sums like 2..8 rows). */
+static int gemv_h16_knob() {
+    static int v = -1;
+    if (v < 0) {
+        const char *e = getenv("SI_CUDA_GEMV_H16");
+        int u = 0, ks = 0;
+        v = e && sscanf(e, "%d,%d", &u, &ks) == 2 ? 10 * u + ks : 0;
+    }
+    return v;
 }
 
 template <bool BF>
 static int gemv_h16_launch(const void *W, int M, int K, const float *x, int nb, float *y,
                            cudaStream_t st) {
     if (K % 8 != 0) return -1;
-    if (nb <= 1) gemv_h16_launch_nb<BF, 1, GEMV_H16_NB1>(W, M, K, x, nb, y, st);
+    const int knob = nb <= 1 ? gemv_h16_knob() : 0;
+    if (knob == 84) gemv_h16_launch_nb<BF, 1, 1, 8, 4>(W, M, K, x, nb, y, st);
+    else if (knob == 28) gemv_h16_launch_nb<BF, 1, 1, 2, 8>(W, M, K, x, nb, y, st);
+    else if (knob == 42) gemv_h16_launch_nb<BF, 1, 1, 4, 2>(W, M, K, x, nb, y, st);
+    else if (knob == 41) gemv_h16_launch_nb<BF, 1, 1, 4, 1>(W, M, K, x, nb, y, st);
+    else if (nb <= 1) gemv_h16_launch_nb<BF, 1, GEMV_H16_NB1>(W, M, K, x, nb, y, st);
     else if (nb <= 2) gemv_h16_launch_nb<BF, 2, GEMV_H16_NB2>(W, M, K, x, nb, y, st);
     else if (nb <= 4) gemv_h16_launch_nb<BF, 4, GEMV_H16_NB4>(W, M, K, x, nb, y, st);
     else gemv_h16_launch_nb<BF, 8, GEMV_H16_NB8>(W, M, K, x, nb, y, st);

@@ -270,12 +270,14 @@ static int gemv_q8x_launch_nb(const void *W, int M, int K, const float *x, int n
 /* Variants, per batch case (batch 1 with K < 8192, batch 1 with K >= 8192, batch 2, 4, 8):
  * GEMV_Q8X_R rows per warp (they share each x load; more cost registers), GEMV_Q8X_S cp.async
  * stages per warp (S - 1 segments in flight while one is decoded; more cost shared memory, so
- * fewer CTAs). Measured on the H200 (tests/cuda/LAST_RUN.md). */
+ * fewer CTAs). Batch 1 measured on the H200 in whole decode steps (scripts/gpu_gemv_sweep.sh,
+ * bench/RESULTS.md 2026-11-30 s4), 7B tg128 against R, S = 1, 2 (K < 8192) and 2, 2: 2, 4
+ * gave Q8_0 301 -> 331 t/s and Q4_0 411 -> 436; 1, 4 and 1, 3 gained less or nothing. */
 #ifndef GEMV_Q8X_R
-#define GEMV_Q8X_R 1, 2, 1, 2, 2
+#define GEMV_Q8X_R 2, 2, 1, 2, 2
 #endif
 #ifndef GEMV_Q8X_S
-#define GEMV_Q8X_S 2, 2, 2, 2, 2
+#define GEMV_Q8X_S 4, 4, 2, 2, 2
 #endif
 template <int I> static constexpr int q8x_rows() {
     constexpr int r[] = {GEMV_Q8X_R};
@@ -291,11 +293,30 @@ static int gemv_q8x_launch_case(const void *W, int M, int K, const float *x, int
     return gemv_q8x_launch_nb<T, NB, q8x_rows<I>(), q8x_stages<I>(), PRE>(W, M, K, x, nb, y, st);
 }
 
+/* Timing knob, not for the engine: SI_CUDA_GEMV_Q8X=R,S runs batch 1 with R rows per warp and S
+ * cp.async stages per warp (read at the first call; instantiated: 1,2 1,4 2,2 2,3). */
+static int gemv_q8x_knob() {
+    static int v = -1;
+    if (v < 0) {
+        const char *e = getenv("SI_CUDA_GEMV_Q8X");
+        int r = 0, s = 0;
+        v = e && sscanf(e, "%d,%d", &r, &s) == 2 ? 10 * r + s : 0;
+    }
+    return v;
+}
+
 /* x: nb rows of K floats, or (PRE) of CUDA_Q8X_ROW_BYTES(K) quantised bytes */
 template <class T, bool PRE = false>
 static int gemv_q8x_launch(const void *W, int M, int K, const float *x, int nb, float *y,
                            cudaStream_t st) {
     if (!gemv_q8x_ok<T>(K)) return -1;
+    switch (nb <= 1 ? gemv_q8x_knob() : 0) {
+    case 12: return gemv_q8x_launch_nb<T, 1, 1, 2, PRE>(W, M, K, x, nb, y, st);
+    case 14: return gemv_q8x_launch_nb<T, 1, 1, 4, PRE>(W, M, K, x, nb, y, st);
+    case 22: return gemv_q8x_launch_nb<T, 1, 2, 2, PRE>(W, M, K, x, nb, y, st);
+    case 23: return gemv_q8x_launch_nb<T, 1, 2, 3, PRE>(W, M, K, x, nb, y, st);
+    default: break;
+    }
     if (nb <= 1 && K < 8192) return gemv_q8x_launch_case<T, 1, 0, PRE>(W, M, K, x, nb, y, st);
     if (nb <= 1) return gemv_q8x_launch_case<T, 1, 1, PRE>(W, M, K, x, nb, y, st);
     if (nb <= 2) return gemv_q8x_launch_case<T, 2, 2, PRE>(W, M, K, x, nb, y, st);
