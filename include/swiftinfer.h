@@ -167,6 +167,16 @@ int32_t si_sampler_sample(si_sampler *s, const float *logits, const int32_t *his
 typedef struct si_engine si_engine;
 typedef uint64_t si_request_id;
 
+/* Element type of the engine's KV cache (si_engine_params.kv_cache_dtype), vLLM's
+ * --kv-cache-dtype. FP8 halves the KV bytes (twice the blocks for the same memory, half the
+ * bytes each decode step reads) at the cost of rounding every cached K and V element to E4M3
+ * (3 mantissa bits, saturated to +-448, scale 1: no calibration, vLLM's default without scales).
+ * The CUDA backend only; elsewhere si_engine_create says SI_ERR_UNSUPPORTED. */
+typedef enum si_kv_cache_dtype {
+    SI_KV_F16 = 0,      /* f16 (the default; vLLM's "auto") */
+    SI_KV_FP8_E4M3 = 1, /* OCP FP8 E4M3, round to nearest even, saturating */
+} si_kv_cache_dtype;
+
 typedef struct si_engine_params {
     int32_t max_num_seqs;       /* sequences running at once (default 64) */
     int32_t max_batched_tokens; /* tokens per step, prefill chunks included (default 512) */
@@ -179,6 +189,8 @@ typedef struct si_engine_params {
     float gpu_memory_fraction;  /* CUDA only, > 0: the KV pool gets this fraction of the free GPU
                                  * memory minus the weights and scratch (vLLM's
                                  * gpu_memory_utilization); overrides kv_memory and n_blocks */
+    int32_t kv_cache_dtype;     /* si_kv_cache_dtype (default SI_KV_F16); kv_memory and
+                                 * gpu_memory_fraction buy blocks at its element size */
 } si_engine_params;
 
 si_engine_params si_engine_default_params(void);

@@ -23,6 +23,7 @@ typedef struct backend_params {
     int32_t max_tokens; /* tokens per forward call */
     int32_t max_seqs;   /* sequences per forward call */
     int32_t max_kv;     /* KV length of any sequence; block tables have max_kv / 16 columns */
+    int32_t kv_dtype;   /* si_kv_cache_dtype of the KV storage (SI_KV_F16 unless kv_fp8) */
 } backend_params;
 
 typedef struct backend_stats {
@@ -47,6 +48,8 @@ typedef struct si_backend {
     /* true when attention can rotate keys stored un-rotated (si_batch.rope_on_read), which
      * streaming (attention-sink) sequences need */
     bool rope_on_read;
+    /* true when the KV storage can hold FP8 E4M3 (backend_params.kv_dtype SI_KV_FP8_E4M3) */
+    bool kv_fp8;
     /* Prepares m for this device and allocates KV storage and scratch for p. *state is the
      * caller's until free. Errors name what did not fit. */
     si_status (*create)(si_model *m, const backend_params *p, void **state);

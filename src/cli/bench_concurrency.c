@@ -102,11 +102,12 @@ static si_status run_level(si_engine *e, int n_vocab, int c, int n_prompt, int n
 }
 
 si_status bench_concurrency(si_model *m, const long *levels, int n_levels, int n_prompt,
-                            int n_gen, bench_conc_result *out) {
+                            int n_gen, int32_t kv_dtype, bench_conc_result *out) {
     int max_c = 1;
     for (int i = 0; i < n_levels; i++) max_c = levels[i] > max_c ? (int)levels[i] : max_c;
     si_engine_params p = si_engine_default_params();
     p.max_num_seqs = max_c;
+    p.kv_cache_dtype = kv_dtype;
     p.n_blocks = max_c * ((n_prompt + n_gen + 15) / 16 + 1) + 1;
     si_engine *e = NULL;
     si_status st = si_engine_create(m, &p, &e);

@@ -19,8 +19,9 @@ typedef struct bench_conc_result {
 } bench_conc_result;
 
 /* Runs c = levels[i] requests at once (random prompts of n_prompt tokens, n_gen greedy tokens
- * each, end-of-generation ignored) on m, after a warm-up; fills out[i]. */
+ * each, end-of-generation ignored) on m, after a warm-up, with a KV cache of kv_dtype
+ * (si_kv_cache_dtype); fills out[i]. */
 si_status bench_concurrency(si_model *m, const long *levels, int n_levels, int n_prompt,
-                            int n_gen, bench_conc_result *out);
+                            int n_gen, int32_t kv_dtype, bench_conc_result *out);
 
 #endif

@@ -49,6 +49,16 @@ bool cli_parse_float(const char *flag, const char *s, double lo, double hi, doub
     return true;
 }
 
+bool cli_parse_kv_cache_dtype(const char *flag, const char *s, int32_t *out) {
+    if (s && (!strcmp(s, "auto") || !strcmp(s, "f16"))) *out = SI_KV_F16;
+    else if (s && (!strcmp(s, "fp8") || !strcmp(s, "fp8_e4m3"))) *out = SI_KV_FP8_E4M3;
+    else {
+        cli_fail("%s expects auto, f16, fp8 or fp8_e4m3, got '%s'", flag, s ? s : "");
+        return false;
+    }
+    return true;
+}
+
 bool cli_parse_device(const char *flag, const char *s, si_device *out) {
     if (s && !strcmp(s, "cuda")) *out = SI_DEVICE_CUDA;
     else if (s && !strcmp(s, "cpu")) *out = SI_DEVICE_CPU;

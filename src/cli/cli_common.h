@@ -16,6 +16,12 @@ int cli_fail_status(si_status st); /* message from si_last_error() */
  * error naming the flag and returns false. */
 bool cli_parse_int(const char *flag, const char *s, long lo, long hi, long *out);
 bool cli_parse_float(const char *flag, const char *s, double lo, double hi, double *out);
+/* --kv-cache-dtype: auto or f16 -> SI_KV_F16, fp8 or fp8_e4m3 -> SI_KV_FP8_E4M3 (vLLM's
+ * names); anything else prints an error naming the flag and the accepted values. */
+bool cli_parse_kv_cache_dtype(const char *flag, const char *s, int32_t *out);
+#define CLI_KV_CACHE_DTYPE_HELP                                                                \
+    "      --kv-cache-dtype T    KV cache elements: auto|f16 (default) or fp8|fp8_e4m3 (CUDA:\n" \
+    "                            half the KV bytes, twice the blocks; E4M3, scale 1)\n"
 
 /* "cuda" or "cpu" (also "auto") for --device; false after printing an error naming flag. */
 bool cli_parse_device(const char *flag, const char *s, si_device *out);

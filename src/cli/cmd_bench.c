@@ -42,6 +42,7 @@ typedef struct {
     int n_conc;
     long mem_mib;  /* buffer for the bandwidth measurement */
     si_device device;
+    int32_t kv_dtype; /* --kv-cache-dtype (--concurrency only: pp/tg run a session, f16) */
 } bench_opts;
 
 /* One line of results: a test on a model. */
@@ -81,7 +82,9 @@ static void usage(FILE *f) {
             "                     tokens; reports aggregate and per-request tokens/s, and\n"
             "                     the rate while all c were decoding (llama-batched-bench's\n"
             "                     S_TG: the window from the last first token to the first\n"
-            "                     finish)\n\n"
+            "                     finish)\n"
+            "      --kv-cache-dtype T  with --concurrency: KV cache elements auto|f16 (default)\n"
+            "                     or fp8|fp8_e4m3 (CUDA: half the KV bytes, twice the blocks)\n\n"
             "The warm-up is one prompt of min(N, batch) tokens for ppN and 8 tokens for tgN.\n"
             "Progress goes to stderr. GB/s = tg t/s x weight bytes read per token (all layer\n"
             "matrices and norms, output norm and matrix, one embedding row).\n");
@@ -150,6 +153,8 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
             if (!parse_list(a, argv[++i], o->conc, &o->n_conc)) return 2;
             for (int k = 0; k < o->n_conc; k++)
                 if (o->conc[k] < 1) return cli_fail("%s: levels must be >= 1", a) + 1;
+        } else if (!strcmp(a, "--kv-cache-dtype") && has_val) {
+            if (!cli_parse_kv_cache_dtype(a, argv[++i], &o->kv_dtype)) return 2;
         } else if (!strcmp(a, "--memory")) {
             o->memory = true;
         } else if (!strcmp(a, "--json")) {
@@ -159,6 +164,9 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
         }
     }
     if (!o->memory && o->n_models == 0) return cli_fail("bench: no model given (-m FILE)") + 1;
+    if (o->kv_dtype != SI_KV_F16 && o->n_conc == 0)
+        return cli_fail("bench: --kv-cache-dtype fp8 runs through the engine; add --concurrency "
+                        "L (pp/tg keep the f16 cache)") + 1;
     if (o->threads == 0) {
         const long n = sysconf(_SC_NPROCESSORS_ONLN);
         o->threads = n > 0 ? n : 1;
@@ -377,7 +385,7 @@ static int run_concurrency(const bench_opts *o) {
         si_model *m = NULL;
         bench_conc_result res[MAX_TESTS];
         si_status st = si_model_load(o->models[mi], &mp, &m);
-        if (!st) st = bench_concurrency(m, o->conc, o->n_conc, n_prompt, n_gen, res);
+        if (!st) st = bench_concurrency(m, o->conc, o->n_conc, n_prompt, n_gen, o->kv_dtype, res);
         const int threads = m ? pool_size(m->pool) : 0;
         si_model_free(m);
         if (st) return cli_fail("bench: %s: %s", o->models[mi], si_last_error());

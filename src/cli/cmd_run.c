@@ -31,6 +31,7 @@ static void usage(FILE *f) {
                "      --kv-memory MIB       KV cache budget in MiB (default: enough for\n"
                "                            max-num-seqs full contexts, at most 1024)\n"
                "      --gpu-memory-fraction F  CUDA: KV pool = F x free GPU memory - weights - scratch\n"
+               CLI_KV_CACHE_DTYPE_HELP
                "      --stream-window W     streaming generation (attention sinks): keep the last\n"
                "                            W tokens in the cache; constant memory, no length limit\n"
                "      --stream-sink S       ... and the first S tokens as sinks (default 4)\n"
@@ -97,6 +98,8 @@ int cmd_run(int argc, char **argv) {
             double fv;
             if (!cli_parse_float(a, argv[++i], 1e-3, 1, &fv)) return 2;
             ro.ep.gpu_memory_fraction = (float)fv;
+        } else if (!strcmp(a, "--kv-cache-dtype") && i + 1 < argc) {
+            if (!cli_parse_kv_cache_dtype(a, argv[++i], &ro.ep.kv_cache_dtype)) return 2;
         } else if (!strcmp(a, "--kv-memory") && i + 1 < argc) {
             if (!cli_parse_int(a, argv[++i], 1, 1 << 20, &iv)) return 2;
             ro.ep.kv_memory = (size_t)iv << 20;
@@ -126,6 +129,8 @@ int cmd_run(int argc, char **argv) {
         return cli_fail("run: --print-ids and --logits-out work without --parallel/--prompts") + 1;
     if (ro.stream_window && !ro.parallel && !ro.prompts_file)
         return cli_fail("run: --stream-window runs through the engine; add --parallel N") + 1;
+    if (ro.ep.kv_cache_dtype != SI_KV_F16 && !ro.parallel && !ro.prompts_file)
+        return cli_fail("run: --kv-cache-dtype fp8 runs through the engine; add --parallel N") + 1;
     if (!prompt && !prompt_file && !ro.prompts_file)
         return cli_fail("run: no prompt given (use -p TEXT or -f FILE)") + 1;
     char *owned = NULL;

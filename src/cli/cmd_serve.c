@@ -30,7 +30,8 @@ static void usage(FILE *f) {
             "      --kv-memory MIB       KV cache budget in MiB (default: max-num-seqs contexts,\n"
             "                            at most 1024)\n"
             "      --device cuda|cpu     where the model runs (default: cuda when a GPU is present)\n"
-            "      --gpu-memory-fraction F  CUDA: KV pool = F x free GPU memory - weights - scratch\n");
+            "      --gpu-memory-fraction F  CUDA: KV pool = F x free GPU memory - weights - scratch\n"
+            CLI_KV_CACHE_DTYPE_HELP);
 }
 
 int cmd_serve(int argc, char **argv) {
@@ -88,6 +89,8 @@ int cmd_serve(int argc, char **argv) {
             double fv;
             if (!cli_parse_float(a, argv[++i], 1e-3, 1, &fv)) return 2;
             c.ep.gpu_memory_fraction = (float)fv;
+        } else if (IS("--kv-cache-dtype") && has) {
+            if (!cli_parse_kv_cache_dtype(a, argv[++i], &c.ep.kv_cache_dtype)) return 2;
         } else if (IS("--kv-memory") && has) {
             if (!cli_parse_int(a, argv[++i], 1, 1 << 20, &iv)) return 2;
             c.ep.kv_memory = (size_t)iv << 20;

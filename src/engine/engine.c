@@ -479,24 +479,35 @@ si_status si_engine_create(si_model *m, const si_engine_params *params, si_engin
                         "min_batch %d must be >= 1, max_wait_ms %d and n_blocks %d >= 0",
                         p.max_num_seqs, p.max_batched_tokens, p.min_batch, p.max_wait_ms,
                         p.n_blocks);
+    const si_backend *be = backend_for_model(m);
+    if (p.kv_cache_dtype != SI_KV_F16 && p.kv_cache_dtype != SI_KV_FP8_E4M3)
+        return si_error(SI_ERR_INVALID_ARG, "engine: kv_cache_dtype %d is not a si_kv_cache_dtype "
+                        "(SI_KV_F16 %d, SI_KV_FP8_E4M3 %d)", p.kv_cache_dtype, SI_KV_F16,
+                        SI_KV_FP8_E4M3);
+    const bool fp8 = p.kv_cache_dtype == SI_KV_FP8_E4M3;
+    if (fp8 && !be->kv_fp8)
+        return si_error(SI_ERR_UNSUPPORTED, "engine: --kv-cache-dtype fp8 (an FP8 E4M3 KV cache) "
+                        "needs the CUDA backend (--device cuda); the %s backend keeps its KV cache "
+                        "in f16 (--kv-cache-dtype auto)", be->name);
     const model_hparams *hp = &m->hp;
     const int32_t kv_dim = hp->n_head_kv * hp->head_dim;
-    const size_t block_bytes = kv_cache_block_bytes(hp->n_layer, kv_dim, KV_BLOCK_SIZE);
+    const size_t block_bytes = kv_cache_block_bytes(hp->n_layer, kv_dim, KV_BLOCK_SIZE, fp8 ? 1 : 2);
     const int32_t max_blocks = (si_model_n_ctx(m) + KV_BLOCK_SIZE - 1) / KV_BLOCK_SIZE;
     int64_t n_blocks = p.n_blocks;
     if (p.kv_memory > 0) {
         n_blocks = (int64_t)(p.kv_memory / block_bytes);
         if (n_blocks < 1)
             return si_error(SI_ERR_INVALID_ARG, "engine: kv_memory %zu bytes is less than one KV "
-                            "block (%zu bytes: %d layers x %d tokens x K and V of %d f16)",
-                            p.kv_memory, block_bytes, hp->n_layer, KV_BLOCK_SIZE, kv_dim);
+                            "block (%zu bytes: %d layers x %d tokens x K and V of %d %s)",
+                            p.kv_memory, block_bytes, hp->n_layer, KV_BLOCK_SIZE, kv_dim,
+                            fp8 ? "fp8" : "f16");
     } else if (n_blocks == 0) {
         n_blocks = (int64_t)p.max_num_seqs * max_blocks;
         const int64_t cap = (int64_t)((1ull << 30) / block_bytes);
         if (n_blocks > cap) n_blocks = cap > max_blocks ? cap : max_blocks;
     }
-    const si_backend *be = backend_for_model(m);
-    backend_params bp = {0, p.max_batched_tokens, p.max_num_seqs, max_blocks * KV_BLOCK_SIZE};
+    backend_params bp = {0, p.max_batched_tokens, p.max_num_seqs, max_blocks * KV_BLOCK_SIZE,
+                         p.kv_cache_dtype};
     if (p.gpu_memory_fraction > 0 && be->kv_blocks_for_fraction) {
         if (p.gpu_memory_fraction > 1)
             return si_error(SI_ERR_INVALID_ARG, "engine: gpu_memory_fraction %g must be in (0, 1]",

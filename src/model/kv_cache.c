@@ -7,9 +7,10 @@
 
 #include "core/error.h"
 
-size_t kv_cache_block_bytes(int32_t n_layer, int32_t kv_dim, int32_t block_size) {
-    /* K and V, f16 */
-    return 2 * (size_t)n_layer * (size_t)block_size * (size_t)kv_dim * sizeof(uint16_t);
+size_t kv_cache_block_bytes(int32_t n_layer, int32_t kv_dim, int32_t block_size,
+                            size_t elem_bytes) {
+    /* K and V */
+    return 2 * (size_t)n_layer * (size_t)block_size * (size_t)kv_dim * elem_bytes;
 }
 
 si_status kv_cache_create(int32_t n_layer, int32_t kv_dim, int32_t n_blocks, int32_t block_size,
@@ -30,7 +31,7 @@ si_status kv_cache_create(int32_t n_layer, int32_t kv_dim, int32_t n_blocks, int
     if (!kv->k || !kv->v) {
         kv_cache_free(kv);
         return si_error(SI_ERR_NOMEM, "kv cache: out of memory for %d blocks (%zu MiB)", n_blocks,
-                        (kv_cache_block_bytes(n_layer, kv_dim, block_size) * n_blocks) >> 20);
+                        (kv_cache_block_bytes(n_layer, kv_dim, block_size, sizeof(uint16_t)) * n_blocks) >> 20);
     }
     *out = kv;
     return SI_OK;

@@ -26,14 +26,14 @@ si_status si_session_create_batch(si_model *m, int32_t n_batch, si_session **out
     s->be = backend_for_model(m);
     s->n_blocks = n_blocks;
     s->n_batch = n_batch;
-    const backend_params bp = {n_blocks, n_batch, 1, m->n_ctx};
+    const backend_params bp = {n_blocks, n_batch, 1, m->n_ctx, SI_KV_F16};
     si_status st = s->be->create(m, &bp, &s->bs);
     if (st != SI_OK) {
         si_session_free(s);
         if (st != SI_ERR_NOMEM) return st; /* the backend's message says what went wrong */
         return si_error(st, "session: out of memory for a %d-token context (%zu MiB of KV "
                         "cache)", m->n_ctx,
-                        (kv_cache_block_bytes(hp->n_layer, kv_dim, KV_BLOCK_SIZE) * n_blocks) >> 20);
+                        (kv_cache_block_bytes(hp->n_layer, kv_dim, KV_BLOCK_SIZE, 2) * n_blocks) >> 20);
     }
     s->block_table = malloc((size_t)n_blocks * sizeof(int32_t));
     s->pos = malloc((size_t)n_batch * sizeof(int32_t));

@@ -87,6 +87,11 @@ def test_prompt_longer_than_context(binary, default_model):
     (["run", "-m"], "-m"),
     (["run", "-p", "x"], "model"),
     (["frobnicate"], "frobnicate"),
+    (["run", "--kv-cache-dtype", "int8"], "--kv-cache-dtype expects auto, f16, fp8 or fp8_e4m3"),
+    (["run", "--kv-cache-dtype", "FP8"], "'FP8'"),
+    (["serve", "--kv-cache-dtype", "fp16"], "--kv-cache-dtype expects auto, f16, fp8 or fp8_e4m3"),
+    (["bench", "--kv-cache-dtype", "e5m2"], "--kv-cache-dtype expects auto, f16, fp8 or fp8_e4m3"),
+    (["bench", "-m", "x.gguf", "--kv-cache-dtype", "fp8"], "--concurrency"),
 ])
 def test_invalid_flags(binary, args, needle):
     check_error(run_cli(*args, check=False), needle)
@@ -96,3 +101,33 @@ def test_invalid_flags(binary, args, needle):
 def test_help(binary, cmd):
     proc = run_cli(cmd, "--help")
     assert b"usage: swiftinfer " + cmd.encode() in proc.stdout
+
+
+def test_kv_cache_dtype_fp8_needs_the_engine(binary, default_model):
+    proc = run_cli("run", "-m", default_model, "--kv-cache-dtype", "fp8", "-p", "hi", "-n", 1,
+                   check=False)
+    check_error(proc, "--kv-cache-dtype fp8", "--parallel")
+
+
+@pytest.mark.parametrize("args", [
+    ["run", "--parallel", 2, "-p", "hi", "-n", 1],
+    ["bench", "-c", 2, "-p", 8, "-n", 2],
+])
+def test_kv_cache_dtype_fp8_refused_on_cpu(binary, default_model, args):
+    """the CPU backend keeps an f16 cache: fp8 is a clear error naming the flag and the fix"""
+    proc = run_cli(*args, "-m", default_model, "--device", "cpu", "--kv-cache-dtype", "fp8",
+                   check=False)
+    check_error(proc, "--kv-cache-dtype fp8", "--device cuda")
+
+
+@pytest.mark.parametrize("value", ["auto", "f16"])
+def test_kv_cache_dtype_f16_names_run(binary, default_model, value):
+    proc = run_cli("run", "-m", default_model, "--device", "cpu", "--kv-cache-dtype", value,
+                   "--parallel", 1, "-p", "hi", "-n", 2)
+    assert proc.returncode == 0
+
+
+@pytest.mark.parametrize("cmd", ["run", "serve", "bench"])
+def test_help_names_kv_cache_dtype(binary, cmd):
+    proc = run_cli(cmd, "--help")
+    assert b"--kv-cache-dtype" in proc.stdout and b"fp8_e4m3" in proc.stdout

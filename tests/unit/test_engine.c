@@ -407,6 +407,35 @@ static void test_rejections(void **state) {
     si_engine_free(e); /* frees the unread request too */
 }
 
+/* An FP8 KV cache is the CUDA backend's: on the CPU backend si_engine_create refuses it with a
+ * message naming the flag and the device that has it; an unknown dtype is a bad argument;
+ * SI_KV_F16 spelled out is the default. */
+static void test_kv_cache_dtype(void **state) {
+    (void)state;
+    si_model_params mp = si_model_default_params();
+    mp.n_ctx = 256;
+    mp.n_threads = 1;
+    mp.device = SI_DEVICE_CPU;
+    si_model *m = NULL;
+    assert_int_equal(si_model_load(g_path, &mp, &m), SI_OK);
+    si_engine_params p = si_engine_default_params();
+    assert_int_equal(p.kv_cache_dtype, SI_KV_F16);
+    p.n_blocks = 8;
+    p.kv_cache_dtype = SI_KV_FP8_E4M3;
+    si_engine *e = NULL;
+    assert_int_equal(si_engine_create(m, &p, &e), SI_ERR_UNSUPPORTED);
+    assert_null(e);
+    assert_non_null(strstr(si_last_error(), "--kv-cache-dtype fp8"));
+    assert_non_null(strstr(si_last_error(), "--device cuda"));
+    p.kv_cache_dtype = 7;
+    assert_int_equal(si_engine_create(m, &p, &e), SI_ERR_INVALID_ARG);
+    assert_non_null(strstr(si_last_error(), "kv_cache_dtype 7"));
+    p.kv_cache_dtype = SI_KV_F16;
+    assert_int_equal(si_engine_create(m, &p, &e), SI_OK);
+    si_engine_free(e);
+    si_model_free(m);
+}
+
 /* Random submits (some streaming), cancels and reads with a tiny pool: every request ends, and
  * no block stays used. (Debug builds also run sched_check after every step.) */
 static void test_stress_engine(void **state) {
@@ -538,6 +567,7 @@ int main(void) {
         cmocka_unit_test(test_cancel_returns_output),
         cmocka_unit_test(test_stops_and_logprobs),
         cmocka_unit_test(test_rejections),
+        cmocka_unit_test(test_kv_cache_dtype),
         cmocka_unit_test(test_stress_engine),
         cmocka_unit_test(test_callback_and_min_batch),
         cmocka_unit_test(test_exact_default_model),

@@ -24,6 +24,9 @@ static void cpu_free(void *state) {
 
 static si_status cpu_create(si_model *m, const backend_params *p, void **state) {
     *state = NULL;
+    if (p->kv_dtype != SI_KV_F16) /* the engine says so first, naming the flag */
+        return si_error(SI_ERR_UNSUPPORTED, "cpu backend: the KV cache is f16 only "
+                        "(--kv-cache-dtype fp8 needs --device cuda)");
     cpu_state *c = calloc(1, sizeof *c);
     if (!c) return si_error(SI_ERR_NOMEM, "cpu backend: out of memory");
     c->m = m;
@@ -46,7 +49,7 @@ static void cpu_forward(void *state, const si_batch *b, float *logits) {
 static void cpu_stats(const void *state, backend_stats *out) {
     const cpu_state *c = state;
     *out = (backend_stats){.device = "cpu"};
-    out->kv_bytes = kv_cache_block_bytes(c->kv->n_layer, c->kv->kv_dim, c->kv->block_size) *
+    out->kv_bytes = kv_cache_block_bytes(c->kv->n_layer, c->kv->kv_dim, c->kv->block_size, 2) *
                     (size_t)c->kv->n_blocks;
 }
 
