@@ -18,9 +18,17 @@
  * version 1), each also checking that a sequence decoded alone gives bit for bit its row of the
  * batch; the decode timing table prints each setting's GB/s and fraction of 4.21 TB/s.
  *
- * Usage: test_cuda_attention [--small] [--no-bench] [--decode]
+ * FP8 E4M3 caches (kv_dtype SI_KV_FP8_E4M3): the host rounds K/V to E4M3 with cuda_fp8.h's
+ * host conversion (the same round-to-nearest-even, saturating function the kernels call; its
+ * agreement with the GPU's cvt instruction is checked first, over every E4M3 value, the ties
+ * between neighbours and random floats), writes the bytes to the cache and gives the reference
+ * their exact values (every E4M3 value is an f16 value), so the f16 tolerances hold. The RoPE
+ * write's FP8 bytes must equal the E4M3 rounding of its f32 outputs exactly.
+ *
+ * Usage: test_cuda_attention [--small] [--no-bench] [--decode] [--fp8]
  *   --small: small shapes only, no timing (for compute-sanitizer memcheck/racecheck).
  *   --decode: the decode checks and timings only (no rope, no prefill).
+ *   --fp8: the FP8-cache checks and timings only.
  * Exit status 1 on any failure. */
 #include <algorithm>
 #include <cmath>
@@ -33,6 +41,7 @@
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/attention.cuh" /* attn_decode_config */
+#include <cuda_fp8.h>
 extern "C" {
 #include "core/fp16.h"
 }
@@ -87,6 +96,15 @@ static double max_abs_err(const std::vector<float> &a, const std::vector<double>
 
 static float round_f16(float x) { return fp16_to_fp32(fp32_to_fp16(x)); }
 
+/* E4M3 on the host: cuda_fp8.h's host path of the kernels' conversion (round to nearest even,
+ * saturated to +-448) and the exact value back */
+static uint8_t to_e4m3(float x) { return __nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E4M3); }
+static float from_e4m3(uint8_t b) {
+    const __half_raw h = __nv_cvt_fp8_to_halfraw(b, __NV_E4M3);
+    return fp16_to_fp32(h.x);
+}
+static const char *kv_name(int kv_dtype) { return kv_dtype == SI_KV_FP8_E4M3 ? " fp8" : ""; }
+
 static const float k_freq_base = 10000.0f, k_freq_scale = 1.0f;
 
 /* (cos, sin) of slot `pos`, pair i: cpu_rope_table's arithmetic */
@@ -116,11 +134,13 @@ static void ref_rope_head(float *x, int pos, int rope_dim, bool neox) {
 struct paged {
     int hd, n_head, n_head_kv, kvd, max_blocks, rope_dim;
     bool neox;
+    int kv_dtype;                  /* SI_KV_F16 or SI_KV_FP8_E4M3: what the device cache holds */
     std::vector<int> len;          /* slots written per sequence */
     std::vector<uint8_t> rotate;   /* rope_on_read per sequence */
     std::vector<int32_t> bt;       /* [n_seqs][max_blocks], -1 past a sequence's blocks */
-    std::vector<uint16_t> kc, vc;  /* [n_blocks][16][kvd] */
-    uint16_t *dkc = nullptr, *dvc = nullptr;
+    std::vector<uint16_t> kc, vc;  /* [n_blocks][16][kvd] f16: the values the cache holds */
+    std::vector<uint8_t> kc8, vc8; /* FP8: the E4M3 bytes of the same (kc, vc: their values) */
+    void *dkc = nullptr, *dvc = nullptr;
     int32_t *dbt = nullptr;
     uint8_t *drot = nullptr;
 
@@ -140,10 +160,12 @@ struct paged {
 };
 
 static paged make_paged(int hd, int n_head, int n_head_kv, const std::vector<int> &len,
-                        const std::vector<uint8_t> &rotate, int rope_dim, bool neox) {
+                        const std::vector<uint8_t> &rotate, int rope_dim, bool neox,
+                        int kv_dtype = SI_KV_F16) {
     paged c;
     c.hd = hd; c.n_head = n_head; c.n_head_kv = n_head_kv; c.kvd = n_head_kv * hd;
-    c.rope_dim = rope_dim; c.neox = neox; c.len = len; c.rotate = rotate;
+    c.rope_dim = rope_dim; c.neox = neox; c.len = len; c.rotate = rotate; c.kv_dtype = kv_dtype;
+    const bool fp8 = kv_dtype == SI_KV_FP8_E4M3;
     const int n_seqs = (int)len.size();
     int max_len = 1, total = 0;
     for (int L : len) { max_len = std::max(max_len, L); total += (L + 15) / 16; }
@@ -156,19 +178,39 @@ static paged make_paged(int hd, int n_head, int n_head_kv, const std::vector<int
     int next = 0;
     for (int s = 0; s < n_seqs; s++)
         for (int b = 0; b < (len[s] + 15) / 16; b++) c.bt[(size_t)s * c.max_blocks + b] = perm[next++];
-    /* every slot NaN, then the written ones random: a read past a sequence's length shows */
+    /* every slot NaN (E4M3: 0xFF), then the written ones random: a read past a sequence's
+     * length shows */
     const size_t n = (size_t)n_blocks * 16 * c.kvd;
     c.kc.assign(n, 0xFFFF);
     c.vc.assign(n, 0xFFFF);
+    if (fp8) {
+        c.kc8.assign(n, 0xFF);
+        c.vc8.assign(n, 0xFF);
+    }
     for (int s = 0; s < n_seqs; s++)
         for (int j = 0; j < len[s]; j++) {
             const size_t row = ((size_t)c.bt[(size_t)s * c.max_blocks + j / 16] * 16 + j % 16) * c.kvd;
             for (int i = 0; i < c.kvd; i++) {
-                c.kc[row + i] = fp32_to_fp16(rnd_f() * 2.0f);
-                c.vc[row + i] = fp32_to_fp16(rnd_f());
+                const float k = rnd_f() * 2.0f, v = rnd_f();
+                if (fp8) {
+                    c.kc8[row + i] = to_e4m3(k);
+                    c.vc8[row + i] = to_e4m3(v);
+                    c.kc[row + i] = fp32_to_fp16(from_e4m3(c.kc8[row + i])); /* exact */
+                    c.vc[row + i] = fp32_to_fp16(from_e4m3(c.vc8[row + i]));
+                } else {
+                    c.kc[row + i] = fp32_to_fp16(k);
+                    c.vc[row + i] = fp32_to_fp16(v);
+                }
             }
         }
-    c.dkc = dcopy(c.kc); c.dvc = dcopy(c.vc); c.dbt = dcopy(c.bt); c.drot = dcopy(c.rotate);
+    if (fp8) {
+        c.dkc = dcopy(c.kc8);
+        c.dvc = dcopy(c.vc8);
+    } else {
+        c.dkc = dcopy(c.kc);
+        c.dvc = dcopy(c.vc);
+    }
+    c.dbt = dcopy(c.bt); c.drot = dcopy(c.rotate);
     return c;
 }
 static void free_paged(paged &c) {
@@ -228,7 +270,8 @@ static std::vector<float> random_q(int n_rows, int q_dim, int q_stride) {
 }
 
 static cuda_rope_params rope_of(const paged &c) {
-    return cuda_rope_params{c.n_head, c.n_head_kv, c.hd, c.rope_dim, k_freq_base, k_freq_scale, NULL, c.neox ? 1 : 0};
+    return cuda_rope_params{c.n_head,      c.n_head_kv,  c.hd, c.rope_dim, k_freq_base,
+                            k_freq_scale, NULL,         c.neox ? 1 : 0,   c.kv_dtype};
 }
 
 /* ---- prefill ---- */
@@ -238,13 +281,13 @@ struct seq_spec { int prefix, n_new; bool rotate; }; /* slots already cached, to
 /* q_pad: extra floats per q row (1: rows not 16-byte aligned, the kernel's scalar q loads) */
 static void test_prefill(const char *what, int hd, int n_head, int n_head_kv,
                          const std::vector<seq_spec> &seqs, int rope_dim = 0, bool neox = false,
-                         int q_pad = 0) {
+                         int q_pad = 0, int kv_dtype = SI_KV_F16) {
     const int n_seqs = (int)seqs.size();
     std::vector<int> len;
     std::vector<uint8_t> rot;
     bool any_rot = false;
     for (const seq_spec &s : seqs) { len.push_back(s.prefix + s.n_new); rot.push_back(s.rotate); any_rot |= s.rotate; }
-    paged c = make_paged(hd, n_head, n_head_kv, len, rot, rope_dim ? rope_dim : hd, neox);
+    paged c = make_paged(hd, n_head, n_head_kv, len, rot, rope_dim ? rope_dim : hd, neox, kv_dtype);
     std::vector<int32_t> seq, pos;
     std::vector<int> n_kv;
     int max_kv = 1;
@@ -262,7 +305,7 @@ static void test_prefill(const char *what, int hd, int n_head, int n_head_kv,
 
     float *dq = dcopy(q), *dout = dmalloc<float>((size_t)n * q_dim);
     int32_t *dseq = dcopy(seq), *dpos = dcopy(pos);
-    const cuda_attn_params p = {n_head, n_head_kv, hd, c.max_blocks, scale};
+    const cuda_attn_params p = {n_head, n_head_kv, hd, c.max_blocks, scale, kv_dtype};
     const cuda_rope_params rp = rope_of(c);
     const size_t sb = cuda_attention_prefill_scratch_bytes(&p, n, n_seqs);
     uint8_t *ds = dmalloc<uint8_t>(sb);
@@ -272,8 +315,8 @@ static void test_prefill(const char *what, int hd, int n_head, int n_head_kv,
                                           any_rot ? c.drot : NULL, any_rot ? &rp : NULL, &p, ds, g_st);
     const std::vector<float> o = fetch(dout, (size_t)n * q_dim);
     char name[160];
-    snprintf(name, sizeof name, "prefill %s: hd=%d H=%d/%d tokens=%d seqs=%d%s%s%s", what, hd, n_head, n_head_kv,
-             n, n_seqs, any_rot ? (neox ? " rope_on_read neox" : " rope_on_read norm") : "",
+    snprintf(name, sizeof name, "prefill%s %s: hd=%d H=%d/%d tokens=%d seqs=%d%s%s%s", kv_name(kv_dtype), what, hd,
+             n_head, n_head_kv, n, n_seqs, any_rot ? (neox ? " rope_on_read neox" : " rope_on_read norm") : "",
              q_pad ? " q_stride odd" : "",
              hd == 64 || hd == 128 ? "" : " (decode-kernel path)");
     if (rc) printf("     cuda_attention_prefill returned %d (unsupported shape)\n", rc);
@@ -303,9 +346,9 @@ static const dcfg k_dcfg_default = {2, 256, 0};
  * own length, so a different grid) must give bit for bit its row of the batch. */
 static void test_decode(int hd, int n_head, int n_head_kv, const std::vector<int> &len,
                         const std::vector<uint8_t> &rot, int rope_dim, bool neox,
-                        const std::vector<dcfg> &cfgs) {
+                        const std::vector<dcfg> &cfgs, int kv_dtype = SI_KV_F16) {
     const int n_seqs = (int)len.size();
-    paged c = make_paged(hd, n_head, n_head_kv, len, rot, rope_dim, neox);
+    paged c = make_paged(hd, n_head, n_head_kv, len, rot, rope_dim, neox, kv_dtype);
     const int q_dim = n_head * hd, q_stride = q_dim + 2 * c.kvd;
     int max_kv = 1;
     bool any_rot = false;
@@ -318,8 +361,9 @@ static void test_decode(int hd, int n_head, int n_head_kv, const std::vector<int
     const std::vector<double> ref = ref_attention(c, q, q_stride, row_seq, len, scale);
     float *dq = dcopy(q), *dout = dmalloc<float>((size_t)n_seqs * q_dim), *dalone = dmalloc<float>(q_dim);
     int32_t *dlen = dcopy(std::vector<int32_t>(len.begin(), len.end()));
-    const cuda_attn_params p = {n_head, n_head_kv, hd, c.max_blocks, scale};
+    const cuda_attn_params p = {n_head, n_head_kv, hd, c.max_blocks, scale, kv_dtype};
     const cuda_rope_params rp = rope_of(c);
+    const char *kvn = kv_name(kv_dtype);
     for (const dcfg &k : cfgs) {
         dcfg_set(k);
         const size_t sb = cuda_attention_scratch_bytes(&p, n_seqs, max_kv);
@@ -331,11 +375,11 @@ static void test_decode(int hd, int n_head, int n_head_kv, const std::vector<int
         const std::vector<float> o = fetch(dout, (size_t)n_seqs * q_dim);
         char name[200];
         if (any_rot)
-            snprintf(name, sizeof name, "decode %s rope_on_read %s rd=%d: hd=%d H=%d/%d seqs=%d max_len=%d",
-                     dcfg_name(k), neox ? "neox" : "norm", rope_dim, hd, n_head, n_head_kv, n_seqs, max_kv);
+            snprintf(name, sizeof name, "decode%s %s rope_on_read %s rd=%d: hd=%d H=%d/%d seqs=%d max_len=%d",
+                     kvn, dcfg_name(k), neox ? "neox" : "norm", rope_dim, hd, n_head, n_head_kv, n_seqs, max_kv);
         else
-            snprintf(name, sizeof name, "decode %s: hd=%d H=%d/%d seqs=%d max_len=%d", dcfg_name(k), hd, n_head,
-                     n_head_kv, n_seqs, max_kv);
+            snprintf(name, sizeof name, "decode%s %s: hd=%d H=%d/%d seqs=%d max_len=%d", kvn, dcfg_name(k), hd,
+                     n_head, n_head_kv, n_seqs, max_kv);
         report(name, rc ? NAN : max_abs_err(o, ref), 1e-4);
         /* each sequence alone: bit-identical to its row in the batch (error: differing floats) */
         double n_diff = rc ? NAN : 0;
@@ -352,8 +396,8 @@ static void test_decode(int hd, int n_head, int n_head_kv, const std::vector<int
             if (memcmp(a.data(), &o[(size_t)s * q_dim], q_dim * sizeof(float)) != 0)
                 for (int i = 0; i < q_dim; i++) n_diff += a[i] != o[(size_t)s * q_dim + i];
         }
-        snprintf(name, sizeof name, "decode %s: hd=%d H=%d/%d each sequence alone == its batch row (bitwise)",
-                 dcfg_name(k), hd, n_head, n_head_kv);
+        snprintf(name, sizeof name, "decode%s %s: hd=%d H=%d/%d each sequence alone == its batch row (bitwise)",
+                 kvn, dcfg_name(k), hd, n_head, n_head_kv);
         report(name, n_diff, 0);
         CUDA_CHECK(cudaFree(ds));
     }
@@ -365,27 +409,33 @@ static void test_decode(int hd, int n_head, int n_head_kv, const std::vector<int
 
 /* ---- cuda_rope_kv_write with k_unrotated ---- */
 
-/* Tokens flagged k_unrotated keep k as given (in place and in the cache); q is rotated for all. */
-static void test_rope_k_unrotated(int n_tokens, int n_head, int n_head_kv, int hd, bool neox) {
+/* Tokens flagged k_unrotated keep k as given (in place and in the cache); q is rotated for all.
+ * FP8 caches: every cached byte must be the E4M3 rounding of the kernel's own f32 k (rotated in
+ * place, checked against the reference) and of v, exactly; v has values past 448 there, to
+ * check the saturation. */
+static void test_rope_k_unrotated(int n_tokens, int n_head, int n_head_kv, int hd, bool neox,
+                                  int kv_dtype = SI_KV_F16) {
+    const bool fp8 = kv_dtype == SI_KV_FP8_E4M3;
     const int qd = n_head * hd, kvd = n_head_kv * hd;
     std::vector<float> q((size_t)n_tokens * qd), k((size_t)n_tokens * kvd), v((size_t)n_tokens * kvd);
     for (auto &x : q) x = rnd_f();
     for (auto &x : k) x = rnd_f();
-    for (auto &x : v) x = rnd_f();
+    for (size_t i = 0; i < v.size(); i++) v[i] = rnd_f() * (fp8 && i % 5 == 0 ? 1000.0f : 1.0f);
     std::vector<int32_t> pos(n_tokens), slot(n_tokens);
     std::vector<uint8_t> unrot(n_tokens);
     for (int t = 0; t < n_tokens; t++) { pos[t] = rnd_int(4096); slot[t] = t; unrot[t] = t % 2; }
     float *dq = dcopy(q), *dk = dcopy(k), *dv = dcopy(v);
     int32_t *dpos = dcopy(pos), *dslot = dcopy(slot);
     uint8_t *dun = dcopy(unrot);
-    const size_t cache_n = (size_t)n_tokens * kvd;
-    uint16_t *dkc = dmalloc<uint16_t>(cache_n), *dvc = dmalloc<uint16_t>(cache_n);
-    poison(dkc, cache_n); poison(dvc, cache_n);
-    const cuda_rope_params p = {n_head, n_head_kv, hd, hd, k_freq_base, k_freq_scale, NULL, neox ? 1 : 0};
+    const size_t cache_n = (size_t)n_tokens * kvd, esz = fp8 ? 1 : 2;
+    uint8_t *dkc = dmalloc<uint8_t>(cache_n * esz), *dvc = dmalloc<uint8_t>(cache_n * esz);
+    poison(dkc, cache_n * esz); poison(dvc, cache_n * esz);
+    const cuda_rope_params p = {n_head, n_head_kv, hd, hd, k_freq_base, k_freq_scale, NULL, neox ? 1 : 0, kv_dtype};
     cuda_rope_kv_write(dq, qd, dk, kvd, dv, kvd, dpos, dslot, dun, n_tokens, dkc, dvc, &p, g_st);
     const std::vector<float> oq = fetch(dq, q.size()), ok = fetch(dk, k.size());
-    const std::vector<uint16_t> kc = fetch(dkc, cache_n), vc = fetch(dvc, cache_n);
-    double eq = 0, ek = 0, ec = 0;
+    const std::vector<uint8_t> kc = fetch(dkc, cache_n * esz), vc = fetch(dvc, cache_n * esz);
+    const uint16_t *kc16 = (const uint16_t *)kc.data(), *vc16 = (const uint16_t *)vc.data();
+    double eq = 0, ek = 0, ec = 0, n_bad = 0;
     for (int t = 0; t < n_tokens; t++) {
         for (int h = 0; h < n_head; h++) ref_rope_head(&q[(size_t)t * qd + (size_t)h * hd], pos[t], hd, neox);
         if (!unrot[t])
@@ -394,24 +444,104 @@ static void test_rope_k_unrotated(int n_tokens, int n_head, int n_head_kv, int h
         for (int i = 0; i < kvd; i++) {
             const size_t e = (size_t)t * kvd + i;
             ek = std::max(ek, (double)std::fabs(ok[e] - k[e]));
+            if (fp8) { /* the bytes of the kernel's own f32 values, exactly */
+                n_bad += kc[e] != to_e4m3(ok[e]);
+                n_bad += vc[e] != to_e4m3(v[e]);
+                continue;
+            }
             /* the cache: f16 of the (un)rotated k, and of v */
-            ec = std::max(ec, (double)std::fabs(fp16_to_fp32(kc[e]) - round_f16(k[e])));
-            ec = std::max(ec, (double)std::fabs(fp16_to_fp32(vc[e]) - round_f16(v[e])));
-            if (std::isnan(ok[e]) || std::isnan(fp16_to_fp32(kc[e])) || std::isnan(fp16_to_fp32(vc[e]))) ec = NAN;
+            ec = std::max(ec, (double)std::fabs(fp16_to_fp32(kc16[e]) - round_f16(k[e])));
+            ec = std::max(ec, (double)std::fabs(fp16_to_fp32(vc16[e]) - round_f16(v[e])));
+            if (std::isnan(ok[e]) || std::isnan(fp16_to_fp32(kc16[e])) || std::isnan(fp16_to_fp32(vc16[e]))) ec = NAN;
         }
     }
+    const char *kvn = kv_name(kv_dtype), *rn = neox ? "neox" : "norm";
     char name[160];
-    snprintf(name, sizeof name, "rope_kv_write k_unrotated (odd tokens) %s T=%d H=%d/%d hd=%d: q rotated",
-             neox ? "neox" : "norm", n_tokens, n_head, n_head_kv, hd);
+    snprintf(name, sizeof name, "rope_kv_write%s k_unrotated (odd tokens) %s T=%d H=%d/%d hd=%d: q rotated", kvn,
+             rn, n_tokens, n_head, n_head_kv, hd);
     report(name, eq, 2e-5);
-    snprintf(name, sizeof name, "rope_kv_write k_unrotated %s: k in place (odd tokens as given)", neox ? "neox" : "norm");
+    snprintf(name, sizeof name, "rope_kv_write%s k_unrotated %s: k in place (odd tokens as given)", kvn, rn);
     report(name, ek, 2e-5);
-    /* one f16 ulp where sincosf and cosf/sinf round a rotated k to neighbouring halves */
-    snprintf(name, sizeof name, "rope_kv_write k_unrotated %s: cache = f16(k as given / rotated), f16(v)",
-             neox ? "neox" : "norm");
-    report(name, ec, 1e-3);
+    if (fp8) {
+        snprintf(name, sizeof name, "rope_kv_write fp8 k_unrotated %s: cache bytes = e4m3(k out), e4m3(v) (count)",
+                 rn);
+        report(name, n_bad, 0);
+    } else {
+        /* one f16 ulp where sincosf and cosf/sinf round a rotated k to neighbouring halves */
+        snprintf(name, sizeof name, "rope_kv_write k_unrotated %s: cache = f16(k as given / rotated), f16(v)", rn);
+        report(name, ec, 1e-3);
+    }
     CUDA_CHECK(cudaFree(dq)); CUDA_CHECK(cudaFree(dk)); CUDA_CHECK(cudaFree(dv)); CUDA_CHECK(cudaFree(dpos));
     CUDA_CHECK(cudaFree(dslot)); CUDA_CHECK(cudaFree(dun)); CUDA_CHECK(cudaFree(dkc)); CUDA_CHECK(cudaFree(dvc));
+}
+
+/* ---- E4M3 conversion: the GPU's cvt (the kernels') against the host's (the reference's) ---- */
+
+__global__ void e4m3_kernel(const float *x, int n, uint8_t *out, float *back) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    out[i] = kv_fp8::from_float(x[i]);
+    back[i] = kv_fp8::to_float(out[i]);
+}
+__global__ void e4m3_load8_kernel(const uint8_t *b, int n8, float *out) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n8) return;
+    const uint4 h = kv_fp8::load_h8(b + 8 * i);
+    const __half *hh = (const __half *)&h;
+    for (int j = 0; j < 8; j++) out[8 * i + j] = __half2float(hh[j]);
+}
+
+/* Every finite E4M3 value, each midpoint between neighbours (ties: to even), values just either
+ * side of them, the saturation range and random floats: the device conversion must give the
+ * host's bytes, and both some known anchors; reading back (one value and 8 at a time) must give
+ * the exact values. */
+static void test_e4m3_conversion() {
+    std::vector<float> x;
+    std::vector<float> pos_vals;
+    for (int b = 0; b < 0x7F; b++) pos_vals.push_back(from_e4m3((uint8_t)b)); /* 0 .. 448 */
+    for (size_t i = 0; i < pos_vals.size(); i++) {
+        const float a = pos_vals[i];
+        x.push_back(a);
+        if (i + 1 < pos_vals.size()) {
+            const float mid = 0.5f * (a + pos_vals[i + 1]);
+            x.push_back(mid);
+            x.push_back(nextafterf(mid, 0.0f));
+            x.push_back(nextafterf(mid, 1e30f));
+        }
+    }
+    for (float v : {464.0f, 463.9f, 480.0f, 500.0f, 1e6f, 3.0e38f}) x.push_back(v);
+    for (int i = 0; i < 20000; i++) x.push_back(rnd_f() * (float)(1 << rnd_int(12)) / (float)(1 << rnd_int(14)));
+    const size_t n0 = x.size();
+    for (size_t i = 0; i < n0; i++) x.push_back(-x[i]);
+    while (x.size() % 8) x.push_back(0.0f);
+    const int n = (int)x.size();
+    float *dx = dcopy(x), *dback = dmalloc<float>(n), *dload = dmalloc<float>(n);
+    uint8_t *db = dmalloc<uint8_t>(n);
+    poison(db, n); poison(dback, n); poison(dload, n);
+    e4m3_kernel<<<(n + 255) / 256, 256, 0, g_st>>>(dx, n, db, dback);
+    e4m3_load8_kernel<<<(n / 8 + 255) / 256, 256, 0, g_st>>>(db, n / 8, dload);
+    CUDA_CHECK(cudaGetLastError());
+    const std::vector<uint8_t> b = fetch(db, n);
+    const std::vector<float> back = fetch(dback, n), load = fetch(dload, n);
+    double n_diff = 0, n_back = 0;
+    for (int i = 0; i < n; i++) {
+        n_diff += b[i] != to_e4m3(x[i]);
+        n_back += !(back[i] == from_e4m3(b[i])) + !(load[i] == from_e4m3(b[i]));
+    }
+    /* anchors, independent of either conversion: 1 = 0x38, 448 = 0x7E, saturation, the smallest
+     * subnormal 2^-9 = 0x01, its half a tie that rounds to even (0), 1.0625 (between 1 and
+     * 1.125) a tie that rounds to even (1.0), 1.1875 one that rounds up to 1.25 = 0x3A */
+    const struct { float x; uint8_t b; } anchors[] = {
+        {1.0f, 0x38}, {448.0f, 0x7E}, {1000.0f, 0x7E}, {-1000.0f, 0xFE}, {0.001953125f, 0x01},
+        {0.0009765625f, 0x00}, {1.0625f, 0x38}, {1.1875f, 0x3A}, {-2.0f, 0xC0}};
+    double n_anchor = 0;
+    for (const auto &a : anchors) n_anchor += to_e4m3(a.x) != a.b;
+    char name[160];
+    snprintf(name, sizeof name, "e4m3: GPU cvt == host conversion, %d floats (count differing)", n);
+    report(name, n_diff, 0);
+    report("e4m3: GPU read-back (one and 8 at a time) == exact values (count differing)", n_back, 0);
+    report("e4m3: host conversion on known values: 1, 448, saturation, subnormal, ties to even", n_anchor, 0);
+    CUDA_CHECK(cudaFree(dx)); CUDA_CHECK(cudaFree(dback)); CUDA_CHECK(cudaFree(dload)); CUDA_CHECK(cudaFree(db));
 }
 
 /* ---- timing ---- */
@@ -493,16 +623,17 @@ static void bench_prefill(int n_seqs, int n_new, int n_head, int n_head_kv, int 
  * rope_on_read every setting's output is also checked against the reference (1e-4). */
 static const double k_copy_gbs = 4210.0; /* H200 measured copy bandwidth (issue 6) */
 static void bench_decode(int n_seqs, int len, int n_head, int n_head_kv, int hd, bool rotate,
-                         const std::vector<dcfg> &cfgs) {
+                         const std::vector<dcfg> &cfgs, int kv_dtype = SI_KV_F16) {
     paged c = make_paged(hd, n_head, n_head_kv, std::vector<int>(n_seqs, len),
-                         std::vector<uint8_t>(n_seqs, rotate), hd, true);
+                         std::vector<uint8_t>(n_seqs, rotate), hd, true, kv_dtype);
+    const int esz = kv_dtype == SI_KV_FP8_E4M3 ? 1 : 2;
     const int q_dim = n_head * hd;
     std::vector<float> q = random_q(n_seqs, q_dim, q_dim);
     float *dq = dcopy(q), *dout = dmalloc<float>((size_t)n_seqs * q_dim);
     int32_t *dlen = dcopy(std::vector<int32_t>(n_seqs, len));
-    const cuda_attn_params p = {n_head, n_head_kv, hd, c.max_blocks, 1.0f / sqrtf((float)hd)};
+    const cuda_attn_params p = {n_head, n_head_kv, hd, c.max_blocks, 1.0f / sqrtf((float)hd), kv_dtype};
     const cuda_rope_params rp = rope_of(c);
-    const double bytes = (double)n_seqs * len * c.kvd * 2 * 2;
+    const double bytes = (double)n_seqs * len * c.kvd * 2 * esz;
     std::vector<double> ref;
     for (size_t ci = 0; ci < cfgs.size(); ci++) {
         dcfg_set(cfgs[ci]);
@@ -517,9 +648,9 @@ static void bench_decode(int n_seqs, int len, int n_head, int n_head_kv, int hd,
             }
         });
         const double gbs = bytes / us * 1e-3;
-        printf("TIME decode %2d seqs x len %-5d H=%d/%d hd=%d%s %-12s: %8.1f us  %7.1f GB/s  %5.1f%% of %.0f"
-               "  (x32 layers: %.2f ms)\n", n_seqs, len, n_head, n_head_kv, hd, rotate ? " rope_on_read" : "",
-               dcfg_name(cfgs[ci]), us, gbs, 100.0 * gbs / k_copy_gbs, k_copy_gbs, us * 32 * 1e-3);
+        printf("TIME decode%s %2d seqs x len %-5d H=%d/%d hd=%d%s %-12s: %8.1f us  %7.1f GB/s  %5.1f%% of %.0f"
+               "  (x32 layers: %.2f ms)\n", kv_name(kv_dtype), n_seqs, len, n_head, n_head_kv, hd,
+               rotate ? " rope_on_read" : "", dcfg_name(cfgs[ci]), us, gbs, 100.0 * gbs / k_copy_gbs, k_copy_gbs, us * 32 * 1e-3);
         fflush(stdout);
         if (!rotate) {
             const std::vector<float> o = fetch(dout, (size_t)n_seqs * q_dim);
@@ -529,8 +660,8 @@ static void bench_decode(int n_seqs, int len, int n_head, int n_head_kv, int hd,
                 ref = ref_attention(c, q, q_dim, row_seq, std::vector<int>(n_seqs, len), p.scale);
             }
             char name[160];
-            snprintf(name, sizeof name, "decode %s (timed shape): hd=%d H=%d/%d seqs=%d len=%d",
-                     dcfg_name(cfgs[ci]), hd, n_head, n_head_kv, n_seqs, len);
+            snprintf(name, sizeof name, "decode%s %s (timed shape): hd=%d H=%d/%d seqs=%d len=%d",
+                     kv_name(kv_dtype), dcfg_name(cfgs[ci]), hd, n_head, n_head_kv, n_seqs, len);
             report(name, max_abs_err(o, ref), 1e-4);
         }
         CUDA_CHECK(cudaFree(ds));
@@ -540,19 +671,90 @@ static void bench_decode(int n_seqs, int len, int n_head, int n_head_kv, int hd,
     free_paged(c);
 }
 
+/* The FP8-cache checks: the conversion, the RoPE write, prefill (tensor-core kernel and the
+ * decode-kernel fallback) and decode (MHA and GQA, lengths past several 512-key parts, shuffled
+ * blocks, rope_on_read; every setting, version 1's included: FP8 runs version 2 under it); then
+ * the decode timings of the f16 table's shapes (bytes: one per element). */
+static void fp8_tests(bool small, bool bench, bool prefill) {
+    const int F8 = SI_KV_FP8_E4M3;
+    test_e4m3_conversion();
+    if (prefill) {
+        test_rope_k_unrotated(small ? 6 : 64, 8, 2, 64, false, F8);
+        test_rope_k_unrotated(small ? 6 : 64, 8, 2, 128, true, F8);
+        if (small) {
+            test_prefill("ragged, prefix cached", 64, 4, 1, {{0, 70, false}, {21, 45, false}, {64, 1, false}}, 0,
+                         false, 0, F8);
+            test_prefill("mixed streaming", 128, 4, 1, {{0, 40, true}, {30, 20, false}, {70, 9, true}}, 128, true,
+                         0, F8);
+            test_prefill("fallback", 256, 4, 2, {{0, 20, false}, {9, 7, true}}, 256, true, 0, F8);
+        } else {
+            test_prefill("one sequence 1024 from pos 0", 128, 8, 8, {{0, 1024, false}}, 0, false, 0, F8);
+            test_prefill("ragged, prefix cached", 128, 32, 4,
+                         {{0, 100, false}, {517, 333, false}, {64, 64, false}, {1000, 1, false}}, 0, false, 0, F8);
+            test_prefill("ragged, prefix cached", 64, 16, 2, {{0, 100, false}, {37, 200, false}}, 0, false, 0, F8);
+            test_prefill("chunks straddling 64-position windows", 128, 8, 1,
+                         {{63, 2, false}, {127, 2, false}, {0, 1, false}, {62, 67, false}}, 0, false, 1, F8);
+            test_prefill("mixed streaming", 128, 32, 8, {{0, 300, true}, {200, 77, false}, {1000, 130, true}}, 128,
+                         true, 0, F8);
+            test_prefill("mixed streaming, partial rope", 64, 8, 2, {{513, 200, true}, {0, 65, false}}, 32, false,
+                         0, F8);
+            test_prefill("fallback", 256, 8, 2, {{0, 100, false}, {300, 70, true}}, 256, true, 0, F8);
+        }
+    }
+    if (small) {
+        const std::vector<dcfg> cf = {k_dcfg_default, {2, 16, 0}, {2, 64, 2}, {1, 0, 0}};
+        test_decode(128, 8, 2, {1, 17, 70}, {1, 0, 1}, 128, true, cf, F8);
+        test_decode(64, 8, 2, {50, 30}, {1, 1}, 36, true, cf, F8); /* per-element rotation path */
+        test_decode(128, 32, 32, {1, 300}, {0, 0}, 128, false, cf, F8);
+        test_decode(256, 4, 2, {40, 9}, {0, 0}, 256, false, cf, F8);
+    } else {
+        const std::vector<dcfg> cf = {k_dcfg_default, {2, 512, 0}, {2, 16, 0}, {2, 1024, 0}, {2, 256, 2},
+                                      {2, 1024, 2}, {1, 0, 0}};
+        /* MHA: block and split edges, several 512-key parts */
+        test_decode(128, 32, 32, {1, 15, 16, 17, 255, 257, 640, 1000, 1537}, std::vector<uint8_t>(9, 0), 128,
+                    false, cf, F8);
+        /* GQA 4 and 8, long */
+        test_decode(128, 32, 8, {2048, 1, 700, 33}, std::vector<uint8_t>(4, 0), 128, false, cf, F8);
+        test_decode(128, 16, 2, {400, 20, 1100}, std::vector<uint8_t>(3, 0), 128, false, cf, F8);
+        test_decode(64, 16, 2, {1023, 64, 1}, std::vector<uint8_t>(3, 0), 64, false, cf, F8);
+        test_decode(256, 16, 2, {300, 1025}, std::vector<uint8_t>(2, 0), 256, false, cf, F8);
+        /* sinks: rope_on_read (neox vector path, norm, per-element path), mixed with plain rows */
+        test_decode(128, 32, 8, {1, 17, 600, 1000}, {1, 0, 1, 1}, 128, true, cf, F8);
+        test_decode(64, 16, 2, {513, 2000}, {1, 0}, 32, false, cf, F8);
+        test_decode(64, 8, 2, {50, 700}, {1, 1}, 36, true, cf, F8);
+        test_decode(256, 8, 1, {100, 900}, {0, 1}, 256, false, cf, F8);
+    }
+    if (bench) {
+        const std::vector<dcfg> cf = {k_dcfg_default, {2, 512, 0}, {2, 256, 2}, {2, 512, 2}};
+        bench_decode(64, 640, 32, 32, 128, false, cf, F8);
+        bench_decode(1, 4096, 32, 32, 128, false, cf, F8);
+        bench_decode(8, 2048, 32, 8, 128, false, cf, F8);
+        bench_decode(32, 1024, 32, 8, 128, false, cf, F8);
+        bench_decode(64, 640, 32, 32, 128, true, {k_dcfg_default}, F8);
+    }
+}
+
 int main(int argc, char **argv) {
-    bool small = false, bench = true, prefill = true;
+    bool small = false, bench = true, prefill = true, only_fp8 = false;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--small")) small = true;
         else if (!strcmp(argv[i], "--no-bench")) bench = false;
         else if (!strcmp(argv[i], "--decode")) prefill = false;
-        else { fprintf(stderr, "usage: %s [--small] [--no-bench] [--decode]\n", argv[0]); return 2; }
+        else if (!strcmp(argv[i], "--fp8")) only_fp8 = true;
+        else { fprintf(stderr, "usage: %s [--small] [--no-bench] [--decode] [--fp8]\n", argv[0]); return 2; }
     }
     if (small) bench = false;
     cudaDeviceProp prop;
     CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
     printf("device: %s, %d SMs, cc %d.%d\n", prop.name, prop.multiProcessorCount, prop.major, prop.minor);
     CUDA_CHECK(cudaStreamCreate(&g_st));
+
+    fp8_tests(small, bench, prefill);
+    if (only_fp8) {
+        printf("\n%d checks, %d failed\n%s\n", g_checks, g_fail, g_fail ? "FAILED" : "ALL PASSED");
+        CUDA_CHECK(cudaStreamDestroy(g_st));
+        return g_fail ? 1 : 0;
+    }
 
     /* k_unrotated of cuda_rope_kv_write */
     if (prefill) {

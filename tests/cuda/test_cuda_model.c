@@ -29,6 +29,16 @@
  *    printed.
  * 4. a streaming (stream_window) request on CUDA (keys stored un-rotated, rotated on read)
  *    runs past its window to max_tokens without error; agreement with the CPU is printed.
+ * 5. an FP8 E4M3 KV cache (kv_cache_dtype) against the f16 one, both on the GPU: the same
+ *    kv_memory must buy twice the blocks (or one more); for a 40-token prompt the first token's
+ *    top-1 must be the same, and the top-5 logprobs (natural log) may move at most a quarter of
+ *    what giving the same last token a different 39-token history moves them. E4M3 rounds each
+ *    K/V element by at most 2^-4 relative, with random sign, so scores and attention outputs
+ *    move by a few percent of their spread; a broken cache (wrong bytes, blocks or scale) makes
+ *    the context as good as another one, and the logprobs move as far as a new history does.
+ *    The greedy ids of the 8 requests of 2. on both caches are compared for information. The
+ *    sampling and streaming checks (3., 4.) run on the FP8 cache too: an FP8 streaming
+ *    sequence rotates FP8 keys on read.
  * Prints PASS/FAIL lines and a summary; exit status 1 on any failure. */
 #include <math.h>
 #include <stdio.h>
@@ -260,16 +270,8 @@ static si_engine *make_engine(si_model *m, const si_engine_params *ep) {
     return e;
 }
 
-static void test_engine(si_model *mg, si_model *mc, double tol) {
-    si_engine_params ep = si_engine_default_params();
-    ep.max_num_seqs = 16;
-    ep.max_batched_tokens = 96; /* prefill chunks mixed with decodes */
-    si_engine_params ep8 = ep;
-    ep8.max_batched_tokens = 8; /* every step a GEMV step */
-    si_engine *e = make_engine(mg, &ep8);
-    const int nv = si_model_n_vocab(mg);
-    static int32_t prompts[N_REQ][160];
-    si_request rq[N_REQ];
+/* The N_REQ greedy requests of test_engine: random prompts of 5 .. 138 tokens, N_GEN tokens. */
+static void make_requests(int nv, int32_t prompts[N_REQ][160], si_request rq[N_REQ]) {
     uint64_t seed = 7;
     for (int i = 0; i < N_REQ; i++) {
         const int len = 5 + 19 * i; /* 5 .. 138 tokens */
@@ -280,6 +282,18 @@ static void test_engine(si_model *mg, si_model *mc, double tol) {
         rq[i].max_tokens = N_GEN;
         rq[i].ignore_eos = true;
     }
+}
+
+static void test_engine(si_model *mg, si_model *mc, double tol) {
+    si_engine_params ep = si_engine_default_params();
+    ep.max_num_seqs = 16;
+    ep.max_batched_tokens = 96; /* prefill chunks mixed with decodes */
+    si_engine_params ep8 = ep;
+    ep8.max_batched_tokens = 8; /* every step a GEMV step */
+    si_engine *e = make_engine(mg, &ep8);
+    static int32_t prompts[N_REQ][160];
+    si_request rq[N_REQ];
+    make_requests(si_model_n_vocab(mg), prompts, rq);
     static int32_t alone[N_REQ][N_GEN], together[N_REQ][N_GEN], cpu[N_REQ][N_GEN];
     for (int i = 0; i < N_REQ; i++) run_together(e, &rq[i], 1, &alone[i]);
     run_together(e, rq, N_REQ, together);
@@ -320,6 +334,103 @@ static void test_engine(si_model *mg, si_model *mc, double tol) {
     }
 }
 
+/* The first sampled token's top logprobs of a greedy one-token request for prompt p[0..n). */
+static void first_top(si_engine *e, const int32_t *p, int n, si_token_logprob *top) {
+    si_request r = si_request_default();
+    r.prompt_tokens = p;
+    r.n_prompt_tokens = n;
+    r.max_tokens = 1;
+    r.ignore_eos = true;
+    r.logprobs = true;
+    r.top_logprobs = SI_MAX_TOP_LOGPROBS;
+    si_request_id id;
+    if (si_engine_submit(e, &r, &id)) {
+        fprintf(stderr, "submit: %s\n", si_last_error());
+        exit(2);
+    }
+    si_event *ev = malloc(sizeof *ev);
+    int got = 0;
+    for (;;) {
+        if (si_engine_next_event(e, id, ev, -1)) {
+            fprintf(stderr, "next_event: %s\n", si_last_error());
+            exit(2);
+        }
+        if (ev->type == SI_EVENT_TOKEN && !got++)
+            memcpy(top, ev->top, sizeof(si_token_logprob) * SI_MAX_TOP_LOGPROBS);
+        if (ev->type == SI_EVENT_FINISH || ev->type == SI_EVENT_ERROR) break;
+    }
+    free(ev);
+    if (!got) {
+        fprintf(stderr, "first_top: no token\n");
+        exit(2);
+    }
+}
+
+/* max over a's 5 most likely tokens of |logprob in a - logprob in b|; a token b's top 20 lacks
+ * is taken at b's 20th logprob (an estimate: its own is lower) */
+static double top5_dist(const si_token_logprob *a, const si_token_logprob *b) {
+    double d = 0;
+    for (int i = 0; i < 5; i++) {
+        double lb = b[SI_MAX_TOP_LOGPROBS - 1].logprob;
+        for (int j = 0; j < SI_MAX_TOP_LOGPROBS; j++)
+            if (b[j].token == a[i].token) lb = b[j].logprob;
+        if (!(fabs(a[i].logprob - lb) <= d)) d = fabs(a[i].logprob - lb); /* NaN: failure */
+    }
+    return d;
+}
+
+static void test_kv_fp8(si_model *mg, si_model *mc) {
+    si_engine_params ep = si_engine_default_params();
+    ep.max_num_seqs = 16;
+    ep.max_batched_tokens = 96;
+    ep.kv_memory = (size_t)256 << 20;
+    si_engine_params ep8 = ep;
+    ep8.kv_cache_dtype = SI_KV_FP8_E4M3;
+    si_engine *e16 = make_engine(mg, &ep), *e8 = make_engine(mg, &ep8);
+    si_engine_stats s16, s8;
+    si_engine_get_stats(e16, &s16);
+    si_engine_get_stats(e8, &s8);
+    const int b16 = s16.kv_blocks_total, b8 = s8.kv_blocks_total;
+    bool ok = b8 == 2 * b16 || b8 == 2 * b16 + 1;
+    g_fail |= !ok;
+    printf("%s fp8 kv: 256 MiB of KV buys %d fp8 blocks vs %d f16 blocks (need 2x)\n",
+           ok ? "PASS" : "FAIL", b8, b16);
+
+    const int nv = si_model_n_vocab(mg), n = 40;
+    int32_t p[40], other[40];
+    uint64_t seed = 11;
+    for (int i = 0; i < n; i++) p[i] = (int32_t)(rng_next(&seed) % (uint32_t)nv);
+    for (int i = 0; i < n - 1; i++) other[i] = (int32_t)(rng_next(&seed) % (uint32_t)nv);
+    other[n - 1] = p[n - 1];
+    si_token_logprob a[SI_MAX_TOP_LOGPROBS], b[SI_MAX_TOP_LOGPROBS], c[SI_MAX_TOP_LOGPROBS];
+    first_top(e16, p, n, a);
+    first_top(e8, p, n, b);
+    first_top(e16, other, n, c);
+    const double d8 = top5_dist(a, b), dctx = top5_dist(a, c);
+    ok = a[0].token == b[0].token && d8 <= 0.25 * dctx;
+    g_fail |= !ok;
+    printf("%s fp8 kv: first token of a 40-token prompt: top-1 %d (f16) vs %d (fp8); top-5 "
+           "logprobs move %.4f (f16 -> fp8), %.4f (another history; need fp8 <= 1/4 of it)\n",
+           ok ? "PASS" : "FAIL", a[0].token, b[0].token, d8, dctx);
+
+    static int32_t prompts[N_REQ][160], ids16[N_REQ][N_GEN], ids8[N_REQ][N_GEN];
+    si_request rq[N_REQ];
+    make_requests(nv, prompts, rq);
+    run_together(e16, rq, N_REQ, ids16);
+    run_together(e8, rq, N_REQ, ids8);
+    int first;
+    const int lead = leading_agree(ids16, ids8, &first);
+    printf("INFO fp8 vs f16 kv on cuda: %d/%d leading greedy ids agree, first ids %d/%d\n", lead,
+           N_REQ * N_GEN, first, N_REQ);
+    /* sampling (device vs host ids asserted; vs the CPU, whose cache is f16, for information:
+     * tol 1 asserts nothing there) and streaming (FP8 keys rotated on read) on the FP8 cache;
+     * the CPU engines they start get the f16 parameters */
+    test_sampling(e8, mc, &ep, rq, 1.0);
+    test_streaming(e8, mc, &ep, rq[0]);
+    si_engine_free(e16);
+    si_engine_free(e8);
+}
+
 int main(int argc, char **argv) {
     if (argc < 3) {
         fprintf(stderr, "usage: test_cuda_model MODEL.gguf TOL\n");
@@ -331,6 +442,7 @@ int main(int argc, char **argv) {
     printf("== %s\n", argv[1]);
     test_logits(mc, mg, tol);
     test_engine(mg, mc, tol);
+    test_kv_fp8(mg, mc);
     si_model_free(mg);
     si_model_free(mc);
     printf("%s\n", g_fail ? "TEST_CUDA_MODEL: FAILED" : "TEST_CUDA_MODEL: PASSED");

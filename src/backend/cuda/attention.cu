@@ -20,18 +20,32 @@
  * accumulators per T keys). The GQA group size is a template parameter (1, 2, 4, 8), so q and the
  * accumulators of absent heads cost no registers. The split is a constant (not chosen from the
  * batch): a sequence's output must not depend on the other sequences of the batch.
- * Version 1 (the first kernel) stays selectable for comparison: SI_CUDA_ATTN_V1=1. */
+ * Version 1 (the first kernel) stays selectable for comparison: SI_CUDA_ATTN_V1=1.
+ *
+ * FP8 E4M3 caches (kv_elem.cuh, vLLM's --kv-cache-dtype fp8): version 2 with the element type as
+ * a template parameter; a lane copies its 8 elements (8 bytes) per key with an 8-byte cp.async
+ * and widens them to f16 in registers after the shared-memory read. The stages are half the
+ * bytes, so a warp keeps 2 NS - 1 of them (the same bytes in flight as f16's NS). Version 1
+ * reads f16 only: FP8 caches always run version 2. */
 #include <stdlib.h>
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/attention.cuh"
 #include "backend/cuda/pdl.cuh"
 
-/* 16-byte global->shared copy; src_bytes 0 writes zeros (keys past the part). */
-__device__ __forceinline__ void attn_cp_async16(void *smem, const void *gmem, int src_bytes) {
+/* N-byte (16 or 8) global->shared copy; src_bytes 0 writes zeros (keys past the part). 16 bytes
+ * bypass L1 (.cg); 8 bytes (FP8 keys) can only go through it (.ca). */
+template <int N>
+__device__ __forceinline__ void attn_cp_async(void *smem, const void *gmem, int src_bytes) {
+    static_assert(N == 16 || N == 8, "cp.async sizes used");
     const uint32_t s = (uint32_t)__cvta_generic_to_shared(smem);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem),
-                 "r"(src_bytes)
-                 : "memory");
+    if constexpr (N == 16)
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem),
+                     "r"(src_bytes)
+                     : "memory");
+    else
+        asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(s), "l"(gmem),
+                     "r"(src_bytes)
+                     : "memory");
 }
 __device__ __forceinline__ void attn_cp_async_commit(void) {
     asm volatile("cp.async.commit_group;\n" ::: "memory");
@@ -106,8 +120,9 @@ __device__ __forceinline__ void attn_h8_to_f(uint4 u, float f[8]) {
  * row is krow, in global or shared memory) to slot j, rounded to f16: attn_rotated_key's values,
  * from registers and vector loads where the pairing allows (NORM: the pairs are inside the 8;
  * NEOX with rope_dim / 2 a multiple of 8: the partners are the 8 elements half away). */
-__device__ __forceinline__ void attn_rotate_key8(float kf[8], const __half *krow, int d0, int j,
-                                                 const attn_rope &r) {
+template <class KV>
+__device__ __forceinline__ void attn_rotate_key8(float kf[8], const typename KV::T *krow, int d0,
+                                                 int j, const attn_rope &r) {
     if (d0 >= 2 * r.half) return; /* past rope_dim: not rotated */
     const float2 *cs = r.table + (size_t)j * r.half;
     float y0, y1;
@@ -122,7 +137,7 @@ __device__ __forceinline__ void attn_rotate_key8(float kf[8], const __half *krow
     } else if (r.neox && r.half % 8 == 0) {
         const bool first = d0 < r.half; /* e0 of its pairs, else e1 */
         const int i0 = first ? d0 : d0 - r.half;
-        const uint4 pv = *(const uint4 *)(krow + (first ? d0 + r.half : d0 - r.half));
+        const uint4 pv = KV::load_h8(krow + (first ? d0 + r.half : d0 - r.half));
         const __half *ph = (const __half *)&pv;
 #pragma unroll
         for (int k = 0; k < 8; k++) {
@@ -134,24 +149,27 @@ __device__ __forceinline__ void attn_rotate_key8(float kf[8], const __half *krow
         }
     } else {
 #pragma unroll
-        for (int k = 0; k < 8; k++) kf[k] = attn_rotated_key(krow, d0 + k, j, r);
+        for (int k = 0; k < 8; k++) kf[k] = attn_rotated_key<KV>(krow, d0 + k, j, r);
     }
 }
 
-/* Geometry of attn_decode_tile for a head_dim: LPT lanes per key (16 bytes of K and of V each),
- * TPW keys per warp step, SK keys per stage (inside one paged block), NSTEP warp steps per
- * stage, NS stages per warp; MINB CTAs per SM (the register bound; shared memory allows as
- * many). Shared memory: ATTN_WARPS * NS stages of K then V: hd 64 64 KB (3 CTAs/SM), hd 128 and
- * 256 96 KB (2 CTAs/SM). WIDE (hd 128/256, groups <= 4, no rotation; attn_decode_config's
- * stages = 2): two stages, 64 KB, 3 CTAs/SM: less in flight per warp, more warps. */
-template <int HD, bool WIDE> struct attn_geo {
+/* Geometry of attn_decode_tile for a head_dim: LPT lanes per key (8 elements of K and of V
+ * each: 16 bytes of f16), TPW keys per warp step, SK keys per stage (inside one paged block),
+ * NSTEP warp steps per stage, NS stages per warp; MINB CTAs per SM (the register bound; shared
+ * memory allows as many). Shared memory (f16): ATTN_WARPS * NS stages of K then V: hd 64 64 KB
+ * (3 CTAs/SM), hd 128 and 256 96 KB (2 CTAs/SM). WIDE (hd 128/256, groups <= 4, no rotation;
+ * attn_decode_config's stages = 2): two stages, 64 KB, 3 CTAs/SM: less in flight per warp, more
+ * warps. FP8 (KV::BYTES 1): 2 NS - 1 stages of half the bytes: hd 64 56 KB, hd 128/256 80 KB,
+ * WIDE 48 KB. */
+template <int HD, bool WIDE, class KV> struct attn_geo {
     static constexpr int LPT = HD / 8, TPW = 32 / LPT;
     static constexpr int SK = HD <= 128 ? 16 : 8;
     static constexpr int NSTEP = SK / TPW;
-    static constexpr int NS = WIDE ? 2 : HD <= 64 ? 4 : 3;
+    static constexpr int NS16 = WIDE ? 2 : HD <= 64 ? 4 : 3; /* stages of f16 */
+    static constexpr int NS = KV::BYTES == 2 ? NS16 : 2 * NS16 - 1;
     static constexpr int MINB = WIDE ? 3 : 2;
-    static constexpr int STAGE = SK * HD; /* halves of K (then as many of V) per stage */
-    static constexpr size_t SMEM = (size_t)ATTN_WARPS * NS * 2 * STAGE * sizeof(__half);
+    static constexpr int STAGE = SK * HD; /* elements of K (then as many of V) per stage */
+    static constexpr size_t SMEM = (size_t)ATTN_WARPS * NS * 2 * STAGE * KV::BYTES;
     static_assert(ATTN_KV_BLOCK % SK == 0 && SK % TPW == 0, "a stage inside one block");
     static_assert(SMEM >= (size_t)ATTN_WARPS * ATTN_MAXG * HD * sizeof(float), "merge fits");
 };
@@ -163,14 +181,16 @@ static_assert(ATTN_PART_MAX <= 32 * ATTN_WARPS * 8, "<= 32 stages per warp (SK >
  * its G = n_head / n_head_kv <= GM query heads. scale2 = scale * log2(e): scores, maxima and
  * exponentials are in base 2 (part_ml too). CTAs past a row's keys return at once (the combine
  * reads only the parts a row has). */
-template <int HD, int GM, bool ROT, bool WIDE>
-__global__ void __launch_bounds__(ATTN_WARPS * 32, (attn_geo<HD, WIDE>::MINB))
-    attn_decode_tile(const float *__restrict__ q, int q_stride, const __half *__restrict__ kc,
-                     const __half *__restrict__ vc, const int32_t *__restrict__ block_table,
-                     attn_rows rows, int n_head, int n_head_kv, int max_blocks, float scale2,
-                     attn_rope rope, int part_keys, int n_parts, float *part_acc,
-                     float *part_ml) {
-    using geo = attn_geo<HD, WIDE>;
+template <int HD, int GM, bool ROT, bool WIDE, class KV>
+__global__ void __launch_bounds__(ATTN_WARPS * 32, (attn_geo<HD, WIDE, KV>::MINB))
+    attn_decode_tile(const float *__restrict__ q, int q_stride,
+                     const typename KV::T *__restrict__ kc, const typename KV::T *__restrict__ vc,
+                     const int32_t *__restrict__ block_table, attn_rows rows, int n_head,
+                     int n_head_kv, int max_blocks, float scale2, attn_rope rope, int part_keys,
+                     int n_parts, float *part_acc, float *part_ml) {
+    using geo = attn_geo<HD, WIDE, KV>;
+    using E = typename KV::T; /* the cache's element */
+    constexpr int CP = 8 * KV::BYTES; /* bytes a lane copies per key (8 elements) */
     constexpr int LPT = geo::LPT, TPW = geo::TPW, SK = geo::SK, NSTEP = geo::NSTEP;
     constexpr int NS = geo::NS, STAGE = geo::STAGE;
     /* keys per lane group per softmax update: GM * T scores live in registers */
@@ -200,9 +220,9 @@ __global__ void __launch_bounds__(ATTN_WARPS * 32, (attn_geo<HD, WIDE>::MINB))
     float qr[GM][8], acc[GM][8], m[GM], l[GM];
     attn_init_rows<HD, GM>(qr, acc, m, l, q + (size_t)r * q_stride, kvh, G, dc);
 
-    __half *wsm = (__half *)attn_smem + (size_t)warp * NS * 2 * STAGE; /* [NS][K, V][SK][HD] */
+    E *wsm = (E *)attn_smem + (size_t)warp * NS * 2 * STAGE; /* [NS][K, V][SK][HD] */
     const size_t col = (size_t)kvh * HD + dc * 8;
-    /* Stage k into buffer k % NS: the lane's (key t, 16 bytes dc) pieces; keys past p1 (the
+    /* Stage k into buffer k % NS: the lane's (key t, 8 elements dc) pieces; keys past p1 (the
      * tail of the last block, unwritten) are zero-filled. Every lane commits a group per call,
      * empty or not, so wait_group counts stages. */
     auto issue = [&](int k) {
@@ -210,14 +230,14 @@ __global__ void __launch_bounds__(ATTN_WARPS * 32, (attn_geo<HD, WIDE>::MINB))
             const int blk = __shfl_sync(0xffffffffu, bt_lane, k);
             const int key0 = p0 + (warp + ATTN_WARPS * k) * SK;
             const size_t row0 = (size_t)blk * ATTN_KV_BLOCK + key0 % ATTN_KV_BLOCK;
-            __half *kd = wsm + (k % NS) * 2 * STAGE, *vd = kd + STAGE;
+            E *kd = wsm + (k % NS) * 2 * STAGE, *vd = kd + STAGE;
 #pragma unroll
             for (int i = 0; i < NSTEP; i++) {
                 const int t = i * TPW + tsub;
                 const size_t off = (row0 + t) * kv_dim + col;
-                const int nb = key0 + t < p1 ? 16 : 0;
-                attn_cp_async16(kd + t * HD + dc * 8, kc + off, nb);
-                attn_cp_async16(vd + t * HD + dc * 8, vc + off, nb);
+                const int nb = key0 + t < p1 ? CP : 0;
+                attn_cp_async<CP>(kd + t * HD + dc * 8, kc + off, nb);
+                attn_cp_async<CP>(vd + t * HD + dc * 8, vc + off, nb);
             }
         }
         attn_cp_async_commit();
@@ -230,7 +250,7 @@ __global__ void __launch_bounds__(ATTN_WARPS * 32, (attn_geo<HD, WIDE>::MINB))
         issue(k + NS - 1);
         attn_cp_async_wait<NS - 1>(); /* stage k has landed */
         __syncwarp();                 /* and is visible to the whole warp (rotation partners) */
-        const __half *kd = wsm + (k % NS) * 2 * STAGE, *vd = kd + STAGE;
+        const E *kd = wsm + (k % NS) * 2 * STAGE, *vd = kd + STAGE;
         const int key0 = p0 + (warp + ATTN_WARPS * k) * SK;
 #pragma unroll
         for (int i0 = 0; i0 < NSTEP; i0 += T) {
@@ -240,9 +260,9 @@ __global__ void __launch_bounds__(ATTN_WARPS * 32, (attn_geo<HD, WIDE>::MINB))
                 const int t = (i0 + i) * TPW + tsub;
                 const bool valid = key0 + t < p1;
                 float kf[8];
-                attn_h8_to_f(*(const uint4 *)(kd + t * HD + dc * 8), kf);
+                attn_h8_to_f(KV::load_h8(kd + t * HD + dc * 8), kf);
                 if (ROT && rotate && valid)
-                    attn_rotate_key8(kf, kd + t * HD, dc * 8, key0 + t, rope);
+                    attn_rotate_key8<KV>(kf, kd + t * HD, dc * 8, key0 + t, rope);
 #pragma unroll
                 for (int g = 0; g < GM; g++) {
                     float d = 0.0f;
@@ -275,7 +295,7 @@ __global__ void __launch_bounds__(ATTN_WARPS * 32, (attn_geo<HD, WIDE>::MINB))
             for (int i = 0; i < T; i++) {
                 const int t = (i0 + i) * TPW + tsub;
                 float vf[8];
-                attn_h8_to_f(*(const uint4 *)(vd + t * HD + dc * 8), vf);
+                attn_h8_to_f(KV::load_h8(vd + t * HD + dc * 8), vf);
 #pragma unroll
                 for (int g = 0; g < GM; g++)
 #pragma unroll
@@ -365,7 +385,7 @@ __global__ void __launch_bounds__(ATTN_WARPS * 32, ROT || HD > 128 ? 2 : 3)
                 kf[2 * j] = a.x; kf[2 * j + 1] = a.y;
                 vf[2 * j] = b.x; vf[2 * j + 1] = b.y;
             }
-            if (rotate) attn_rotate_key8(kf, kc + off - dc * 8, dc * 8, p, rope);
+            if (rotate) attn_rotate_key8<kv_f16>(kf, kc + off - dc * 8, dc * 8, p, rope);
         }
 #pragma unroll
         for (int g = 0; g < ATTN_MAXG; g++) {
@@ -473,10 +493,14 @@ void attn_decode_config(int version, int part_keys, int stages) {
         g_attn_part = part_keys;
 }
 
-/* keys per CTA of the kernel in force (version 1: ATTN_PART) */
-static int attn_part_keys(void) {
+/* the kernel version in force for p's caches (version 1 reads f16 only) */
+static int attn_version(const cuda_attn_params *p) {
     attn_config_defaults();
-    return g_attn_version == 1 ? ATTN_PART : g_attn_part;
+    return p->kv_dtype == SI_KV_F16 ? g_attn_version : 2;
+}
+/* keys per CTA of the kernel in force (version 1: ATTN_PART) */
+static int attn_part_keys(const cuda_attn_params *p) {
+    return attn_version(p) == 1 ? ATTN_PART : g_attn_part;
 }
 
 /* the wide variant exists for these (GM 8 and the rotation need more registers than 3 CTAs/SM
@@ -485,33 +509,37 @@ template <int HD, int GM, bool ROT> struct attn_has_wide {
     static constexpr bool value = HD >= 128 && GM <= 4 && !ROT;
 };
 
-template <int HD, int GM, bool ROT, bool WIDE> static void attn_smem_opt_in(void) {
-    CUDA_CHECK(cudaFuncSetAttribute(attn_decode_tile<HD, GM, ROT, WIDE>,
+template <int HD, int GM, bool ROT, bool WIDE, class KV> static void attn_smem_opt_in(void) {
+    CUDA_CHECK(cudaFuncSetAttribute(attn_decode_tile<HD, GM, ROT, WIDE, KV>,
                                     cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    (int)attn_geo<HD, WIDE>::SMEM));
-    CUDA_CHECK(cudaFuncSetAttribute(attn_decode_tile<HD, GM, ROT, WIDE>,
+                                    (int)attn_geo<HD, WIDE, KV>::SMEM));
+    CUDA_CHECK(cudaFuncSetAttribute(attn_decode_tile<HD, GM, ROT, WIDE, KV>,
                                     cudaFuncAttributePreferredSharedMemoryCarveout,
                                     cudaSharedmemCarveoutMaxShared));
 }
-template <int HD, int GM> static void attn_smem_opt_in_g(void) {
-    attn_smem_opt_in<HD, GM, false, false>();
-    attn_smem_opt_in<HD, GM, true, false>();
-    attn_smem_opt_in<HD, GM, false, attn_has_wide<HD, GM, false>::value>();
+template <int HD, int GM, class KV> static void attn_smem_opt_in_g(void) {
+    attn_smem_opt_in<HD, GM, false, false, KV>();
+    attn_smem_opt_in<HD, GM, true, false, KV>();
+    attn_smem_opt_in<HD, GM, false, attn_has_wide<HD, GM, false>::value, KV>();
 }
-template <int HD> static void attn_smem_opt_in_hd(void) {
-    attn_smem_opt_in_g<HD, 1>();
-    attn_smem_opt_in_g<HD, 2>();
-    attn_smem_opt_in_g<HD, 4>();
-    attn_smem_opt_in_g<HD, 8>();
+template <int HD, class KV> static void attn_smem_opt_in_hd(void) {
+    attn_smem_opt_in_g<HD, 1, KV>();
+    attn_smem_opt_in_g<HD, 2, KV>();
+    attn_smem_opt_in_g<HD, 4, KV>();
+    attn_smem_opt_in_g<HD, 8, KV>();
+}
+template <class KV> static void attn_smem_opt_in_kv(void) {
+    attn_smem_opt_in_hd<64, KV>();
+    attn_smem_opt_in_hd<128, KV>();
+    attn_smem_opt_in_hd<256, KV>();
 }
 /* Kernels above 48 KB of shared memory opt in, once (not a stream operation: done from
  * attn_decode_scratch_bytes too, so it has happened before any graph capture). */
 static void attn_raise_smem_limit(void) {
     static bool done = false;
     if (done) return;
-    attn_smem_opt_in_hd<64>();
-    attn_smem_opt_in_hd<128>();
-    attn_smem_opt_in_hd<256>();
+    attn_smem_opt_in_kv<kv_f16>();
+    attn_smem_opt_in_kv<kv_fp8>();
     done = true;
 }
 
@@ -520,7 +548,7 @@ static void attn_raise_smem_limit(void) {
 size_t attn_decode_scratch_bytes(const cuda_attn_params *p, int n_rows, int max_kv_len) {
     attn_raise_smem_limit();
     const int n_kv = max_kv_len > 0 ? max_kv_len : 1;
-    const size_t parts = (size_t)si_div_up(n_kv, attn_part_keys());
+    const size_t parts = (size_t)si_div_up(n_kv, attn_part_keys(p));
     return rope_cos_sin_table_bytes(n_kv, p->head_dim) +
            (size_t)n_rows * p->n_head * parts * (p->head_dim + 2) * sizeof(float);
 }
@@ -534,7 +562,7 @@ struct attn_launch_args {
     float *out;
     const float *q;
     int q_stride;
-    const __half *kc, *vc;
+    const void *kc, *vc; /* of the launch's KV element type */
     const int32_t *bt;
     attn_rows rows;
     int n_rows, n_parts, part_keys;
@@ -544,44 +572,48 @@ struct attn_launch_args {
     cudaStream_t st;
 };
 
-template <int HD, int GM, bool ROT, bool WIDE>
+template <int HD, int GM, bool ROT, bool WIDE, class KV>
 static void attn_launch_tile(const attn_launch_args &a) {
     const cuda_attn_params *p = a.p;
     const dim3 grid(p->n_head_kv, a.n_rows, a.n_parts);
-    attn_decode_tile<HD, GM, ROT, WIDE><<<grid, ATTN_WARPS * 32, attn_geo<HD, WIDE>::SMEM, a.st>>>(
-        a.q, a.q_stride, a.kc, a.vc, a.bt, a.rows, p->n_head, p->n_head_kv, p->max_blocks,
+    using T = typename KV::T;
+    attn_decode_tile<HD, GM, ROT, WIDE, KV>
+        <<<grid, ATTN_WARPS * 32, attn_geo<HD, WIDE, KV>::SMEM, a.st>>>(
+        a.q, a.q_stride, (const T *)a.kc, (const T *)a.vc, a.bt, a.rows, p->n_head, p->n_head_kv, p->max_blocks,
         p->scale * 1.4426950408889634f, a.rope, a.part_keys, a.n_parts, a.part_acc, a.part_ml);
 }
 
-template <int HD, int GM> static void attn_launch_g(const attn_launch_args &a) {
+template <int HD, int GM, class KV> static void attn_launch_g(const attn_launch_args &a) {
     constexpr bool has_wide = attn_has_wide<HD, GM, false>::value;
-    if (a.rope.on_read) attn_launch_tile<HD, GM, true, false>(a);
-    else if (has_wide && g_attn_stages == 2) attn_launch_tile<HD, GM, false, has_wide>(a);
-    else attn_launch_tile<HD, GM, false, false>(a);
+    if (a.rope.on_read) attn_launch_tile<HD, GM, true, false, KV>(a);
+    else if (has_wide && g_attn_stages == 2) attn_launch_tile<HD, GM, false, has_wide, KV>(a);
+    else attn_launch_tile<HD, GM, false, false, KV>(a);
 }
 
-template <int HD> static void attn_launch(const attn_launch_args &a, int version) {
+/* version 1 only for kv_f16 (attn_version) */
+template <int HD, class KV> static void attn_launch(const attn_launch_args &a, int version) {
     const cuda_attn_params *p = a.p;
-    const bool rot = a.rope.on_read != NULL;
-    if (version == 1) {
+    const bool rot = a.rope.on_read != NULL, v1 = version == 1 && KV::BYTES == 2;
+    const __half *kc = (const __half *)a.kc, *vc = (const __half *)a.vc; /* v1: f16 */
+    if (v1) {
         const dim3 grid(p->n_head_kv, a.n_rows, a.n_parts);
         if (rot)
             attn_decode_part_v1<HD, true><<<grid, ATTN_WARPS * 32, 0, a.st>>>(
-                a.q, a.q_stride, a.kc, a.vc, a.bt, a.rows, p->n_head, p->n_head_kv,
+                a.q, a.q_stride, kc, vc, a.bt, a.rows, p->n_head, p->n_head_kv,
                 p->max_blocks, p->scale, a.rope, a.n_parts, a.part_acc, a.part_ml);
         else
             attn_decode_part_v1<HD, false><<<grid, ATTN_WARPS * 32, 0, a.st>>>(
-                a.q, a.q_stride, a.kc, a.vc, a.bt, a.rows, p->n_head, p->n_head_kv,
+                a.q, a.q_stride, kc, vc, a.bt, a.rows, p->n_head, p->n_head_kv,
                 p->max_blocks, p->scale, a.rope, a.n_parts, a.part_acc, a.part_ml);
     } else {
         const int G = p->n_head / p->n_head_kv;
-        if (G <= 1) attn_launch_g<HD, 1>(a);
-        else if (G <= 2) attn_launch_g<HD, 2>(a);
-        else if (G <= 4) attn_launch_g<HD, 4>(a);
-        else attn_launch_g<HD, 8>(a);
+        if (G <= 1) attn_launch_g<HD, 1, KV>(a);
+        else if (G <= 2) attn_launch_g<HD, 2, KV>(a);
+        else if (G <= 4) attn_launch_g<HD, 4, KV>(a);
+        else attn_launch_g<HD, 8, KV>(a);
     }
     CUDA_CHECK_LAUNCH();
-    if (version == 1)
+    if (v1)
         attn_decode_combine<HD, false><<<dim3(p->n_head, a.n_rows), HD, 0, a.st>>>(
             a.out, a.part_acc, a.part_ml, a.rows, p->n_head, a.part_keys, a.n_parts);
     else
@@ -590,8 +622,8 @@ template <int HD> static void attn_launch(const attn_launch_args &a, int version
     CUDA_CHECK_LAUNCH();
 }
 
-int attn_decode_rows(float *out, const float *q, int q_stride, const uint16_t *k_cache,
-                     const uint16_t *v_cache, const int32_t *block_table, attn_rows rows,
+int attn_decode_rows(float *out, const float *q, int q_stride, const void *k_cache,
+                     const void *v_cache, const int32_t *block_table, attn_rows rows,
                      int n_rows, int max_kv_len, const uint8_t *rope_on_read,
                      const cuda_rope_params *rope, const cuda_attn_params *p, void *scratch,
                      cudaStream_t stream) {
@@ -599,15 +631,17 @@ int attn_decode_rows(float *out, const float *q, int q_stride, const uint16_t *k
     if (p->n_head_kv <= 0 || p->n_head % p->n_head_kv || p->n_head / p->n_head_kv > ATTN_MAXG)
         return -1;
     if (rope_on_read && (!rope || rope->rope_dim > p->head_dim || rope->rope_dim % 2)) return -1;
-    decltype(&attn_launch<64>) launch;
+    const bool fp8 = p->kv_dtype == SI_KV_FP8_E4M3;
+    if (!fp8 && p->kv_dtype != SI_KV_F16) return -1;
+    decltype(&attn_launch<64, kv_f16>) launch;
     switch (p->head_dim) {
-    case 64: launch = attn_launch<64>; break;
-    case 128: launch = attn_launch<128>; break;
-    case 256: launch = attn_launch<256>; break;
+    case 64: launch = fp8 ? attn_launch<64, kv_fp8> : attn_launch<64, kv_f16>; break;
+    case 128: launch = fp8 ? attn_launch<128, kv_fp8> : attn_launch<128, kv_f16>; break;
+    case 256: launch = fp8 ? attn_launch<256, kv_fp8> : attn_launch<256, kv_f16>; break;
     default: return -1;
     }
     attn_raise_smem_limit();
-    const int version = (attn_config_defaults(), g_attn_version), part_keys = attn_part_keys();
+    const int version = attn_version(p), part_keys = attn_part_keys(p);
     const int n_kv = max_kv_len > 0 ? max_kv_len : 1;
     const int n_parts = si_div_up(n_kv, part_keys);
     float2 *table = (float2 *)scratch;
@@ -615,15 +649,14 @@ int attn_decode_rows(float *out, const float *q, int q_stride, const uint16_t *k
     const attn_rope ar = {rope_on_read, table, rope_on_read ? rope->rope_dim / 2 : 0,
                           rope_on_read ? rope->neox : 0};
     if (rope_on_read) rope_cos_sin_table(table, n_kv, rope, stream);
-    attn_launch_args a = {out, q, q_stride, (const __half *)k_cache, (const __half *)v_cache,
-                          block_table, rows, n_rows, n_parts, part_keys, ar, p, part_acc,
+    attn_launch_args a = {out, q, q_stride, k_cache, v_cache, block_table, rows, n_rows, n_parts, part_keys, ar, p, part_acc,
                           part_acc + (size_t)n_rows * p->n_head * n_parts * p->head_dim, stream};
     launch(a, version);
     return 0;
 }
 
 extern "C" int cuda_attention_decode(float *out, const float *q, int q_stride,
-                                     const uint16_t *k_cache, const uint16_t *v_cache,
+                                     const void *k_cache, const void *v_cache,
                                      const int32_t *block_table, const int32_t *seq_len,
                                      int n_seqs, int max_kv_len, const uint8_t *rope_on_read,
                                      const cuda_rope_params *rope, const cuda_attn_params *p,

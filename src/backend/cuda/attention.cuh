@@ -5,6 +5,7 @@
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/rope.cuh"
+#include "backend/cuda/kv_elem.cuh"
 #define ATTN_WARPS 4
 #define ATTN_PART 256  /* keys per CTA of version 1: the flash-decoding split */
 /* keys per CTA of version 2 by default: on the H200 (test_cuda_attention, 2026-11-30) 512 beat
@@ -23,17 +24,19 @@ struct attn_rope {
     int half, neox;
 };
 
-/* Element d of key row k (f16 [head_dim], stored un-rotated) rotated to slot j and rounded to
- * f16, exactly as a key stored rotated would have been (the CPU backend's rope_on_read). */
-__device__ __forceinline__ float attn_rotated_key(const __half *k, int d, int j,
+/* Element d of key row k ([head_dim] of KV's elements, stored un-rotated) rotated to slot j and
+ * rounded to f16, exactly as an f16 key stored rotated would have been (the CPU backend's
+ * rope_on_read); FP8 keys are rotated from their exact value and rounded to f16 alike. */
+template <class KV>
+__device__ __forceinline__ float attn_rotated_key(const typename KV::T *k, int d, int j,
                                                   const attn_rope &r) {
-    if (d >= 2 * r.half) return __half2float(k[d]);
+    if (d >= 2 * r.half) return KV::to_float(k[d]);
     const int i = r.neox ? (d < r.half ? d : d - r.half) : d / 2;
     int e0, e1;
     rope_pair(i, r.half, r.neox, &e0, &e1);
     const float2 cs = r.table[(size_t)j * r.half + i];
     float y0, y1;
-    rope_rotate(__half2float(k[e0]), __half2float(k[e1]), cs.x, cs.y, &y0, &y1);
+    rope_rotate(KV::to_float(k[e0]), KV::to_float(k[e1]), cs.x, cs.y, &y0, &y1);
     return __half2float(__float2half_rn(d == e0 ? y0 : y1));
 }
 
@@ -50,14 +53,15 @@ size_t attn_decode_scratch_bytes(const cuda_attn_params *p, int n_rows, int max_
 
 /* The decode (flash-decoding) kernels over n_rows query rows (q row r at q + r * q_stride), as
  * cuda_attention_decode; prefill runs them for head_dims its tensor-core kernel lacks. */
-int attn_decode_rows(float *out, const float *q, int q_stride, const uint16_t *k_cache,
-                     const uint16_t *v_cache, const int32_t *block_table, attn_rows rows,
+int attn_decode_rows(float *out, const float *q, int q_stride, const void *k_cache,
+                     const void *v_cache, const int32_t *block_table, attn_rows rows,
                      int n_rows, int max_kv_len, const uint8_t *rope_on_read,
                      const cuda_rope_params *rope, const cuda_attn_params *p, void *scratch,
                      cudaStream_t stream);
 
 /* Timing and test knob, not for the engine: the decode kernel version (1: the first kernel, one
- * softmax update per key, ATTN_PART keys per CTA; 2: the pipelined kernel), version 2's keys per
+ * softmax update per key, ATTN_PART keys per CTA, f16 caches only: FP8 caches always run version
+ * 2 at its split; 2: the pipelined kernel), version 2's keys per
  * CTA (a multiple of 16, at most 1024) and its stages per warp (0: the head_dim's default; 2: two
  * stages and 3 CTAs per SM, for head_dim 128/256 with groups <= 4); out-of-range values keep the
  * setting (stages: negative). Defaults: version 2, ATTN_PART keys, default stages; the

@@ -16,7 +16,10 @@
  *
  * K/V come through the block table, 16-byte cp.async per (key, 8 dims), double-buffered; keys
  * past the tile's last position are zero-filled and never read from the cache (their blocks may
- * not exist yet). Streaming sequences' keys are rotated by slot in shared memory once a step
+ * not exist yet). FP8 E4M3 caches (kv_elem.cuh): the 16-byte copies (16 dims) land in a
+ * double-buffered byte staging area, and once a step has landed the CTA widens it, exactly, into
+ * a single f16 K/V tile for ldmatrix (one more pass through shared memory and one more barrier
+ * per step; the copies still overlap the previous step's products). Streaming sequences' keys are rotated by slot in shared memory once a step
  * has landed (attn_rotated_key's arithmetic). head_dims other than 64 and 128 run the decode
  * kernels with one query row per token (attn_decode_rows). */
 #include "backend/cuda/attention.cuh"
@@ -132,28 +135,39 @@ __device__ __forceinline__ float pf_exp2(float x) { /* ex2.approx: 2 ulp; exp2(-
     return y;
 }
 
-template <int D> struct pf_layout {
+/* Shared memory, in halves. f16 caches: q, then K and V tiles [2][PF_BN][LD] each (the copies'
+ * double buffer). FP8: q, one K and one V tile [PF_BN][LD] (widened from the staging), then the
+ * staging of the copies, K then V, [2][PF_BN][D] bytes each (S: halves from the start). */
+template <int D, class KV> struct pf_layout {
+    static constexpr bool FP8 = KV::BYTES == 1;
     static constexpr int LD = D + PF_PAD;                 /* halves per shared row */
+    static constexpr int NBUF = FP8 ? 1 : 2;              /* f16 K/V tiles */
     static constexpr int Q = 0;                           /* [PF_BM][LD] */
-    static constexpr int K = Q + PF_BM * LD;              /* [2][PF_BN][LD] */
-    static constexpr int V = K + 2 * PF_BN * LD;          /* [2][PF_BN][LD] */
-    static constexpr size_t bytes = (size_t)(V + 2 * PF_BN * LD) * sizeof(__half);
+    static constexpr int K = Q + PF_BM * LD;              /* [NBUF][PF_BN][LD] */
+    static constexpr int V = K + NBUF * PF_BN * LD;       /* [NBUF][PF_BN][LD] */
+    static constexpr int S = V + NBUF * PF_BN * LD;       /* FP8: the staging */
+    static constexpr int SLD = FP8 ? D : LD;              /* elements per row of the copies */
+    static constexpr int SBUF = PF_BN * D / 2;            /* halves per staging buffer */
+    static constexpr size_t bytes = (size_t)(S + (FP8 ? 4 * SBUF : 0)) * sizeof(__half);
 };
 
-/* Keys kv0..kv0+PF_BN-1 of the tile into buffers sk/sv: cache rows up to last_pos (cp.async),
- * zeros past it. */
-template <int D>
-__device__ __forceinline__ void pf_load_kv(__half *sk, __half *sv, const __half *kc,
-                                           const __half *vc, const int32_t *bt, int kv0,
-                                           int last_pos, int kv_dim, int kvh) {
-    constexpr int CH = D / 8, LD = pf_layout<D>::LD, ITERS = PF_BN * CH / PF_THREADS;
+/* Keys kv0..kv0+PF_BN-1 of the tile into buffers sk/sv (rows of SLD elements): cache rows up to
+ * last_pos (cp.async), zeros past it. */
+template <int D, class KV>
+__device__ __forceinline__ void pf_load_kv(typename KV::T *sk, typename KV::T *sv,
+                                           const typename KV::T *kc, const typename KV::T *vc,
+                                           const int32_t *bt, int kv0, int last_pos, int kv_dim,
+                                           int kvh) {
+    using T = typename KV::T;
+    constexpr int EPC = 16 / KV::BYTES;                   /* elements per 16-byte chunk */
+    constexpr int CH = D / EPC, LD = pf_layout<D, KV>::SLD, ITERS = PF_BN * CH / PF_THREADS;
     static_assert(PF_BN * CH % PF_THREADS == 0, "whole 16-byte chunks per thread");
     /* unrolled, so the block-table loads of all chunks are in flight together */
 #pragma unroll
     for (int it = 0; it < ITERS; it++) {
         const int c = it * PF_THREADS + threadIdx.x;
-        const int j = c / CH, d = (c % CH) * 8, key = kv0 + j;
-        __half *dk = sk + j * LD + d, *dv = sv + j * LD + d;
+        const int j = c / CH, d = (c % CH) * EPC, key = kv0 + j;
+        T *dk = sk + j * LD + d, *dv = sv + j * LD + d;
         if (key <= last_pos) {
             const size_t slot =
                 (size_t)bt[key / ATTN_KV_BLOCK] * ATTN_KV_BLOCK + key % ATTN_KV_BLOCK;
@@ -168,11 +182,24 @@ __device__ __forceinline__ void pf_load_kv(__half *sk, __half *sv, const __half 
     si_cp_async_commit();
 }
 
+/* FP8: the landed staging rows (sk8/sv8: [PF_BN][D] bytes) widened into the f16 tiles sk/sv
+ * ([PF_BN][LD]), exactly; zero-filled rows stay zero. */
+template <int D>
+__device__ __forceinline__ void pf_widen_kv(__half *sk, __half *sv, const kv_fp8::T *sk8,
+                                            const kv_fp8::T *sv8) {
+    constexpr int LD = pf_layout<D, kv_fp8>::LD;
+    for (int c = threadIdx.x; c < PF_BN * D / 8; c += PF_THREADS) {
+        const int j = c / (D / 8), d = (c % (D / 8)) * 8;
+        *(uint4 *)(sk + j * LD + d) = kv_fp8::load_h8(sk8 + j * D + d);
+        *(uint4 *)(sv + j * LD + d) = kv_fp8::load_h8(sv8 + j * D + d);
+    }
+}
+
 /* Rotates the landed keys kv0.. (up to last_pos) of a streaming sequence by slot, in place. */
 template <int D>
 __device__ __forceinline__ void pf_rotate_keys(__half *sk, int kv0, int last_pos,
                                                const attn_rope &r) {
-    constexpr int LD = pf_layout<D>::LD;
+    constexpr int LD = D + PF_PAD;
     for (int idx = threadIdx.x; idx < PF_BN * r.half; idx += PF_THREADS) {
         const int j = idx / r.half, i = idx % r.half, key = kv0 + j;
         if (key > last_pos) continue;
@@ -187,18 +214,27 @@ __device__ __forceinline__ void pf_rotate_keys(__half *sk, int kv0, int last_pos
     }
 }
 
-template <int D>
+template <int D, class KV>
 __global__ void __launch_bounds__(PF_THREADS, 2)
     attn_prefill_kernel(float *__restrict__ out, const float *__restrict__ q, int q_stride,
                         int q_vec4 /* q rows 16-byte aligned: float4 loads */,
-                        const __half *__restrict__ kc, const __half *__restrict__ vc,
+                        const typename KV::T *__restrict__ kc,
+                        const typename KV::T *__restrict__ vc,
                         const int32_t *__restrict__ block_table, int n_head, int n_head_kv,
                         int max_blocks, float scale_log2, attn_rope rope,
                         const pf_tile_list *__restrict__ tiles) {
-    using L = pf_layout<D>;
+    using L = pf_layout<D, KV>;
+    using T = typename KV::T;
     constexpr int LD = L::LD, KS = D / 16, NT = PF_BN / 8, DT = D / 8;
     extern __shared__ __align__(16) __half pf_smem[];
     __half *sq = pf_smem + L::Q;
+    /* where copy buffer b lands: the f16 tiles, or (FP8) the staging */
+    auto copy_k = [&](int b) {
+        return (T *)(pf_smem + (L::FP8 ? L::S + b * L::SBUF : L::K + b * PF_BN * LD));
+    };
+    auto copy_v = [&](int b) {
+        return (T *)(pf_smem + (L::FP8 ? L::S + (2 + b) * L::SBUF : L::V + b * PF_BN * LD));
+    };
 
     const int tile = tiles->count - 1 - (int)blockIdx.y; /* the latest tiles first */
     if (tile < 0) return;
@@ -211,7 +247,7 @@ __global__ void __launch_bounds__(PF_THREADS, 2)
     const int32_t *bt = block_table + (size_t)s * max_blocks;
     const bool rotate = rope.on_read && rope.on_read[s];
 
-    pf_load_kv<D>(pf_smem + L::K, pf_smem + L::V, kc, vc, bt, 0, last_pos, kv_dim, kvh);
+    pf_load_kv<D, KV>(copy_k(0), copy_v(0), kc, vc, bt, 0, last_pos, kv_dim, kvh);
 
     /* q, rounded to f16 as the CPU reference does; rows past the tile are zero. Every load is
      * issued before the first conversion: one at a time, the prologue would wait out a memory
@@ -253,18 +289,21 @@ __global__ void __launch_bounds__(PF_THREADS, 2)
     for (int step = 0; step < n_steps; step++) {
         const int buf = step & 1, kv0 = step * PF_BN;
         if (step + 1 < n_steps) {
-            pf_load_kv<D>(pf_smem + L::K + (buf ^ 1) * PF_BN * LD,
-                          pf_smem + L::V + (buf ^ 1) * PF_BN * LD, kc, vc, bt, kv0 + PF_BN,
-                          last_pos, kv_dim, kvh);
+            pf_load_kv<D, KV>(copy_k(buf ^ 1), copy_v(buf ^ 1), kc, vc, bt, kv0 + PF_BN,
+                              last_pos, kv_dim, kvh);
             si_cp_async_wait<1>();
         } else {
             si_cp_async_wait<0>();
         }
         __syncthreads();
-        const __half *sk = pf_smem + L::K + buf * PF_BN * LD;
-        const __half *sv = pf_smem + L::V + buf * PF_BN * LD;
+        __half *sk = pf_smem + L::K + (buf % L::NBUF) * PF_BN * LD;
+        __half *sv = pf_smem + L::V + (buf % L::NBUF) * PF_BN * LD;
+        if constexpr (L::FP8) {
+            pf_widen_kv<D>(sk, sv, (const kv_fp8::T *)copy_k(buf), (const kv_fp8::T *)copy_v(buf));
+            __syncthreads();
+        }
         if (rotate) {
-            pf_rotate_keys<D>(pf_smem + L::K + buf * PF_BN * LD, kv0, last_pos, rope);
+            pf_rotate_keys<D>(sk, kv0, last_pos, rope);
             __syncthreads();
         }
 
@@ -373,12 +412,18 @@ static size_t pf_table_bytes(const cuda_attn_params *p) {
 
 /* Kernels above 48 KB of shared memory must opt in, once (not a stream operation: done from
  * cuda_attention_prefill_scratch_bytes too, so it has happened before any graph capture). */
+template <int D, class KV> static void pf_opt_in(void) {
+    CUDA_CHECK(cudaFuncSetAttribute(attn_prefill_kernel<D, KV>,
+                                    cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    (int)pf_layout<D, KV>::bytes));
+}
 static void pf_raise_smem_limit(void) {
     static bool done = false;
     if (done) return;
-    const cudaFuncAttribute attr = cudaFuncAttributeMaxDynamicSharedMemorySize;
-    CUDA_CHECK(cudaFuncSetAttribute(attn_prefill_kernel<64>, attr, (int)pf_layout<64>::bytes));
-    CUDA_CHECK(cudaFuncSetAttribute(attn_prefill_kernel<128>, attr, (int)pf_layout<128>::bytes));
+    pf_opt_in<64, kv_f16>();
+    pf_opt_in<128, kv_f16>();
+    pf_opt_in<64, kv_fp8>();
+    pf_opt_in<128, kv_fp8>();
     done = true;
 }
 
@@ -390,20 +435,21 @@ extern "C" size_t cuda_attention_prefill_scratch_bytes(const cuda_attn_params *p
     return pf_table_bytes(p) + pf_tile_list_bytes(pf_max_tiles(max_tokens, max_seqs));
 }
 
-template <int D>
-static void pf_launch(float *out, const float *q, int q_stride, const uint16_t *kc,
-                      const uint16_t *vc, const int32_t *bt, int n_tiles_max, attn_rope rope,
+template <int D, class KV>
+static void pf_launch(float *out, const float *q, int q_stride, const void *kc, const void *vc,
+                      const int32_t *bt, int n_tiles_max, attn_rope rope,
                       const cuda_attn_params *p, const pf_tile_list *tiles, cudaStream_t st) {
     const dim3 grid(p->n_head, n_tiles_max);
     const int q_vec4 = q_stride % 4 == 0 && (uintptr_t)q % 16 == 0;
-    attn_prefill_kernel<D><<<grid, PF_THREADS, pf_layout<D>::bytes, st>>>(
-        out, q, q_stride, q_vec4, (const __half *)kc, (const __half *)vc, bt, p->n_head,
-        p->n_head_kv, p->max_blocks, p->scale * 1.4426950408889634f, rope, tiles);
+    using T = typename KV::T;
+    attn_prefill_kernel<D, KV><<<grid, PF_THREADS, pf_layout<D, KV>::bytes, st>>>(
+        out, q, q_stride, q_vec4, (const T *)kc, (const T *)vc, bt, p->n_head, p->n_head_kv,
+        p->max_blocks, p->scale * 1.4426950408889634f, rope, tiles);
     CUDA_CHECK_LAUNCH();
 }
 
 extern "C" int cuda_attention_prefill(float *out, const float *q, int q_stride,
-                                      const uint16_t *k_cache, const uint16_t *v_cache,
+                                      const void *k_cache, const void *v_cache,
                                       const int32_t *block_table, const int32_t *seq,
                                       const int32_t *pos, int n_tokens, int n_seqs,
                                       int max_kv_len, const uint8_t *rope_on_read,
@@ -419,6 +465,7 @@ extern "C" int cuda_attention_prefill(float *out, const float *q, int q_stride,
     if (p->n_head_kv <= 0 || p->n_head % p->n_head_kv || p->n_head / p->n_head_kv > ATTN_MAXG)
         return -1;
     if (rope_on_read && (!rope || rope->rope_dim > p->head_dim || rope->rope_dim % 2)) return -1;
+    if (p->kv_dtype != SI_KV_F16 && p->kv_dtype != SI_KV_FP8_E4M3) return -1;
     float2 *table = (float2 *)scratch;
     pf_tile_list *tiles = (pf_tile_list *)((char *)scratch + pf_table_bytes(p));
     const attn_rope ar = {rope_on_read, table, rope_on_read ? rope->rope_dim / 2 : 0,
@@ -428,9 +475,14 @@ extern "C" int cuda_attention_prefill(float *out, const float *q, int q_stride,
     attn_prefill_tiles<<<1, PF_SCAN_THREADS, 0, stream>>>(seq, pos, n_tokens, cap, tiles);
     CUDA_CHECK_LAUNCH();
     pf_raise_smem_limit();
-    if (p->head_dim == 64)
-        pf_launch<64>(out, q, q_stride, k_cache, v_cache, block_table, cap, ar, p, tiles, stream);
-    else
-        pf_launch<128>(out, q, q_stride, k_cache, v_cache, block_table, cap, ar, p, tiles, stream);
-    return 0;
+    return kv_dispatch(p->kv_dtype, [&](auto kv) {
+        using KV = decltype(kv);
+        if (p->head_dim == 64)
+            pf_launch<64, KV>(out, q, q_stride, k_cache, v_cache, block_table, cap, ar, p, tiles,
+                              stream);
+        else
+            pf_launch<128, KV>(out, q, q_stride, k_cache, v_cache, block_table, cap, ar, p, tiles,
+                               stream);
+        return 0;
+    });
 }

@@ -2,8 +2,12 @@
  * pass on one GPU.
  *
  * At create: the weights are uploaded once (cuda_weights.c: one device allocation shared by all
- * states of the same model), the paged f16 KV pool gets one allocation, the per-step scratch
- * one more (all sized for the largest batch). Per step:
+ * states of the same model), the paged KV pool gets one allocation, the per-step scratch
+ * one more (all sized for the largest batch). The KV pool holds f16 by default, or FP8 E4M3
+ * (backend_params.kv_dtype SI_KV_FP8_E4M3, vLLM's --kv-cache-dtype fp8): one byte per element,
+ * scale 1, written by the RoPE kernel with round-to-nearest-even and saturation to +-448 and
+ * widened exactly by the attention kernels as they read it (kv_elem.cuh); the layout is the same
+ * in elements, so block ids, block tables and slots mean the same for both. Per step:
  * the batch's index arrays go over in one packed cudaMemcpyAsync, then the forward pass runs as
  * a flat list of kernel launches mirroring src/model/forward.c, and only the logits rows come
  * back.
@@ -49,10 +53,11 @@ typedef struct cuda_state {
     cuda_rope_params rope;
     cuda_attn_params attn;
     char device[256];
-    /* the KV pool: f16 [n_layer][n_blocks][KV_BLOCK_SIZE][kv_dim], K then V */
+    /* the KV pool: [n_layer][n_blocks][KV_BLOCK_SIZE][kv_dim] elements of p.kv_dtype (f16 or
+     * FP8 E4M3: kv_elem bytes each), K then V; kc/vc: layer 0's K and V */
     void *kv_buf;
-    size_t kv_bytes, layer_elems;
-    uint16_t *kc, *vc;
+    size_t kv_bytes, layer_elems, kv_elem;
+    uint8_t *kc, *vc;
     /* per-step scratch, one allocation; [max_tokens][...] rows as forward.c */
     void *scr_buf;
     size_t scr_bytes;
@@ -153,7 +158,8 @@ static size_t scratch_layout(cuda_state *c, const si_model *m, const backend_par
         if (cuda_weights_fusable(&L->w_gate, &L->w_up) && ng > g) g = ng;
     }
     TAKE(gemm_scr, g);
-    const cuda_attn_params ap = {hp->n_head, hp->n_head_kv, hp->head_dim, max_blocks, 1.0f};
+    const cuda_attn_params ap = {hp->n_head, hp->n_head_kv, hp->head_dim, max_blocks, 1.0f,
+                                 p->kv_dtype};
     const size_t a_dec = cuda_attention_scratch_bytes(&ap, (int)T, p->max_kv);
     const size_t a_pre = cuda_attention_prefill_scratch_bytes(&ap, (int)T, (int)S);
     TAKE(attn_scr, a_dec > a_pre ? a_dec : a_pre);
@@ -218,6 +224,9 @@ static si_status cuda_create(si_model *m, const backend_params *p, void **state)
         return si_error(SI_ERR_UNSUPPORTED, "cuda: %d query heads over %d KV heads: the CUDA "
                         "attention kernel takes GQA groups of at most 8; use --device cpu",
                         hp->n_head, hp->n_head_kv);
+    if (p->kv_dtype != SI_KV_F16 && p->kv_dtype != SI_KV_FP8_E4M3)
+        return si_error(SI_ERR_INVALID_ARG, "cuda: KV cache dtype %d is neither f16 nor fp8",
+                        p->kv_dtype);
     cuda_state *c = calloc(1, sizeof *c);
     if (!c) return si_error(SI_ERR_NOMEM, "cuda: out of memory");
     c->m = m;
@@ -240,7 +249,8 @@ static si_status cuda_create(si_model *m, const backend_params *p, void **state)
     }
     const int32_t kv_dim = hp->n_head_kv * hp->head_dim;
     c->layer_elems = (size_t)p->n_blocks * KV_BLOCK_SIZE * kv_dim;
-    c->kv_bytes = 2 * (size_t)hp->n_layer * c->layer_elems * sizeof(uint16_t);
+    c->kv_elem = p->kv_dtype == SI_KV_FP8_E4M3 ? 1 : 2;
+    c->kv_bytes = 2 * (size_t)hp->n_layer * c->layer_elems * c->kv_elem;
     c->scr_bytes = scratch_layout(c, m, p, c->max_blocks, NULL);
     const size_t in_ints = layout_of(p, c->max_blocks).total;
     if (!(c->out_seq = malloc((size_t)p->max_seqs * sizeof(int32_t)))) {
@@ -271,19 +281,19 @@ static si_status cuda_create(si_model *m, const backend_params *p, void **state)
      * finite values (their results are never used, but NaN/Inf there would be confusing) */
     CUDA_CHECK(cudaMemsetAsync(c->kv_buf, 0, c->kv_bytes, c->st)); /* ordered before every step */
     c->kc = c->kv_buf;
-    c->vc = c->kc + (size_t)hp->n_layer * c->layer_elems;
+    c->vc = c->kc + (size_t)hp->n_layer * c->layer_elems * c->kv_elem;
     scratch_layout(c, m, p, c->max_blocks, c->scr_buf);
     c->graphs = cuda_graphs_create(p->max_seqs < p->max_tokens ? p->max_seqs : p->max_tokens,
                                    p->max_kv);
     c->rope = (cuda_rope_params){hp->n_head,     hp->n_head_kv,         hp->head_dim,
                                  hp->rope_dim,   hp->rope_freq_base,    hp->rope_freq_scale,
-                                 c->w->rope_freqs, hp->rope == ROPE_NEOX};
+                                 c->w->rope_freqs, hp->rope == ROPE_NEOX, p->kv_dtype};
     c->attn = (cuda_attn_params){hp->n_head, hp->n_head_kv, hp->head_dim, c->max_blocks,
-                                 1.0f / sqrtf((float)hp->head_dim)};
+                                 1.0f / sqrtf((float)hp->head_dim), p->kv_dtype};
     const double t1 = cuda_now_s();
-    fprintf(stderr, "cuda: %s: KV pool %d blocks (%.0f MiB), scratch %.0f MiB for %d tokens; "
+    fprintf(stderr, "cuda: %s: KV pool %d blocks (%.0f MiB, %s), scratch %.0f MiB for %d tokens; "
             "ready in %.2f s (%.2f s after program start)\n", c->device, p->n_blocks,
-            MiB(c->kv_bytes), MiB(c->scr_bytes), p->max_tokens, t1 - t0, t1 - cuda_program_start_s());
+            MiB(c->kv_bytes), c->kv_elem == 1 ? "fp8_e4m3" : "f16", MiB(c->scr_bytes), p->max_tokens, t1 - t0, t1 - cuda_program_start_s());
     *state = c;
     return SI_OK;
 }
@@ -365,7 +375,8 @@ static void attention_block(cuda_state *c, const dev_layer *D, int il, const ste
     const int n = sh->n_tokens;
     const int q_dim = hp->n_head * hp->head_dim, kv_dim = hp->n_head_kv * hp->head_dim;
     cudaStream_t st = c->st;
-    uint16_t *kc = c->kc + il * c->layer_elems, *vc = c->vc + il * c->layer_elems;
+    uint8_t *kc = c->kc + il * c->layer_elems * c->kv_elem;
+    uint8_t *vc = c->vc + il * c->layer_elems * c->kv_elem;
     const int32_t *d_pos = c->d_in + L.pos, *d_bt = c->d_in + L.bt;
     const uint8_t *k_unrot = sh->streaming ? (const uint8_t *)(c->d_in + L.k_unrot) : NULL;
     const uint8_t *row_ror = sh->streaming ? (const uint8_t *)(c->d_in + L.row_ror) : NULL;
@@ -592,6 +603,7 @@ static void cuda_stats(const void *state, backend_stats *out) {
 static const si_backend CUDA_BACKEND = {
     .name = "cuda",
     .rope_on_read = true,
+    .kv_fp8 = true,
     .create = cuda_create,
     .forward = cuda_forward,
     .forward_sample = cuda_forward_sample,

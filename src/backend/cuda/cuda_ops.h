@@ -127,12 +127,14 @@ typedef struct cuda_rope_params {
     float freq_base, freq_scale;
     const float *freq_factors; /* device [rope_dim/2] or NULL */
     int neox;                  /* 0: pairs (2i, 2i+1) (ROPE_NORM); 1: (i, i + rope_dim/2) */
+    int kv_dtype;              /* the caches' elements: SI_KV_F16 (0) or SI_KV_FP8_E4M3 */
 } cuda_rope_params;
 
 /* For each of n_tokens tokens: rotates q in place (f32 [n_tokens][n_head*head_dim], row stride
  * q_stride floats) and k (f32, stride k_stride) at position pos[t], then writes the rotated k
- * and v (f32, stride v_stride) as f16 into slot slot[t] of the paged caches of one layer,
- * k_cache/v_cache: f16 [n_blocks][KV_BLOCK_SIZE][n_head_kv*head_dim]; a slot is
+ * and v (f32, stride v_stride) into slot slot[t] of the paged caches of one layer,
+ * k_cache/v_cache: [n_blocks][KV_BLOCK_SIZE][n_head_kv*head_dim] of p->kv_dtype (f16, rounded
+ * to nearest; or FP8 E4M3, rounded to nearest even and saturated to +-448); a slot is
  * block * KV_BLOCK_SIZE + offset (from the sequence's block table); slot < 0: not cached.
  * k is rotated in place too. pos, slot: device [n_tokens].
  * k_unrotated: device [n_tokens] or NULL; nonzero: token t belongs to a streaming
@@ -140,8 +142,8 @@ typedef struct cuda_rope_params {
  * stored as given; its q is still rotated. */
 void cuda_rope_kv_write(float *q, int q_stride, float *k, int k_stride, const float *v,
                         int v_stride, const int32_t *pos, const int32_t *slot,
-                        const uint8_t *k_unrotated, int n_tokens, uint16_t *k_cache,
-                        uint16_t *v_cache, const cuda_rope_params *p, cudaStream_t stream);
+                        const uint8_t *k_unrotated, int n_tokens, void *k_cache, void *v_cache,
+                        const cuda_rope_params *p, cudaStream_t stream);
 
 /* ---- paged attention (attention.cu) ---- */
 
@@ -149,12 +151,14 @@ typedef struct cuda_attn_params {
     int n_head, n_head_kv, head_dim; /* head_dim 64, 128 or 256; n_head / n_head_kv <= 8 */
     int max_blocks;                  /* row length of block_table */
     float scale;                     /* usually 1/sqrt(head_dim) */
+    int kv_dtype; /* the caches' elements: SI_KV_F16 (0) or SI_KV_FP8_E4M3 (read exactly) */
 } cuda_attn_params;
 
 /* Keys of a streaming (StreamingLLM attention-sink) sequence, marked by a nonzero
  * rope_on_read[], are stored un-rotated and rotated here by their slot index j (the key's index
  * in the sequence's block-table order) with `rope` (the formula of cuda_rope_kv_write, rotated
- * value rounded to f16 as a stored key would be), as the CPU backend's attention does. */
+ * value rounded to f16 as a stored key would be), as the CPU backend's attention does. An FP8
+ * key is rotated from its E4M3 value and rounded to f16 too (not back to E4M3). */
 
 /* Scratch bytes for cuda_attention_decode with n_seqs sequences of at most max_kv_len keys. */
 size_t cuda_attention_scratch_bytes(const cuda_attn_params *p, int n_seqs, int max_kv_len);
@@ -163,12 +167,12 @@ size_t cuda_attention_scratch_bytes(const cuda_attn_params *p, int n_seqs, int m
  * combine pass). One query token per sequence: q f32 [n_seqs][n_head*head_dim], row stride
  * q_stride floats (rounded to f16 as the CPU reference does), out f32 [n_seqs][n_head*head_dim].
  * Sequence s attends to its first seq_len[s] cached positions, read through
- * block_table[s][pos / KV_BLOCK_SIZE]. k_cache/v_cache: one layer's f16 pools as for
- * cuda_rope_kv_write. max_kv_len: host bound on seq_len (sizes the grid, which depends on
+ * block_table[s][pos / KV_BLOCK_SIZE]. k_cache/v_cache: one layer's pools as for
+ * cuda_rope_kv_write, of p->kv_dtype (FP8: always decode kernel version 2). max_kv_len: host bound on seq_len (sizes the grid, which depends on
  * n_seqs and max_kv_len only, so the launch can be captured into a CUDA graph).
  * rope_on_read: device [n_seqs] (per query row) or NULL; rope: needed when it is not NULL. */
-int cuda_attention_decode(float *out, const float *q, int q_stride, const uint16_t *k_cache,
-                          const uint16_t *v_cache, const int32_t *block_table,
+int cuda_attention_decode(float *out, const float *q, int q_stride, const void *k_cache,
+                          const void *v_cache, const int32_t *block_table,
                           const int32_t *seq_len, int n_seqs, int max_kv_len,
                           const uint8_t *rope_on_read, const cuda_rope_params *rope,
                           const cuda_attn_params *p, void *scratch, cudaStream_t stream);
@@ -180,15 +184,16 @@ int cuda_attention_decode(float *out, const float *q, int q_stride, const uint16
  * rope_on_read: device [n_seqs] or NULL; nonzero: that sequence's keys are stored un-rotated and
  * rotated by slot index on read with `rope`. out: f32 [n_tokens][n_head*head_dim].
  * max_kv_len: host bound on pos[t] + 1, at most p->max_blocks * KV_BLOCK_SIZE. head_dim 64 and
- * 128 run the tensor-core kernel (q and the softmax weights rounded to f16, f32 accumulation);
+ * 128 run the tensor-core kernel (q and the softmax weights rounded to f16, f32 accumulation;
+ * FP8 K/V tiles are widened to f16, exactly, in shared memory);
  * other head_dims run the decode kernel with one query row per token. The grid depends on
  * n_tokens, n_seqs and max_kv_len only (the query tiles are listed on the device), so the
  * launch can be captured into a CUDA graph. scratch: cuda_attention_prefill_scratch_bytes for
  * n_tokens <= max_tokens and n_seqs <= max_seqs; that call also raises the kernel's shared
  * memory limit (once per process, not a stream operation), so make it before capturing. */
 size_t cuda_attention_prefill_scratch_bytes(const cuda_attn_params *p, int max_tokens, int max_seqs);
-int cuda_attention_prefill(float *out, const float *q, int q_stride, const uint16_t *k_cache,
-                           const uint16_t *v_cache, const int32_t *block_table,
+int cuda_attention_prefill(float *out, const float *q, int q_stride, const void *k_cache,
+                           const void *v_cache, const int32_t *block_table,
                            const int32_t *seq, const int32_t *pos, int n_tokens, int n_seqs,
                            int max_kv_len, const uint8_t *rope_on_read,
                            const cuda_rope_params *rope, const cuda_attn_params *p,
