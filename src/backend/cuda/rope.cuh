@@ -5,6 +5,8 @@
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_ops.h"
 #define ROPE_THREADS 256
+#define ROPE_MAX_HALF 128 /* rope_dim / 2 for head_dim <= 256 */
+#define ROPE_MAX_SPLIT 16 /* CTAs per token at most */
 #define ROPE_KV_BLOCK 16 /* KV_BLOCK_SIZE of model/kv_cache.h */
 
 /* The angle of pair i at position pos: pos * freq_scale * theta_scale^i / factor_i, built by the
