@@ -31,7 +31,8 @@
  *    runs past its window to max_tokens without error; agreement with the CPU is printed.
  * 5. an FP8 E4M3 KV cache (kv_cache_dtype) against the f16 one, both on the GPU: the same
  *    kv_memory must buy twice the blocks (or one more); for a 40-token prompt the first token's
- *    top-1 must be the same, and the top-5 logprobs (natural log) may move at most a quarter of
+ *    top-1 must be the same (unless f16's own top-2 gap is below the FP8 move: a near tie),
+ *    and the top-5 logprobs (natural log) may move at most a quarter of
  *    what giving the same last token a different 39-token history moves them. E4M3 rounds each
  *    K/V element by at most 2^-4 relative, with random sign, so scores and attention outputs
  *    move by a few percent of their spread; a broken cache (wrong bytes, blocks or scale) makes
@@ -407,11 +408,13 @@ static void test_kv_fp8(si_model *mg, si_model *mc) {
     first_top(e8, p, n, b);
     first_top(e16, other, n, c);
     const double d8 = top5_dist(a, b), dctx = top5_dist(a, c);
-    ok = a[0].token == b[0].token && d8 <= 0.25 * dctx;
+    /* a top-1 that f16 itself holds by less than the FP8 move is a near tie: either may win */
+    const bool tie = a[0].logprob - a[1].logprob <= d8;
+    ok = (a[0].token == b[0].token || tie) && d8 <= 0.25 * dctx;
     g_fail |= !ok;
-    printf("%s fp8 kv: first token of a 40-token prompt: top-1 %d (f16) vs %d (fp8); top-5 "
+    printf("%s fp8 kv: first token of a 40-token prompt: top-1 %d (f16) vs %d (fp8)%s; top-5 "
            "logprobs move %.4f (f16 -> fp8), %.4f (another history; need fp8 <= 1/4 of it)\n",
-           ok ? "PASS" : "FAIL", a[0].token, b[0].token, d8, dctx);
+           ok ? "PASS" : "FAIL", a[0].token, b[0].token, tie ? " (f16 near tie)" : "", d8, dctx);
 
     static int32_t prompts[N_REQ][160], ids16[N_REQ][N_GEN], ids8[N_REQ][N_GEN];
     si_request rq[N_REQ];
