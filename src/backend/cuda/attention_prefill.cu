@@ -148,6 +148,9 @@ template <int D, class KV> struct pf_layout {
     static constexpr int S = V + NBUF * PF_BN * LD;       /* FP8: the staging */
     static constexpr int SLD = FP8 ? D : LD;              /* elements per row of the copies */
     static constexpr int SBUF = PF_BN * D / 2;            /* halves per staging buffer */
+    /* where copy buffer b of K (V) lands: KC (VC) + b * CB: the f16 tiles, or the staging */
+    static constexpr int KC = FP8 ? S : K, VC = FP8 ? S + 2 * SBUF : V;
+    static constexpr int CB = FP8 ? SBUF : PF_BN * LD;
     static constexpr size_t bytes = (size_t)(S + (FP8 ? 4 * SBUF : 0)) * sizeof(__half);
 };
 
@@ -228,13 +231,6 @@ __global__ void __launch_bounds__(PF_THREADS, 2)
     constexpr int LD = L::LD, KS = D / 16, NT = PF_BN / 8, DT = D / 8;
     extern __shared__ __align__(16) __half pf_smem[];
     __half *sq = pf_smem + L::Q;
-    /* where copy buffer b lands: the f16 tiles, or (FP8) the staging */
-    auto copy_k = [&](int b) {
-        return (T *)(pf_smem + (L::FP8 ? L::S + b * L::SBUF : L::K + b * PF_BN * LD));
-    };
-    auto copy_v = [&](int b) {
-        return (T *)(pf_smem + (L::FP8 ? L::S + (2 + b) * L::SBUF : L::V + b * PF_BN * LD));
-    };
 
     const int tile = tiles->count - 1 - (int)blockIdx.y; /* the latest tiles first */
     if (tile < 0) return;
@@ -247,7 +243,8 @@ __global__ void __launch_bounds__(PF_THREADS, 2)
     const int32_t *bt = block_table + (size_t)s * max_blocks;
     const bool rotate = rope.on_read && rope.on_read[s];
 
-    pf_load_kv<D, KV>(copy_k(0), copy_v(0), kc, vc, bt, 0, last_pos, kv_dim, kvh);
+    pf_load_kv<D, KV>((T *)(pf_smem + L::KC), (T *)(pf_smem + L::VC), kc, vc, bt, 0, last_pos,
+                      kv_dim, kvh);
 
     /* q, rounded to f16 as the CPU reference does; rows past the tile are zero. Every load is
      * issued before the first conversion: one at a time, the prologue would wait out a memory
@@ -289,17 +286,19 @@ __global__ void __launch_bounds__(PF_THREADS, 2)
     for (int step = 0; step < n_steps; step++) {
         const int buf = step & 1, kv0 = step * PF_BN;
         if (step + 1 < n_steps) {
-            pf_load_kv<D, KV>(copy_k(buf ^ 1), copy_v(buf ^ 1), kc, vc, bt, kv0 + PF_BN,
-                              last_pos, kv_dim, kvh);
+            pf_load_kv<D, KV>((T *)(pf_smem + L::KC + (buf ^ 1) * L::CB),
+                              (T *)(pf_smem + L::VC + (buf ^ 1) * L::CB), kc, vc, bt,
+                              kv0 + PF_BN, last_pos, kv_dim, kvh);
             si_cp_async_wait<1>();
         } else {
             si_cp_async_wait<0>();
         }
         __syncthreads();
-        __half *sk = pf_smem + L::K + (buf % L::NBUF) * PF_BN * LD;
-        __half *sv = pf_smem + L::V + (buf % L::NBUF) * PF_BN * LD;
+        __half *sk = pf_smem + L::K + (L::FP8 ? 0 : buf) * PF_BN * LD;
+        __half *sv = pf_smem + L::V + (L::FP8 ? 0 : buf) * PF_BN * LD;
         if constexpr (L::FP8) {
-            pf_widen_kv<D>(sk, sv, (const kv_fp8::T *)copy_k(buf), (const kv_fp8::T *)copy_v(buf));
+            pf_widen_kv<D>(sk, sv, (const kv_fp8::T *)(pf_smem + L::KC + buf * L::CB),
+                           (const kv_fp8::T *)(pf_smem + L::VC + buf * L::CB));
             __syncthreads();
         }
         if (rotate) {
