@@ -24,14 +24,13 @@ template <bool BF> __device__ __forceinline__ float2 si_h2x2f(uint32_t u) {
 }
 
 #define GEMV_H16_WARPS 8
-/* Warps per row (every batch size alike, so that a row sums in the same order for 1..8 batch
- * rows). On the H200 (bench/RESULTS.md, 2026-11-30 s4) 4 warps a row beat 1 by 3-16 points of
- * the bandwidth on every Llama-2-7B shape back to back (4096x4096 62 -> 75 %, 4096x11008 69 ->
- * 83 %), and 7B F16 tg128 221 -> 228 t/s: more warps stream each row, so a short kernel ramps
- * up sooner. */
-#ifndef GEMV_H16_KS
-#define GEMV_H16_KS 4
-#endif
+/* Warps per row: 4, or 8 for rows of GEMV_H16_LONG_K+ elements; the same for every batch size,
+ * so that a row sums in the same order for 1..8 batch rows. On the H200 (bench/RESULTS.md,
+ * 2026-11-30 s4), back to back, 4 warps a row beat 1 by 3-16 points of the bandwidth on every
+ * Llama-2-7B shape (4096x4096 62 -> 75 %), and 8 warps (2 pieces a lane) took the 4096x11008
+ * down projection from 83 to 92 % but cost the 4096-long rows 1-5 points. More warps stream
+ * each row, so a short kernel ramps up sooner. */
+#define GEMV_H16_LONG_K 8192
 /* Rows per warp R and 16-byte loads per row and lane in flight U, per batch size. Chosen on the
  * H200 (tests/cuda/LAST_RUN.md): more rows per warp share the x loads, more loads per lane are
  * more bytes in flight, both cost registers. At batch 1, occupancy won: R = 1, U = 4 (36
@@ -142,7 +141,7 @@ __global__ void __launch_bounds__(GEMV_H16_WARPS * 32)
     }
 }
 
-template <bool BF, int NB, int R, int U, int KS = GEMV_H16_KS>
+template <bool BF, int NB, int R, int U, int KS>
 static void gemv_h16_launch_nb(const void *W, int M, int K, const float *x, int nb, float *y,
                                cudaStream_t st) {
     const int grid = si_div_up(M, GEMV_H16_WARPS / KS * R);
@@ -150,10 +149,20 @@ static void gemv_h16_launch_nb(const void *W, int M, int K, const float *x, int 
                   M, K, x, nb, y);
 }
 
+template <bool BF, int KS>
+static void gemv_h16_launch_ks(const void *W, int M, int K, const float *x, int nb, float *y,
+                               cudaStream_t st) {
+    if (nb <= 1 && KS == 8) gemv_h16_launch_nb<BF, 1, 1, 2, KS>(W, M, K, x, nb, y, st);
+    else if (nb <= 1) gemv_h16_launch_nb<BF, 1, GEMV_H16_NB1, KS>(W, M, K, x, nb, y, st);
+    else if (nb <= 2) gemv_h16_launch_nb<BF, 2, GEMV_H16_NB2, KS>(W, M, K, x, nb, y, st);
+    else if (nb <= 4) gemv_h16_launch_nb<BF, 4, GEMV_H16_NB4, KS>(W, M, K, x, nb, y, st);
+    else gemv_h16_launch_nb<BF, 8, GEMV_H16_NB8, KS>(W, M, K, x, nb, y, st);
+}
+
 /* Timing knob, not for the engine: SI_CUDA_GEMV_H16=U,KS runs batch 1 with U pieces in flight per
- * lane and KS warps a row (read at the first call; instantiated: 8,4 2,8 4,2 4,1). U never
- * changes the per-lane order of the sums; a KS other than GEMV_H16_KS does (batch 1 then no
- * longer sums like 2..8 rows). */
+ * lane and KS warps a row, every shape (read at the first call; instantiated: 8,4 4,4 2,8 4,2
+ * 4,1). U never changes the per-lane order of the sums; a KS other than the shape's does (batch
+ * 1 then no longer sums like 2..8 rows). */
 static int gemv_h16_knob() {
     static int v = -1;
     if (v < 0) {
@@ -170,12 +179,11 @@ static int gemv_h16_launch(const void *W, int M, int K, const float *x, int nb, 
     if (K % 8 != 0) return -1;
     const int knob = nb <= 1 ? gemv_h16_knob() : 0;
     if (knob == 84) gemv_h16_launch_nb<BF, 1, 1, 8, 4>(W, M, K, x, nb, y, st);
+    else if (knob == 44) gemv_h16_launch_nb<BF, 1, 1, 4, 4>(W, M, K, x, nb, y, st);
     else if (knob == 28) gemv_h16_launch_nb<BF, 1, 1, 2, 8>(W, M, K, x, nb, y, st);
     else if (knob == 42) gemv_h16_launch_nb<BF, 1, 1, 4, 2>(W, M, K, x, nb, y, st);
     else if (knob == 41) gemv_h16_launch_nb<BF, 1, 1, 4, 1>(W, M, K, x, nb, y, st);
-    else if (nb <= 1) gemv_h16_launch_nb<BF, 1, GEMV_H16_NB1>(W, M, K, x, nb, y, st);
-    else if (nb <= 2) gemv_h16_launch_nb<BF, 2, GEMV_H16_NB2>(W, M, K, x, nb, y, st);
-    else if (nb <= 4) gemv_h16_launch_nb<BF, 4, GEMV_H16_NB4>(W, M, K, x, nb, y, st);
-    else gemv_h16_launch_nb<BF, 8, GEMV_H16_NB8>(W, M, K, x, nb, y, st);
+    else if (K >= GEMV_H16_LONG_K) gemv_h16_launch_ks<BF, 8>(W, M, K, x, nb, y, st);
+    else gemv_h16_launch_ks<BF, 4>(W, M, K, x, nb, y, st);
     return 0;
 }
