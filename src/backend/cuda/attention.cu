@@ -3,7 +3,8 @@
  * parts of attn_part_keys() keys; one CTA per (KV head, query row, part) computes, with an online
  * softmax (Milakov & Gimelshein 2018), an unnormalised partial output and its (max, sum) for all
  * the query heads of that KV head's GQA group, so K and V are read once per group; a second
- * kernel combines the parts. Keys are found through the block table: position p lives in block
+ * kernel combines the parts (version 2 skips it when every row fits one part, as a short decode
+ * step's do: the tile kernel normalises its output itself, the same bits). Keys are found through the block table: position p lives in block
  * block_table[s][p / 16], slot p % 16. Keys of streaming sequences are rotated on read
  * (attn_rotate_key8). The same kernels serve prefill for head_dims the tensor-core kernel
  * (attention_prefill.cu) lacks, one query row per token (attn_rows).
@@ -180,14 +181,14 @@ static_assert(ATTN_PART_MAX <= 32 * ATTN_WARPS * 8, "<= 32 stages per warp (SK >
 /* One CTA: keys [part * part_keys, +part_keys) of query row blockIdx.y, KV head blockIdx.x, for
  * its G = n_head / n_head_kv <= GM query heads. scale2 = scale * log2(e): scores, maxima and
  * exponentials are in base 2 (part_ml too). CTAs past a row's keys return at once (the combine
- * reads only the parts a row has). */
+ * reads only the parts a row has). n_parts == 1: out gets the normalised rows (no combine). */
 template <int HD, int GM, bool ROT, bool WIDE, class KV>
 __global__ void __launch_bounds__(ATTN_WARPS * 32, (attn_geo<HD, WIDE, KV>::MINB))
     attn_decode_tile(const float *__restrict__ q, int q_stride,
                      const typename KV::T *__restrict__ kc, const typename KV::T *__restrict__ vc,
                      const int32_t *__restrict__ block_table, attn_rows rows, int n_head,
                      int n_head_kv, int max_blocks, float scale2, attn_rope rope, int part_keys,
-                     int n_parts, float *part_acc, float *part_ml) {
+                     int n_parts, float *part_acc, float *part_ml, float *out) {
     using geo = attn_geo<HD, WIDE, KV>;
     using E = typename KV::T; /* the cache's element */
     constexpr int CP = 8 * KV::BYTES; /* bytes a lane copies per key (8 elements) */
@@ -202,9 +203,14 @@ __global__ void __launch_bounds__(ATTN_WARPS * 32, (attn_geo<HD, WIDE, KV>::MINB
     const int len = rows.row_pos ? rows.row_pos[r] + 1 : rows.seq_len[r];
     const int s = rows.row_seq ? rows.row_seq[r] : r; /* both loads in flight together */
     const int p0 = part * part_keys;
-    if (p0 >= len) return;
-    const int p1 = min(p0 + part_keys, len);
     const int G = n_head / n_head_kv, kv_dim = n_head_kv * HD;
+    if (p0 >= len) {
+        if (n_parts == 1) /* a row with no keys: zeros, as the combine writes */
+            for (int i = threadIdx.x; i < G * HD; i += ATTN_WARPS * 32)
+                out[((size_t)r * n_head + kvh * G) * HD + i] = 0.0f;
+        return;
+    }
+    const int p1 = min(p0 + part_keys, len);
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int tsub = lane / LPT, dc = lane % LPT;
 
@@ -304,6 +310,7 @@ __global__ void __launch_bounds__(ATTN_WARPS * 32, (attn_geo<HD, WIDE, KV>::MINB
         }
     }
     attn_cp_async_wait<0>(); /* only empty groups are left; the stages become the merge buffer */
+    if (n_parts == 1) si_pdl_trigger(); /* no combine: the output matmul may launch (pdl.cuh) */
 
     /* merge the TPW key groups of the warp, then the warps */
     attn_merge_lane_groups<GM, LPT>(m, l, acc, GM, [](float x) { return attn_exp2(x); });
@@ -335,6 +342,10 @@ __global__ void __launch_bounds__(ATTN_WARPS * 32, (attn_geo<HD, WIDE, KV>::MINB
             ls += sm_l[w][g] * c;
         }
         const size_t row = ((size_t)r * n_head + kvh * G + g) * n_parts + part;
+        if (n_parts == 1) { /* the whole row: normalised here, as the combine would (c = 1) */
+            out[row * HD + d] = ls > 0.0f ? a / ls : 0.0f;
+            continue;
+        }
         part_acc[row * HD + d] = a;
         if (d == 0) {
             part_ml[2 * row] = mx;
@@ -580,13 +591,18 @@ static void attn_launch_tile(const attn_launch_args &a) {
     attn_decode_tile<HD, GM, ROT, WIDE, KV>
         <<<grid, ATTN_WARPS * 32, attn_geo<HD, WIDE, KV>::SMEM, a.st>>>(
         a.q, a.q_stride, (const T *)a.kc, (const T *)a.vc, a.bt, a.rows, p->n_head, p->n_head_kv, p->max_blocks,
-        p->scale * 1.4426950408889634f, a.rope, a.part_keys, a.n_parts, a.part_acc, a.part_ml);
+        p->scale * 1.4426950408889634f, a.rope, a.part_keys, a.n_parts, a.part_acc, a.part_ml,
+        a.out);
 }
 
 template <int HD, int GM, class KV> static void attn_launch_g(const attn_launch_args &a) {
     constexpr bool has_wide = attn_has_wide<HD, GM, false>::value;
     if (a.rope.on_read) attn_launch_tile<HD, GM, true, false, KV>(a);
-    else if (has_wide && g_attn_stages == 2) attn_launch_tile<HD, GM, false, has_wide, KV>(a);
+    /* fp8 takes the two-stage variant by default: on the H200 (2026-11-30 s4) 64 x 640 keys ran
+     * 133.7 -> 107.7 us a layer with it, and every other decode shape timed was as fast or
+     * faster; f16 gains nothing from it (166.8 vs 164.6 us) */
+    else if (has_wide && (g_attn_stages == 2 || KV::BYTES == 1))
+        attn_launch_tile<HD, GM, false, has_wide, KV>(a);
     else attn_launch_tile<HD, GM, false, false, KV>(a);
 }
 
@@ -613,6 +629,7 @@ template <int HD, class KV> static void attn_launch(const attn_launch_args &a, i
         else attn_launch_g<HD, 8, KV>(a);
     }
     CUDA_CHECK_LAUNCH();
+    if (!v1 && a.n_parts == 1) return; /* the tile kernel wrote out (a decode step's short rows) */
     if (v1)
         attn_decode_combine<HD, false><<<dim3(p->n_head, a.n_rows), HD, 0, a.st>>>(
             a.out, a.part_acc, a.part_ml, a.rows, p->n_head, a.part_keys, a.n_parts);
