@@ -11,6 +11,7 @@
 #   GPU_BENCH_LLAMA3       1: also llama3-8b in GPU_BENCH_LLAMA3_TYPES (default 0)
 #   GPU_BENCH_LLAMA3_TYPES default "f16 q4_0"
 #   GPU_BENCH_BATCHED      0: skip the 64-request run (default 1)
+#   GPU_BENCH_KV_FP8       1: run the 64-request case again with --kv-cache-dtype fp8 (default 1)
 #   GPU_BENCH_PP_BATCH     prompt tokens per eval call for pp2048 (`-b`; default: the CLI's 512)
 #   GPU_BENCH_MODEL_DIR    where models go (default: /dev/shm/si7b when /dev/shm has 32 GiB free,
 #                          so no disk writeback competes; else /tmp/si7b)
@@ -34,6 +35,7 @@ TYPES=${GPU_BENCH_TYPES:-f16 bf16 q8_0 q4_0 q4_k}
 LLAMA3=${GPU_BENCH_LLAMA3:-0}
 LLAMA3_TYPES=${GPU_BENCH_LLAMA3_TYPES:-f16 q4_0}
 BATCHED=${GPU_BENCH_BATCHED:-1}
+KV_FP8=${GPU_BENCH_KV_FP8:-1}
 KEEP=${GPU_BENCH_KEEP:-0}
 STEP_TIMEOUT=${GPU_BENCH_STEP_TIMEOUT:-300}
 DEADLINE=${GPU_BENCH_DEADLINE_S:-0}
@@ -95,9 +97,9 @@ def ratio(a, b):
 print(open(os.path.join(out, "env.txt")).read().strip().replace("\n", "  \n"))
 print()
 print("| model | pp2048 t/s | tg128 t/s | tg of {:.2f} TB/s | 64x(512+128) gen t/s "
-      "| decode t/s | all-decoding t/s | pp / ref | tg / ref | all-decoding / ref |".format(
-          bw / 1000))
-print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+      "| decode t/s | all-decoding t/s | all-decoding, fp8 KV | pp / ref | tg / ref "
+      "| all-decoding / ref | fp8 KV / ref |".format(bw / 1000))
+print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 names = sorted({os.path.basename(p).split(".")[0] for pat in ("*.bench.json", "*.batched.json")
                 for p in glob.glob(os.path.join(out, pat))})
 for name in names:
@@ -113,11 +115,13 @@ for name in names:
         gen = c[0]["aggregate_tps"]
         dec = c[0]["per_request_tps"] * c[0]["concurrency"]
         alld = c[0].get("all_decoding_tps")
+    f8 = load(os.path.join(out, name + ".batchedfp8.json"))
+    alld8 = f8[0].get("all_decoding_tps") if f8 else None
     ref = REF.get(name.split("-")[-1]) if name.startswith("llama2-7b") else None
     ref = ref or (None, None, None)
-    print("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |".format(
+    print("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |".format(
         name, fmt(pp), fmt(tg, "{:,.1f}"), fmt(frac, "{:.2f}"), fmt(gen), fmt(dec), fmt(alld),
-        ratio(pp, ref[0]), ratio(tg, ref[1]), ratio(alld, ref[2])))
+        fmt(alld8), ratio(pp, ref[0]), ratio(tg, ref[1]), ratio(alld, ref[2]), ratio(alld8, ref[2])))
 print()
 print("gen t/s: all generated tokens / wall time of the 64-request run, prefill included "
       "(64 x 512 prompt tokens, chunked 512 per step). decode t/s: the sum over requests of "
@@ -125,7 +129,9 @@ print("gen t/s: all generated tokens / wall time of the 64-request run, prefill 
       "requests' prefill chunks. all-decoding t/s: the tokens of all requests between the last "
       "first token and the first finish over that time, i.e. the rate while all 64 decode and "
       "nothing prefills; llama.cpp's 64-seq figure is that rate (batched-bench S_TG: all prompts "
-      "first, then generation), so the ratio uses it (the issue's target: >= 1.5). "
+      "first, then generation), so the ratio uses it (the issue's target: >= 1.5). fp8 KV: the "
+      "same run with --kv-cache-dtype fp8 (E4M3 keys and values, half the bytes; the reference "
+      "keeps f16). "
       "tg fraction: tg t/s x weight bytes read per token / {:.2f} TB/s.".format(bw / 1000))
 EOF
 }
@@ -174,6 +180,20 @@ bench_one() {
         else
             log "$name: batched bench FAILED (tail of $OUT/$name.batched.log):"
             tail -c 800 "$OUT/$name.batched.log"
+            echo
+            fail=1
+        fi
+    fi
+
+    if [ "$BATCHED" = 1 ] && [ "$KV_FP8" = 1 ]; then
+        log "$name: bench -c 64 -p 512 -n 128 --kv-cache-dtype fp8"
+        if timeout "$STEP_TIMEOUT" "$BIN" bench --device cuda -c 64 -p 512 -n 128 --json \
+            --kv-cache-dtype fp8 -m "$model" > "$OUT/$name.batchedfp8.json" \
+            2> "$OUT/$name.batchedfp8.log"; then
+            sed 's/^/    /' "$OUT/$name.batchedfp8.json"
+        else
+            log "$name: batched fp8 bench FAILED (tail of $OUT/$name.batchedfp8.log):"
+            tail -c 800 "$OUT/$name.batchedfp8.log"
             echo
             fail=1
         fi
