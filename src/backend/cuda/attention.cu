@@ -199,12 +199,18 @@ __global__ void __launch_bounds__(ATTN_WARPS * 32, (attn_geo<HD, WIDE, KV>::MINB
     static_assert(NSTEP % T == 0, "whole updates per stage");
     extern __shared__ __align__(16) unsigned char attn_smem[];
     __shared__ float sm_m[ATTN_WARPS][GM], sm_l[ATTN_WARPS][GM];
+    /* launched with PDL (pdl.cuh) after the RoPE + KV write: the kernel after this one (the
+     * output matmul, whose weight loads need nothing from here) may launch at once; the row
+     * lengths and block tables, which the host wrote before the step, are read before the wait,
+     * q and the cache after it */
+    si_pdl_trigger();
     const int kvh = blockIdx.x, r = blockIdx.y, part = blockIdx.z;
     const int len = rows.row_pos ? rows.row_pos[r] + 1 : rows.seq_len[r];
     const int s = rows.row_seq ? rows.row_seq[r] : r; /* both loads in flight together */
     const int p0 = part * part_keys;
     const int G = n_head / n_head_kv, kv_dim = n_head_kv * HD;
     if (p0 >= len) {
+        si_pdl_wait();
         if (n_parts == 1) /* a row with no keys: zeros, as the combine writes */
             for (int i = threadIdx.x; i < G * HD; i += ATTN_WARPS * 32)
                 out[((size_t)r * n_head + kvh * G) * HD + i] = 0.0f;
@@ -221,6 +227,7 @@ __global__ void __launch_bounds__(ATTN_WARPS * 32, (attn_geo<HD, WIDE, KV>::MINB
     const int32_t *bt = block_table + (size_t)s * max_blocks;
     int bt_lane = 0;
     if (lane < nk) bt_lane = bt[(p0 + (warp + ATTN_WARPS * lane) * SK) / ATTN_KV_BLOCK];
+    si_pdl_wait();
     const bool rotate = ROT && rope.on_read[s];
 
     float qr[GM][8], acc[GM][8], m[GM], l[GM];
@@ -310,7 +317,6 @@ __global__ void __launch_bounds__(ATTN_WARPS * 32, (attn_geo<HD, WIDE, KV>::MINB
         }
     }
     attn_cp_async_wait<0>(); /* only empty groups are left; the stages become the merge buffer */
-    if (n_parts == 1) si_pdl_trigger(); /* no combine: the output matmul may launch (pdl.cuh) */
 
     /* merge the TPW key groups of the warp, then the warps */
     attn_merge_lane_groups<GM, LPT>(m, l, acc, GM, [](float x) { return attn_exp2(x); });
@@ -588,11 +594,11 @@ static void attn_launch_tile(const attn_launch_args &a) {
     const cuda_attn_params *p = a.p;
     const dim3 grid(p->n_head_kv, a.n_rows, a.n_parts);
     using T = typename KV::T;
-    attn_decode_tile<HD, GM, ROT, WIDE, KV>
-        <<<grid, ATTN_WARPS * 32, attn_geo<HD, WIDE, KV>::SMEM, a.st>>>(
-        a.q, a.q_stride, (const T *)a.kc, (const T *)a.vc, a.bt, a.rows, p->n_head, p->n_head_kv, p->max_blocks,
-        p->scale * 1.4426950408889634f, a.rope, a.part_keys, a.n_parts, a.part_acc, a.part_ml,
-        a.out);
+    si_launch_pdl(attn_decode_tile<HD, GM, ROT, WIDE, KV>, grid, ATTN_WARPS * 32,
+                  attn_geo<HD, WIDE, KV>::SMEM, a.st, a.q, a.q_stride, (const T *)a.kc,
+                  (const T *)a.vc, a.bt, a.rows, p->n_head, p->n_head_kv, p->max_blocks,
+                  p->scale * 1.4426950408889634f, a.rope, a.part_keys, a.n_parts, a.part_acc,
+                  a.part_ml, a.out);
 }
 
 template <int HD, int GM, class KV> static void attn_launch_g(const attn_launch_args &a) {

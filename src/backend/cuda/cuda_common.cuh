@@ -37,6 +37,10 @@ __device__ __forceinline__ float si_warp_max(float v) {
     return v;
 }
 
+/* SwiGLU's product silu(g) * u: the one formula both SwiGLU kernels use, so they give the same
+ * bits */
+__device__ __forceinline__ float si_silu_mul(float g, float u) { return g / (1.0f + expf(-g)) * u; }
+
 __device__ __forceinline__ void si_cp_async16(void *smem, const void *gmem) {
     const uint32_t s = (uint32_t)__cvta_generic_to_shared(smem);
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem));

@@ -42,10 +42,10 @@ __global__ void swiglu_rows_kernel(float *out, uint8_t *out_q8, const float *gu,
         const float4 g = ((const float4 *)(gu + r * 2 * n_ff))[j];
         const float4 u = ((const float4 *)(gu + r * 2 * n_ff + n_ff))[j];
         float4 v; /* as cuda_swiglu */
-        v.x = g.x / (1.0f + expf(-g.x)) * u.x;
-        v.y = g.y / (1.0f + expf(-g.y)) * u.y;
-        v.z = g.z / (1.0f + expf(-g.z)) * u.z;
-        v.w = g.w / (1.0f + expf(-g.w)) * u.w;
+        v.x = si_silu_mul(g.x, u.x);
+        v.y = si_silu_mul(g.y, u.y);
+        v.z = si_silu_mul(g.z, u.z);
+        v.w = si_silu_mul(g.w, u.w);
         ((float4 *)out)[i] = v;
         if (Q8) q8x_row_store4(out_q8 + r * CUDA_Q8X_ROW_BYTES(n_ff), n_ff, (int)(4 * j), v);
     }

@@ -17,8 +17,7 @@ __global__ void swiglu_kernel(float *out, const float *gate, const float *up, in
     si_pdl_wait();
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
-        const float g = gate[i];
-        out[i] = g / (1.0f + expf(-g)) * up[i];
+        out[i] = si_silu_mul(gate[i], up[i]);
     }
 }
 
