@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """plot_gpu.py DIR PNG — issue 6's Llama-2-7B GPU numbers as a chart: for each weight type,
 SwiftInfer's pp2048, tg128 and 64-sequence decode rate (the *.bench.json / *.batched.json files
-bench/gpu_bench.sh writes) beside upstream llama.cpp's reference numbers from the issue and,
+bench/gpu_bench.sh writes; *.batchedfp8.json: the same with --kv-cache-dtype fp8) beside upstream llama.cpp's reference numbers from the issue and,
 for f16, Hugging Face transformers (hf_baseline.log's JSON line, when DIR has it)."""
 import json
 import pathlib
@@ -34,6 +34,14 @@ def ours(d, t):
     return rows.get("pp2048"), rows.get("tg128"), dec
 
 
+def ours_fp8(d, t):
+    f = d / f"llama2-7b-{t}.batchedfp8.json"
+    if not f.exists():
+        return 0
+    b = json.loads(f.read_text())
+    return (b[0] if isinstance(b, list) else b).get("all_decoding_tps") or 0
+
+
 def hf(d):
     log = d / "hf_baseline.log"
     if not log.exists():
@@ -50,26 +58,29 @@ def main():
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.5))
     base = hf(d)
     for k, (ax, test) in enumerate(zip(axes, TESTS)):
-        labels, vals, refs, hfs = [], [], [], []
+        labels, vals, fp8s, refs, hfs = [], [], [], [], []
         for t in TYPES:
             o = ours(d, t)
             if o is None or o[k] is None:
                 continue
             labels.append(t)
             vals.append(o[k])
+            fp8s.append(ours_fp8(d, t) if k == 2 else 0)
             refs.append((LLAMA_CPP.get(t) or (None,) * 3)[k] or 0)
             hfs.append(base[k] if base and t == "f16" else 0)
         x = range(len(labels))
-        w = 0.28
-        ax.bar([i - w for i in x], vals, w, label="SwiftInfer")
-        ax.bar(list(x), refs, w, label="llama.cpp (issue 6 reference)")
-        ax.bar([i + w for i in x], hfs, w, label="HF transformers fp16 (same GPU)")
+        w = 0.21
+        ax.bar([i - 1.5 * w for i in x], vals, w, label="SwiftInfer")
+        ax.bar([i - 0.5 * w for i in x], fp8s, w, label="SwiftInfer, fp8 KV cache")
+        ax.bar([i + 0.5 * w for i in x], refs, w, label="llama.cpp (issue 6 reference)")
+        ax.bar([i + 1.5 * w for i in x], hfs, w, label="HF transformers fp16 (same GPU)")
         ax.set_xticks(list(x), labels)
         ax.set_title(test)
         ax.set_ylabel("tokens/s")
-    axes[0].legend(fontsize=8)
+    handles, names = axes[0].get_legend_handles_labels()
+    fig.legend(handles, names, loc="lower center", ncol=4, fontsize=9)
     fig.suptitle("Llama-2-7B shape, random weights, NVIDIA H200 (bars at 0: no reference)")
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.07, 1, 1))
     fig.savefig(png, dpi=110)
 
 
