@@ -52,4 +52,12 @@ template <int N> __device__ __forceinline__ void si_cp_async_wait(void) {
 
 static inline int si_div_up(long long a, long long b) { return (int)((a + b - 1) / b); }
 
+/* A timing knob "A,B" (single digits) from the environment as 10 A + B; 0 when unset or
+ * malformed. */
+static inline int si_env_digit_pair(const char *name) {
+    const char *e = getenv(name);
+    int a = 0, b = 0;
+    return e && sscanf(e, "%d,%d", &a, &b) == 2 ? 10 * a + b : 0;
+}
+
 #endif

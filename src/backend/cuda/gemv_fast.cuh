@@ -164,12 +164,7 @@ static void gemv_h16_launch_ks(const void *W, int M, int K, const float *x, int 
  * 4,1). U never changes the per-lane order of the sums; a KS other than the shape's does (batch
  * 1 then no longer sums like 2..8 rows). */
 static int gemv_h16_knob() {
-    static int v = -1;
-    if (v < 0) {
-        const char *e = getenv("SI_CUDA_GEMV_H16");
-        int u = 0, ks = 0;
-        v = e && sscanf(e, "%d,%d", &u, &ks) == 2 ? 10 * u + ks : 0;
-    }
+    static const int v = si_env_digit_pair("SI_CUDA_GEMV_H16");
     return v;
 }
 

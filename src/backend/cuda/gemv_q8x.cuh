@@ -296,12 +296,7 @@ static int gemv_q8x_launch_case(const void *W, int M, int K, const float *x, int
 /* Timing knob, not for the engine: SI_CUDA_GEMV_Q8X=R,S runs batch 1 with R rows per warp and S
  * cp.async stages per warp (read at the first call; instantiated: 1,2 1,4 2,2 2,3). */
 static int gemv_q8x_knob() {
-    static int v = -1;
-    if (v < 0) {
-        const char *e = getenv("SI_CUDA_GEMV_Q8X");
-        int r = 0, s = 0;
-        v = e && sscanf(e, "%d,%d", &r, &s) == 2 ? 10 * r + s : 0;
-    }
+    static const int v = si_env_digit_pair("SI_CUDA_GEMV_Q8X");
     return v;
 }
 
