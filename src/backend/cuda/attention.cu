@@ -4,8 +4,8 @@
  * softmax (Milakov & Gimelshein 2018), an unnormalised partial output and its (max, sum) for all
  * the query heads of that KV head's GQA group, so K and V are read once per group; a second
  * kernel combines the parts (version 2 skips it when every row fits one part, as a short decode
- * step's do: the tile kernel normalises its output itself, the same bits). Keys are found through the block table: position p lives in block
- * block_table[s][p / 16], slot p % 16. Keys of streaming sequences are rotated on read
+ * step's do: the tile kernel normalises its output itself, the same bits). Keys are found
+ * through the block table: position p lives in block block_table[s][p / 16], slot p % 16. Keys of streaming sequences are rotated on read
  * (attn_rotate_key8). The same kernels serve prefill for head_dims the tensor-core kernel
  * (attention_prefill.cu) lacks, one query row per token (attn_rows).
  *
@@ -672,7 +672,8 @@ int attn_decode_rows(float *out, const float *q, int q_stride, const void *k_cac
     const attn_rope ar = {rope_on_read, table, rope_on_read ? rope->rope_dim / 2 : 0,
                           rope_on_read ? rope->neox : 0};
     if (rope_on_read) rope_cos_sin_table(table, n_kv, rope, stream);
-    attn_launch_args a = {out, q, q_stride, k_cache, v_cache, block_table, rows, n_rows, n_parts, part_keys, ar, p, part_acc,
+    attn_launch_args a = {out, q, q_stride, k_cache, v_cache, block_table, rows, n_rows,
+                          n_parts, part_keys, ar, p, part_acc,
                           part_acc + (size_t)n_rows * p->n_head * n_parts * p->head_dim, stream};
     launch(a, version);
     return 0;

@@ -19,8 +19,8 @@
  * not exist yet). FP8 E4M3 caches (kv_elem.cuh): the 16-byte copies (16 dims) land in a
  * double-buffered byte staging area, and once a step has landed the CTA widens it, exactly, into
  * a single f16 K/V tile for ldmatrix (one more pass through shared memory and one more barrier
- * per step; the copies still overlap the previous step's products). Streaming sequences' keys are rotated by slot in shared memory once a step
- * has landed (attn_rotated_key's arithmetic). head_dims other than 64 and 128 run the decode
+ * per step; the copies still overlap the previous step's products). Streaming sequences' keys
+ * are rotated by slot in shared memory once a step has landed (attn_rotated_key's arithmetic). head_dims other than 64 and 128 run the decode
  * kernels with one query row per token (attn_decode_rows). */
 #include "backend/cuda/attention.cuh"
 

@@ -407,7 +407,8 @@ static int mmq_launch(const uint8_t *W, int M, int K, const uint8_t *xs, int npa
                       int S, cudaStream_t st) {
     using L = mmq_layout<T>;
     static int smem_optin = 0;
-    static int clusters_ok[4][MMQ_MAX_SPLIT + 1]; /* per WN (1, 2, 4) and S: 0 unknown, 1 fits, 2 does not */
+    /* per WN (1, 2, 4) and S: 0 unknown, 1 fits, 2 does not */
+    static int clusters_ok[4][MMQ_MAX_SPLIT + 1];
     auto kernel = mmq_kernel<T, NT>;
     if (!smem_optin) {
         int dev, optin;

@@ -2,8 +2,9 @@
  * E4M3 (kv_elem.cuh) (vLLM's reshape_and_cache, with the rotation folded in so k makes one
  * trip).
  * theta_i = pos * freq_scale * base^(-2i/rope_dim) / factor_i (rope_theta, rope.cuh).
- * gridDim.y CTAs per token, each with the token's angles in shared memory. Tokens of streaming sequences (k_unrotated) keep k as given: attention
- * rotates those keys on read, by slot, from the table rope_cos_sin_table builds. */
+ * gridDim.y CTAs per token, each with the token's angles in shared memory. Tokens of streaming
+ * sequences (k_unrotated) keep k as given: attention rotates those keys on read, by slot, from
+ * the table rope_cos_sin_table builds. */
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/rope.cuh"
 #include "backend/cuda/pdl.cuh"
