@@ -4,8 +4,10 @@
  * gemv_h16_kernel: no shared memory. Rows are 16-byte aligned (K % 8 == 0), so each lane streams
  * its own 16-byte pieces of R rows straight to registers with ld.global.nc (L1::no_allocate: the
  * weights are read once), U pieces per row in flight per lane before the first use; x (f32,
- * L1-resident) is loaded once per piece and serves the R rows. Launched with programmatic
- * dependent launch (pdl.cuh): weight loads start before the previous kernel has finished. */
+ * L1-resident) is loaded once per piece and serves the R rows. A row is split over KS warps (4,
+ * or 8 for long rows), each streaming a contiguous slice; their sums meet in shared memory.
+ * Launched with programmatic dependent launch (pdl.cuh): weight loads start before the previous
+ * kernel has finished. */
 
 #include "backend/cuda/pdl.cuh"
 /* ---------------------------------------------------------------- F16 / BF16 */
@@ -61,7 +63,8 @@ __global__ void __launch_bounds__(GEMV_H16_WARPS * 32)
     const int row0 = (blockIdx.x * (GEMV_H16_WARPS / KS) + warp / KS) * R;
     if (KS == 1 && row0 >= M) return;
     const int n16 = K / 8; /* 16-byte pieces per row */
-    const int c_beg = (int)((long long)n16 * slice / KS), c_end = (int)((long long)n16 * (slice + 1) / KS);
+    const int c_beg = (int)((long long)n16 * slice / KS);
+    const int c_end = (int)((long long)n16 * (slice + 1) / KS);
     const uint4 *rowp[R];
 #pragma unroll
     for (int r = 0; r < R; r++) rowp[r] = W + (size_t)min(row0 + r, M - 1) * n16;
@@ -145,8 +148,8 @@ template <bool BF, int NB, int R, int U, int KS>
 static void gemv_h16_launch_nb(const void *W, int M, int K, const float *x, int nb, float *y,
                                cudaStream_t st) {
     const int grid = si_div_up(M, GEMV_H16_WARPS / KS * R);
-    si_launch_pdl(gemv_h16_kernel<BF, NB, R, U, KS>, grid, GEMV_H16_WARPS * 32, 0, st, (const uint4 *)W,
-                  M, K, x, nb, y);
+    si_launch_pdl(gemv_h16_kernel<BF, NB, R, U, KS>, grid, GEMV_H16_WARPS * 32, 0, st,
+                  (const uint4 *)W, M, K, x, nb, y);
 }
 
 template <bool BF, int KS>
