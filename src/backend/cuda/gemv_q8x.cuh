@@ -17,6 +17,7 @@
  * shared memory pads each unit's bytes by 16 so the lanes' 16-byte loads are conflict-free too.
  * The grid is persistent (at most the resident CTAs) so the x quantisation is paid once per CTA;
  * warps walk row groups of R rows (R rows share each x load). */
+#include "backend/cuda/gemv_epilogue.cuh"
 #include "backend/cuda/gemv_q8x_units.cuh"
 #include "backend/cuda/pdl.cuh"
 #include "backend/cuda/q8x_row.cuh"
@@ -85,7 +86,7 @@ __device__ __forceinline__ void q8x_quantize_x(const float *__restrict__ x, int 
 template <class T, int NB, int R, int S, bool PRE>
 __global__ void __launch_bounds__(256)
     gemv_q8x_kernel(const uint8_t *__restrict__ W, int M, int K, size_t row_bytes,
-                    const float *__restrict__ x, int nb, float *__restrict__ y) {
+                    const float *__restrict__ x, int nb, float *__restrict__ y, gemv_epi epi) {
     constexpr int XUB = q8x_layout<T>::XUB, SEG = q8x_layout<T>::SEG, SEGBYTES = 32 * T::UBYTES;
     extern __shared__ __align__(16) uint8_t smem[];
     const int nwarps = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -213,13 +214,25 @@ __global__ void __launch_bounds__(256)
         __syncwarp(); /* this stage is refilled by the next produce() */
         if (seg == nseg - 1) {
 #pragma unroll
-            for (int r = 0; r < R; r++)
+            for (int b = 0; b < NB; b++) {
+                float v[R];
 #pragma unroll
-                for (int b = 0; b < NB; b++) {
-                    const float v = si_warp_sum(acc[r][b]);
+                for (int r = 0; r < R; r++) {
+                    v[r] = si_warp_sum(acc[r][b]);
                     acc[r][b] = 0.0f;
-                    if (lane == 0 && b < nb && rg * R + r < M) y[(size_t)b * M + rg * R + r] = v;
                 }
+                if (lane != 0 || b >= nb) continue;
+                const int m0 = rg * R;
+                if (epi.rope) { /* R is even (the launcher's check): the group holds whole pairs */
+#pragma unroll
+                    for (int r = 0; r + 1 < R; r += 2)
+                        if (m0 + r + 1 < M) gemv_store_qkv_pair(epi, y, M, b, m0 + r, v[r], v[r + 1]);
+                } else {
+#pragma unroll
+                    for (int r = 0; r < R; r++)
+                        if (m0 + r < M) gemv_store(epi, y, (size_t)b * M + m0 + r, v[r]);
+                }
+            }
         }
         next(rg, seg);
         if (rg * R >= M) break;
@@ -236,7 +249,8 @@ __global__ void __launch_bounds__(256)
 
 template <class T, int NB, int R, int S, bool PRE>
 static int gemv_q8x_launch_nb(const void *W, int M, int K, const float *x, int nb, float *y,
-                              cudaStream_t st) {
+                              const gemv_epi &e, cudaStream_t st) {
+    if (e.rope && R % 2) return -1; /* a q/k pair would straddle two warps */
     static int smem_optin = 0, n_sm = 0; /* per instance: the attribute is per kernel */
     if (!smem_optin) {
         int dev;
@@ -263,7 +277,7 @@ static int gemv_q8x_launch_nb(const void *W, int M, int K, const float *x, int n
     const int grid = min(need, max(1, per_sm) * n_sm);
     const size_t row_bytes = (size_t)(K / (32 * T::UB)) * T::UBYTES; /* units x bytes */
     si_launch_pdl(gemv_q8x_kernel<T, NB, R, S, PRE>, grid, warps * 32, smem, st, (const uint8_t *)W, M, K,
-                  row_bytes, x, nb, y);
+                  row_bytes, x, nb, y, e);
     return 0;
 }
 
@@ -289,8 +303,8 @@ template <int I> static constexpr int q8x_stages() {
 }
 template <class T, int NB, int I, bool PRE>
 static int gemv_q8x_launch_case(const void *W, int M, int K, const float *x, int nb, float *y,
-                                cudaStream_t st) {
-    return gemv_q8x_launch_nb<T, NB, q8x_rows<I>(), q8x_stages<I>(), PRE>(W, M, K, x, nb, y, st);
+                                const gemv_epi &e, cudaStream_t st) {
+    return gemv_q8x_launch_nb<T, NB, q8x_rows<I>(), q8x_stages<I>(), PRE>(W, M, K, x, nb, y, e, st);
 }
 
 /* Timing knob, not for the engine: SI_CUDA_GEMV_Q8X=R,S runs batch 1 with R rows per warp and S
@@ -300,21 +314,22 @@ static int gemv_q8x_knob() {
     return v;
 }
 
-/* x: nb rows of K floats, or (PRE) of CUDA_Q8X_ROW_BYTES(K) quantised bytes */
+/* x: nb rows of K floats, or (PRE) of CUDA_Q8X_ROW_BYTES(K) quantised bytes; e: the epilogue
+ * (rope: -1 where the case's R is odd) */
 template <class T, bool PRE = false>
 static int gemv_q8x_launch(const void *W, int M, int K, const float *x, int nb, float *y,
-                           cudaStream_t st) {
+                           const gemv_epi &e, cudaStream_t st) {
     if (!gemv_q8x_ok<T>(K)) return -1;
     switch (nb <= 1 ? gemv_q8x_knob() : 0) {
-    case 12: return gemv_q8x_launch_nb<T, 1, 1, 2, PRE>(W, M, K, x, nb, y, st);
-    case 14: return gemv_q8x_launch_nb<T, 1, 1, 4, PRE>(W, M, K, x, nb, y, st);
-    case 22: return gemv_q8x_launch_nb<T, 1, 2, 2, PRE>(W, M, K, x, nb, y, st);
-    case 23: return gemv_q8x_launch_nb<T, 1, 2, 3, PRE>(W, M, K, x, nb, y, st);
+    case 12: return gemv_q8x_launch_nb<T, 1, 1, 2, PRE>(W, M, K, x, nb, y, e, st);
+    case 14: return gemv_q8x_launch_nb<T, 1, 1, 4, PRE>(W, M, K, x, nb, y, e, st);
+    case 22: return gemv_q8x_launch_nb<T, 1, 2, 2, PRE>(W, M, K, x, nb, y, e, st);
+    case 23: return gemv_q8x_launch_nb<T, 1, 2, 3, PRE>(W, M, K, x, nb, y, e, st);
     default: break;
     }
-    if (nb <= 1 && K < 8192) return gemv_q8x_launch_case<T, 1, 0, PRE>(W, M, K, x, nb, y, st);
-    if (nb <= 1) return gemv_q8x_launch_case<T, 1, 1, PRE>(W, M, K, x, nb, y, st);
-    if (nb <= 2) return gemv_q8x_launch_case<T, 2, 2, PRE>(W, M, K, x, nb, y, st);
-    if (nb <= 4) return gemv_q8x_launch_case<T, 4, 3, PRE>(W, M, K, x, nb, y, st);
-    return gemv_q8x_launch_case<T, 8, 4, PRE>(W, M, K, x, nb, y, st);
+    if (nb <= 1 && K < 8192) return gemv_q8x_launch_case<T, 1, 0, PRE>(W, M, K, x, nb, y, e, st);
+    if (nb <= 1) return gemv_q8x_launch_case<T, 1, 1, PRE>(W, M, K, x, nb, y, e, st);
+    if (nb <= 2) return gemv_q8x_launch_case<T, 2, 2, PRE>(W, M, K, x, nb, y, e, st);
+    if (nb <= 4) return gemv_q8x_launch_case<T, 4, 3, PRE>(W, M, K, x, nb, y, e, st);
+    return gemv_q8x_launch_case<T, 8, 4, PRE>(W, M, K, x, nb, y, e, st);
 }

@@ -92,7 +92,7 @@ static rope_args rope_args_of(const cuda_rope_params *p) {
     a.rope_dim = p->rope_dim;
     a.neox = p->neox;
     a.freq_scale = p->freq_scale;
-    a.theta_scale = powf(p->freq_base, -2.0f / (float)p->rope_dim); /* host powf, as the CPU */
+    a.theta_scale = rope_theta_scale(p);
     a.freq_factors = p->freq_factors;
     return a;
 }
