@@ -71,23 +71,7 @@ if command -v ncu > /dev/null && [ "${SWEEP_PROFILE:-1}" != 0 ]; then
             --launch-skip "${SWEEP_PROFILE_SKIP:-4000}" --launch-count 600 \
             "$BD/swiftinfer" bench --device cuda -m "$m" -p 1 -n 64 -r 1 > "$W/profile-$t.csv" 2> "$W/profile-$t.err"
         log "profile $t rc=$?"
-        python3 - "$W/profile-$t.csv" <<'PY' | tee "$W/profile-$t.txt"
-import csv, sys, collections, re
-rows = [r for r in csv.reader(l for l in open(sys.argv[1]) if l.startswith('"'))]
-hdr = rows[0]; rows = rows[1:]
-ki, mi, vi, ii = hdr.index("Kernel Name"), hdr.index("Metric Name"), hdr.index("Metric Value"), hdr.index("ID")
-per = collections.defaultdict(dict)
-for r in rows:
-    per[(r[ii], r[ki])][r[mi]] = float(r[vi].replace(",", ""))
-agg = collections.defaultdict(lambda: [0, 0.0, 0.0])
-for (i, name), m in per.items():
-    k = re.sub(r"\(.*", "", name)
-    a = agg[k]; a[0] += 1; a[1] += m.get("gpu__time_duration.sum", 0) / 1e3; a[2] += m.get("dram__bytes_read.sum", 0)
-tot = sum(a[1] for a in agg.values())
-print(f"{len(per)} kernels, {tot:.1f} us in all (isolated, serial)")
-for k, (n, us, b) in sorted(agg.items(), key=lambda kv: -kv[1][1]):
-    print(f"{us:9.1f} us {100*us/tot:5.1f}%  n={n:4d}  {us/n:7.2f} us each  {b/us/1e3 if us else 0:7.1f} GB/s  {k[:110]}")
-PY
+        python3 scripts/ncu_profile_sum.py "$W/profile-$t.csv" | tee "$W/profile-$t.txt"
     done
     pack
 fi

@@ -316,11 +316,13 @@ static void test_gemv_rope(si_type t, const char *tn, bool x_q8, int n_head, int
     uint8_t *kc1 = dalloc<uint8_t>(cache_bytes), *vc1 = dalloc<uint8_t>(cache_bytes);
     uint8_t *kc2 = dalloc<uint8_t>(cache_bytes), *vc2 = dalloc<uint8_t>(cache_bytes);
     float *y1 = dalloc<float>((size_t)R * M), *y2 = dalloc<float>((size_t)R * M);
+    float2 *rot = dalloc<float2>((size_t)R * rope_dim / 2);
     const float *xin = x_q8 ? (const float *)xq : xb;
     for (int nb : {1, 2, 3, 4, 8}) {
         for (void *p : {(void *)kc1, (void *)vc1, (void *)kc2, (void *)vc2})
             CUDA_CHECK(cudaMemset(p, 0xFF, cache_bytes));
-        const cuda_gemv_fusion f = {.rope = &rp, .pos = pos, .slot = slot, .k_cache = kc2, .v_cache = vc2};
+        cuda_rope_angles(rot, pos, nb, &rp, 0);
+        const cuda_gemv_fusion f = {.rope = &rp, .rot = rot, .slot = slot, .k_cache = kc2, .v_cache = vc2};
         char name[160];
         snprintf(name, sizeof name, "gemv rope %s%s %dx%d h%d/%d hd%d rope%d %s nb=%d", tn,
                  x_q8 ? " (x q8)" : "", M, K, n_head, n_kv, hd, rope_dim,
@@ -349,7 +351,8 @@ static void test_gemv_rope(si_type t, const char *tn, bool x_q8, int n_head, int
         check_same_bytes(what, hbytes(vc2, cache_bytes), hbytes(vc1, cache_bytes));
     }
     for (void *p : {W, (void *)x, (void *)g, (void *)xb, (void *)xq, (void *)pos, (void *)slot,
-                    (void *)kc1, (void *)vc1, (void *)kc2, (void *)vc2, (void *)y1, (void *)y2})
+                    (void *)kc1, (void *)vc1, (void *)kc2, (void *)vc2, (void *)y1, (void *)y2,
+                    (void *)rot})
         CUDA_CHECK(cudaFree(p));
 }
 

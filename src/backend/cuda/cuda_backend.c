@@ -40,6 +40,10 @@
 #include "quant/quant.h"
 
 
+/* The decode GEMVs' fusions (cuda_gemv_fusion), as bits of cuda_state.fuse. */
+enum { FUSE_NORM = 1, FUSE_RESIDUAL = 2, FUSE_ROPE = 4 };
+#define FUSE_DEFAULT (FUSE_NORM | FUSE_RESIDUAL | FUSE_ROPE)
+
 /* ---- per-state memory -------------------------------------------------------------------- */
 
 typedef struct cuda_state {
@@ -53,7 +57,7 @@ typedef struct cuda_state {
     cuda_rope_params rope;
     cuda_attn_params attn;
     bool res_pending; /* while launching a step: c->xb holds an output not yet added to c->x */
-    bool fuse;        /* the decode GEMVs' fusions (cuda_gemv_fusion); SI_CUDA_GEMV_FUSE=0: off */
+    int fuse; /* the decode GEMVs' fusions (cuda_gemv_fusion): FUSE_* bits, SI_CUDA_GEMV_FUSE */
     char device[256];
     /* the KV pool: [n_layer][n_blocks][KV_BLOCK_SIZE][kv_dim] elements of p.kv_dtype (f16 or
      * FP8 E4M3: kv_elem bytes each), K then V; kc/vc: layer 0's K and V */
@@ -68,6 +72,7 @@ typedef struct cuda_state {
     float *ffn; /* rows [gate | up] (fused), or blocks gate, up */
     float *act; /* silu(gate) * up, the input of w_down */
     void *xq8;  /* [GEMV_ROWS_MAX] rows of xb or act quantised for the GEMVs (pre_quant) */
+    void *rope_rot; /* [GEMV_ROWS_MAX][rope_dim / 2] the step's rotations (cuda_rope_angles) */
     float *xo;     /* [max_seqs][n_embd] the rows that give logits */
     float *logits; /* [max_seqs][n_vocab] */
     void *gemm_scr, *attn_scr;
@@ -142,6 +147,7 @@ static size_t scratch_layout(cuda_state *c, const si_model *m, const backend_par
         const size_t kmax = (size_t)(hp->n_embd > hp->n_ff ? hp->n_embd : hp->n_ff);
         TAKE(xq8, GEMV_ROWS_MAX * CUDA_Q8X_ROW_BYTES(kmax));
     }
+    TAKE(rope_rot, GEMV_ROWS_MAX * (size_t)(hp->rope_dim / 2) * 8);
     TAKE(xo, S * hp->n_embd * 4);
     TAKE(logits, S * hp->n_vocab * 4);
     /* the GEMM's f16 copies of x and of a dequantised weight: the largest any matmul needs */
@@ -292,8 +298,9 @@ static si_status cuda_create(si_model *m, const backend_params *p, void **state)
                                  c->w->rope_freqs, hp->rope == ROPE_NEOX, p->kv_dtype};
     c->attn = (cuda_attn_params){hp->n_head, hp->n_head_kv, hp->head_dim, c->max_blocks,
                                  1.0f / sqrtf((float)hp->head_dim), p->kv_dtype};
-    const char *fuse = getenv("SI_CUDA_GEMV_FUSE"); /* a timing knob: the results differ slightly */
-    c->fuse = !(fuse && fuse[0] == '0');
+    /* a timing knob: SI_CUDA_GEMV_FUSE=N, N the sum of the FUSE_* bits to use */
+    const char *fuse = getenv("SI_CUDA_GEMV_FUSE");
+    c->fuse = fuse && fuse[0] >= '0' && fuse[0] <= '7' ? fuse[0] - '0' : FUSE_DEFAULT;
     const double t1 = cuda_now_s();
     fprintf(stderr, "cuda: %s: KV pool %d blocks (%.0f MiB, %s), scratch %.0f MiB for %d tokens; "
             "ready in %.2f s (%.2f s after program start)\n", c->device, p->n_blocks,
@@ -321,10 +328,10 @@ typedef struct step_shape {
  * GEMV would quantise x itself (cuda_gemv_pre_ok), once in every CTA. */
 static bool pre_quant(const dev_mat *w, int n) { return cuda_gemv_pre_ok(w->type, w->K, n); }
 
-/* Whether the GEMV of w over n rows can norm its own input and add its output to the residual
- * stream (cuda_gemv_fusion's norm_w and residual: the F16/BF16 kernel). */
-static bool gemv_fuses(const cuda_state *c, const dev_mat *w, int n) {
-    return c->fuse && n <= GEMV_ROWS_MAX && (w->type == SI_TYPE_F16 || w->type == SI_TYPE_BF16) &&
+/* Whether the GEMV of w over n rows can take fusion bit f: norm its own input, add its output to
+ * the residual stream (the F16/BF16 kernel). */
+static bool gemv_fuses(const cuda_state *c, int f, const dev_mat *w, int n) {
+    return (c->fuse & f) && n <= GEMV_ROWS_MAX && (w->type == SI_TYPE_F16 || w->type == SI_TYPE_BF16) &&
            w->K % 8 == 0;
 }
 
@@ -383,7 +390,7 @@ static bool matmul_in(cuda_state *c, const block_input *in, const dev_mat *w, in
  * to add (res_pending). */
 static void matmul_residual(cuda_state *c, const dev_mat *w, const float *a, int n) {
     const cuda_gemv_fusion f = {.residual = 1};
-    if (gemv_fuses(c, w, n) &&
+    if (gemv_fuses(c, FUSE_RESIDUAL, w, n) &&
         cuda_gemv_fused(w->type, w->d, w->M, w->K, a, 0, n, c->x, &f, c->st) == 0)
         return;
     matmul(c, w, a, n, c->xb);
@@ -422,6 +429,13 @@ static qkv_view qkv_of(const cuda_state *c, const dev_layer *D, int n) {
     return (qkv_view){c->qkv, k, v, q_dim, kv_dim, kv_dim};
 }
 
+/* Whether the step's QKV GEMVs may rotate q and k themselves (FUSE_ROPE), from the rotations
+ * forward_launches puts in c->rope_rot */
+static bool rope_fuses(const cuda_state *c, const step_shape *sh) {
+    return (c->fuse & FUSE_ROPE) && !sh->streaming && !c->rope.neox &&
+           sh->n_tokens <= GEMV_ROWS_MAX;
+}
+
 static void attention_block(cuda_state *c, const dev_layer *D, int il, const step_shape *sh) {
     const model_hparams *hp = &c->m->hp;
     const batch_layout L = layout_of(&c->p, c->max_blocks);
@@ -434,18 +448,18 @@ static void attention_block(cuda_state *c, const dev_layer *D, int il, const ste
     const uint8_t *k_unrot = sh->streaming ? (const uint8_t *)(c->d_in + L.k_unrot) : NULL;
     const uint8_t *row_ror = sh->streaming ? (const uint8_t *)(c->d_in + L.row_ror) : NULL;
 
-    const bool fuse = D->qkv_fused ? gemv_fuses(c, &D->wqkv, n)
-                                   : gemv_fuses(c, &D->wq, n) && gemv_fuses(c, &D->wk, n) &&
-                                         gemv_fuses(c, &D->wv, n);
+    const bool fuse = D->qkv_fused ? gemv_fuses(c, FUSE_NORM, &D->wqkv, n)
+                                   : gemv_fuses(c, FUSE_NORM, &D->wq, n) && gemv_fuses(c, FUSE_NORM, &D->wk, n) &&
+                                         gemv_fuses(c, FUSE_NORM, &D->wv, n);
     const block_input in =
         block_input_for(c, D->attn_norm, fuse, D->qkv_fused ? &D->wqkv : &D->wq, n);
     const qkv_view v = qkv_of(c, D, n);
     bool roped = false;
     if (D->qkv_fused) {
         /* RoPE + KV write in the QKV GEMV's epilogue where it can (no bias to add first) */
-        const cuda_gemv_fusion rope = {.rope = &c->rope, .pos = d_pos, .slot = c->d_in + L.slot,
-                                       .k_cache = kc, .v_cache = vc};
-        const bool try_rope = c->fuse && !D->b_qkv && !sh->streaming && !c->rope.neox && n <= GEMV_ROWS_MAX;
+        const cuda_gemv_fusion rope = {.rope = &c->rope, .rot = c->rope_rot,
+                                       .slot = c->d_in + L.slot, .k_cache = kc, .v_cache = vc};
+        const bool try_rope = rope_fuses(c, sh) && !D->b_qkv;
         roped = matmul_in(c, &in, &D->wqkv, n, c->qkv, in.pre, try_rope ? &rope : NULL);
         if (D->b_qkv) cuda_fwd_add_bias(c->qkv, D->b_qkv, q_dim + 2 * kv_dim, n, st);
     } else {
@@ -482,8 +496,8 @@ static void ffn_block(cuda_state *c, const dev_layer *D, const step_shape *sh) {
     cudaStream_t st = c->st;
     /* the down GEMV's x quantised by the fused SwiGLU, as the norms do for the others */
     const bool pre_down = D->gate_up_fused && pre_quant(&D->w_down, n);
-    const bool fuse = D->gate_up_fused ? gemv_fuses(c, &D->w_gate_up, n)
-                                       : gemv_fuses(c, &D->w_gate, n) && gemv_fuses(c, &D->w_up, n);
+    const bool fuse = D->gate_up_fused ? gemv_fuses(c, FUSE_NORM, &D->w_gate_up, n)
+                                       : gemv_fuses(c, FUSE_NORM, &D->w_gate, n) && gemv_fuses(c, FUSE_NORM, &D->w_up, n);
     const block_input in =
         block_input_for(c, D->ffn_norm, fuse, D->gate_up_fused ? &D->w_gate_up : &D->w_gate, n);
     if (D->gate_up_fused) {
@@ -516,6 +530,8 @@ static void forward_launches(cuda_state *c, const step_shape *sh) {
     SI_ASSERT(cuda_get_rows(w->tok_embd.type, w->tok_embd.d, dim, c->d_in + L.token,
                             sh->n_tokens, c->x, st) == 0);
     c->res_pending = false;
+    if (rope_fuses(c, sh)) /* every layer's rotations at once: they depend on positions only */
+        cuda_rope_angles(c->rope_rot, c->d_in + L.pos, sh->n_tokens, &c->rope, st);
     for (int il = 0; il < hp->n_layer; il++) {
         attention_block(c, &w->layers[il], il, sh);
         ffn_block(c, &w->layers[il], sh);

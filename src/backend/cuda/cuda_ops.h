@@ -59,10 +59,12 @@ typedef struct cuda_gemv_fusion {
     float eps;
     int residual; /* y[b][m] += the sum (y is the residual stream) */
     /* W is a fused [q | k | v] (n_head, n_head_kv, n_head_kv rows of head_dim), x one token
-     * per batch row: q and k rotated and k and v written into slot[b] of the caches, the
-     * values cuda_rope_kv_write gives (rope->neox == 0; no streaming sequence) */
+     * per batch row: q and k rotated by rot (cuda_rope_angles of the rows' positions) and k and
+     * v written into slot[b] of the caches, the values cuda_rope_kv_write gives
+     * (rope->neox == 0; no streaming sequence) */
     const struct cuda_rope_params *rope;
-    const int32_t *pos, *slot; /* device [n_batch] */
+    const void *rot;     /* device float2 [n_batch][rope_dim / 2] */
+    const int32_t *slot; /* device [n_batch] */
     void *k_cache, *v_cache;
 } cuda_gemv_fusion;
 
@@ -165,6 +167,12 @@ typedef struct cuda_rope_params {
  * k_unrotated: device [n_tokens] or NULL; nonzero: token t belongs to a streaming
  * (rope_on_read) sequence, so its k is neither rotated (in place nor in the cache) and is
  * stored as given; its q is still rotated. */
+/* rot[t][i] = (cos, sin) of pair i's angle at position pos[t], t < n_tokens (rope_dim / 2 pairs):
+ * the rotations of a step's tokens, computed once for every layer (cuda_gemv_fusion's rot).
+ * rot: device float2 [n_tokens][rope_dim / 2]; pos: device [n_tokens]. */
+void cuda_rope_angles(void *rot, const int32_t *pos, int n_tokens, const cuda_rope_params *p,
+                      cudaStream_t stream);
+
 void cuda_rope_kv_write(float *q, int q_stride, float *k, int k_stride, const float *v,
                         int v_stride, const int32_t *pos, const int32_t *slot,
                         const uint8_t *k_unrotated, int n_tokens, void *k_cache, void *v_cache,

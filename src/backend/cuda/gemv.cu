@@ -184,7 +184,7 @@ static bool epi_of(const cuda_gemv_fusion *f, int M, gemv_epi *e) {
     if (!p) return true;
     const int q_dim = p->n_head * p->head_dim, kv_dim = p->n_head_kv * p->head_dim;
     if (p->neox || e->residual || M != q_dim + 2 * kv_dim || p->head_dim % 2 || p->rope_dim % 2 ||
-        p->rope_dim > p->head_dim || !f->pos || !f->slot || !f->k_cache || !f->v_cache ||
+        p->rope_dim > p->head_dim || !f->rot || !f->slot || !f->k_cache || !f->v_cache ||
         (p->kv_dtype != SI_KV_F16 && p->kv_dtype != SI_KV_FP8_E4M3))
         return false;
     e->rope = 1;
@@ -193,10 +193,7 @@ static bool epi_of(const cuda_gemv_fusion *f, int M, gemv_epi *e) {
     e->head_dim = p->head_dim;
     e->rope_dim = p->rope_dim;
     e->kv_fp8 = p->kv_dtype == SI_KV_FP8_E4M3;
-    e->theta_scale = rope_theta_scale(p);
-    e->freq_scale = p->freq_scale;
-    e->freq_factors = p->freq_factors;
-    e->pos = f->pos;
+    e->rot = (const float2 *)f->rot;
     e->slot = f->slot;
     e->k_cache = f->k_cache;
     e->v_cache = f->v_cache;

@@ -4,7 +4,9 @@
  *     projection), so that no add kernel runs after the matmul;
  *   - rope: y is one token's [q | k | v] of a fused QKV weight; the pair (2i, 2i + 1) of q and k
  *     is rotated and k and v are written into the paged KV cache, exactly as rope_kv_kernel
- *     (rope.cu) does, so that no kernel runs between the QKV matmul and attention.
+ *     (rope.cu) does, so that no kernel runs between the QKV matmul and attention. The
+ *     rotations come from a table made once per step (cuda_rope_angles): computing an angle
+ *     here (a 64-step multiplication chain and sincosf) cost the 7B Q4_0 decode 2%.
  * At batch 1 each kernel between two matmuls costs a few us of idle HBM (bench/RESULTS.md). */
 #ifndef SI_BACKEND_CUDA_GEMV_EPILOGUE_CUH
 #define SI_BACKEND_CUDA_GEMV_EPILOGUE_CUH
@@ -15,9 +17,8 @@ struct gemv_epi {
     int residual;
     int rope;
     int q_dim, kv_dim, head_dim, rope_dim, kv_fp8;
-    float theta_scale, freq_scale;
-    const float *freq_factors;
-    const int32_t *pos, *slot; /* per batch row: its position and cache slot (< 0: none) */
+    const float2 *rot;   /* [batch row][rope_dim / 2]: (cos, sin) (cuda_rope_angles) */
+    const int32_t *slot; /* per batch row: its cache slot (< 0: none) */
     void *k_cache, *v_cache;
 };
 
@@ -39,10 +40,8 @@ __device__ __forceinline__ void gemv_store_qkv_pair(const gemv_epi &e, float *y,
                                                     int m, float v0, float v1) {
     const int k_end = e.q_dim + e.kv_dim;
     if (m < k_end && m % e.head_dim < e.rope_dim) {
-        float sn, cs;
-        const int i = (m % e.head_dim) / 2;
-        sincosf(rope_theta((float)e.pos[b], i, e.theta_scale, e.freq_scale, e.freq_factors), &sn, &cs);
-        rope_rotate(v0, v1, cs, sn, &v0, &v1);
+        const float2 r = e.rot[b * (e.rope_dim / 2) + (m % e.head_dim) / 2];
+        rope_rotate(v0, v1, r.x, r.y, &v0, &v1);
     }
     float *yb = y + (size_t)b * M;
     yb[m] = v0;

@@ -21,11 +21,6 @@ __device__ __forceinline__ float rope_theta(float pos, int i, float theta_scale,
     return freq_scale * (tb / ff);
 }
 
-/* theta_scale of rope_theta, computed on the host with powf as the CPU backend does */
-static inline float rope_theta_scale(const cuda_rope_params *p) {
-    return powf(p->freq_base, -2.0f / (float)p->rope_dim);
-}
-
 /* The two elements of a head that pair i rotates: (2i, 2i+1) for ROPE_NORM, (i, i + half) for
  * NEOX. */
 __device__ __forceinline__ void rope_pair(int i, int half, int neox, int *e0, int *e1) {

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# scripts/gpu_decode_ab.sh — batch-1 decode A/B of environment settings in one device call, for
+# deciding a default from measurements on the same machine and run:
+#   1. synthesise the Llama-2-7B-shaped models AB_TYPES (default "f16 q4_0 q8_0") into /dev/shm;
+#   2. with ncu (AB_PROFILE_TYPES, default "f16"): ~600 decode kernels under each of
+#      AB_PROFILE_ENVS, each kernel timed alone, summed by name, and one layer's kernels in
+#      launch order (scripts/ncu_profile_sum.py);
+#   3. tg128 (-p 16 -n 128 -r 2) of each model under each AB_ENVS setting (e.g.
+#      "SI_CUDA_GEMV_FUSE=0 SI_CUDA_GEMV_FUSE=7"), all settings AB_ROUNDS times (default 2),
+#      alternating, so that drift shows.
+# Logs under $OUT/ab/ (packed into $OUT/ab.tgz), the tg lines on stdout.
+#
+# usage (on the GPU machine, repository root, binaries prebuilt and carried):
+#   SI_BIN_DIR=build-gpucarry AB_ENVS="A=0 A=1" scripts/gpu_decode_ab.sh
+set -u
+cd "$(dirname "$0")/.."
+BD=${SI_BIN_DIR:-build-cuda}
+OUTDIR=${OUT:-/tmp}
+W=$OUTDIR/ab
+MODELS=/dev/shm/si7b
+mkdir -p "$W" "$MODELS"
+export SI_BIN_DIR=$BD
+. tests/cuda/host_deps.sh
+log() { echo "[$(date -u +%H:%M:%S) +${SECONDS}s] $*"; }
+pack() { tar -czf "$OUTDIR/ab.tgz" -C "$W" . 2>/dev/null; }
+safe() { echo "$1" | tr '=,' '__'; } # file names the device tool returns
+
+for t in ${AB_TYPES:-f16 q4_0 q8_0}; do
+    m=$MODELS/llama2-7b-$t.gguf
+    [ -f "$m" ] || timeout 200 "$BD/swiftinfer" synth -o "$m" --shape llama2-7b --type "$t" \
+        > "$W/synth-$t.txt" 2>&1 || { log "synth $t FAILED"; tail -5 "$W/synth-$t.txt"; }
+done
+log "models ready"
+
+if command -v ncu > /dev/null; then
+    for t in ${AB_PROFILE_TYPES:-f16}; do
+        for e in ${AB_PROFILE_ENVS:-}; do
+            f=$W/profile-$t-$(safe "$e")
+            env "$e" timeout 200 ncu --clock-control none --csv \
+                --metrics gpu__time_duration.sum,dram__bytes_read.sum \
+                --launch-skip "${AB_PROFILE_SKIP:-4000}" --launch-count 600 \
+                "$BD/swiftinfer" bench --device cuda -m "$MODELS/llama2-7b-$t.gguf" -p 1 -n 64 -r 1 \
+                > "$f.csv" 2> "$f.err"
+            log "profile $t $e rc=$?"
+            python3 scripts/ncu_profile_sum.py "$f.csv" --sequence "${AB_PROFILE_SEQ:-12}" | tee "$f.txt"
+            rm -f "$f.csv"
+        done
+    done
+    pack
+fi
+
+for round in $(seq "${AB_ROUNDS:-2}"); do
+    for t in ${AB_TYPES:-f16 q4_0 q8_0}; do
+        m=$MODELS/llama2-7b-$t.gguf
+        [ -f "$m" ] || continue
+        for e in ${AB_ENVS:-SI_CUDA_PDL=0 SI_CUDA_PDL=1}; do
+            r=$(env "$e" timeout 100 "$BD/swiftinfer" bench --device cuda --bw 4210 -m "$m" \
+                -p 16 -n 128 -r 2 2>&1 | grep -E "tg128|error" || echo "(no tg line)")
+            echo "round $round $t $e: $r" | tee -a "$W/tg.txt"
+        done
+    done
+    pack
+done
+log "ab: done"
