@@ -38,7 +38,8 @@ def main():
         for (i, name), m in sorted(per.items())[:seq_n]:
             us = m.get("gpu__time_duration.sum", 0) / 1e3
             gb = m.get("dram__bytes_read.sum", 0) / us / 1e3 if us else 0
-            print(f"  {us:8.2f} us {gb:7.1f} GB/s  {re.sub(r'(.*?)[(].*', r'\1', name)[:100]}")
+            short = re.sub(r"\(.*", "", name)
+            print(f"  {us:8.2f} us {gb:7.1f} GB/s  {short[:100]}")
     return 0
 
 
