@@ -40,10 +40,6 @@
 #include "quant/quant.h"
 
 
-/* The decode GEMVs' fusions (cuda_gemv_fusion), as bits of cuda_state.fuse. */
-enum { FUSE_NORM = 1, FUSE_RESIDUAL = 2, FUSE_ROPE = 4 };
-#define FUSE_DEFAULT (FUSE_NORM | FUSE_RESIDUAL | FUSE_ROPE)
-
 /* ---- per-state memory -------------------------------------------------------------------- */
 
 typedef struct cuda_state {
@@ -56,8 +52,7 @@ typedef struct cuda_state {
     cuda_graphs *graphs; /* decode-step graphs, or NULL (SI_CUDA_GRAPHS=0) */
     cuda_rope_params rope;
     cuda_attn_params attn;
-    bool res_pending; /* while launching a step: c->xb holds an output not yet added to c->x */
-    int fuse; /* the decode GEMVs' fusions (cuda_gemv_fusion): FUSE_* bits, SI_CUDA_GEMV_FUSE */
+    bool rope_fuse; /* RoPE + KV write in the QKV GEMV (cuda_gemv_rope); SI_CUDA_ROPE_FUSE=0: off */
     char device[256];
     /* the KV pool: [n_layer][n_blocks][KV_BLOCK_SIZE][kv_dim] elements of p.kv_dtype (f16 or
      * FP8 E4M3: kv_elem bytes each), K then V; kc/vc: layer 0's K and V */
@@ -298,9 +293,8 @@ static si_status cuda_create(si_model *m, const backend_params *p, void **state)
                                  c->w->rope_freqs, hp->rope == ROPE_NEOX, p->kv_dtype};
     c->attn = (cuda_attn_params){hp->n_head, hp->n_head_kv, hp->head_dim, c->max_blocks,
                                  1.0f / sqrtf((float)hp->head_dim), p->kv_dtype};
-    /* a timing knob: SI_CUDA_GEMV_FUSE=N, N the sum of the FUSE_* bits to use */
-    const char *fuse = getenv("SI_CUDA_GEMV_FUSE");
-    c->fuse = fuse && fuse[0] >= '0' && fuse[0] <= '7' ? fuse[0] - '0' : FUSE_DEFAULT;
+    const char *rf = getenv("SI_CUDA_ROPE_FUSE"); /* a timing knob: the same results either way */
+    c->rope_fuse = !(rf && rf[0] == '0');
     const double t1 = cuda_now_s();
     fprintf(stderr, "cuda: %s: KV pool %d blocks (%.0f MiB, %s), scratch %.0f MiB for %d tokens; "
             "ready in %.2f s (%.2f s after program start)\n", c->device, p->n_blocks,
@@ -328,73 +322,24 @@ typedef struct step_shape {
  * GEMV would quantise x itself (cuda_gemv_pre_ok), once in every CTA. */
 static bool pre_quant(const dev_mat *w, int n) { return cuda_gemv_pre_ok(w->type, w->K, n); }
 
-/* Whether the GEMV of w over n rows can take fusion bit f: norm its own input, add its output to
- * the residual stream (the F16/BF16 kernel). */
-static bool gemv_fuses(const cuda_state *c, int f, const dev_mat *w, int n) {
-    return (c->fuse & f) && n <= GEMV_ROWS_MAX && (w->type == SI_TYPE_F16 || w->type == SI_TYPE_BF16) &&
-           w->K % 8 == 0;
-}
-
-/* The input of a block's matmuls, RMSNorm(c->x) with weight nw, comes one of two ways:
- *   - inline: each F16/BF16 GEMV norms c->x itself (no norm kernel);
- *   - normed: the norm kernel writes c->xb (adding a pending residual first), quantised into
- *     c->xq8 as well when pre (the matmuls of the quantised types take that). */
-typedef struct block_input {
-    const float *nw;
-    bool inline_norm, pre;
-} block_input;
-
-/* all_fuse: every matmul of the block takes the inline norm (gemv_fuses); w: the first one */
-static block_input block_input_for(cuda_state *c, const float *nw, bool all_fuse,
-                                   const dev_mat *w, int n) {
+/* RMSNorm of c->x into c->xb (adding c->xb first when add), quantised into c->xq8 as well when
+ * the matmul of w after it can take that; returns whether it did (matmul_normed's pre). */
+static bool norm_for(cuda_state *c, const float *nw, bool add, const dev_mat *w, int n) {
     const model_hparams *hp = &c->m->hp;
-    block_input in = {nw, all_fuse, false};
-    if (all_fuse) {
-        if (c->res_pending) cuda_add(c->x, c->xb, (int64_t)n * hp->n_embd, c->st);
-    } else {
-        in.pre = pre_quant(w, n) && hp->n_embd <= CUDA_NORM_Q8_MAX;
-        SI_ASSERT(cuda_add_rmsnorm(c->xb, in.pre ? c->xq8 : NULL, c->x,
-                                   c->res_pending ? c->xb : NULL, nw, hp->n_embd, n,
-                                   hp->rms_eps, c->st) == 0);
-    }
-    c->res_pending = false;
-    return in;
+    const bool pre = pre_quant(w, n) && hp->n_embd <= CUDA_NORM_Q8_MAX;
+    SI_ASSERT(cuda_add_rmsnorm(c->xb, pre ? c->xq8 : NULL, c->x, add ? c->xb : NULL, nw,
+                               hp->n_embd, n, hp->rms_eps, c->st) == 0);
+    return pre;
 }
 
+/* y[n][M] = xb[n][K] W^T where xb is norm_for's output, read from its quantised copy when pre
+ * and w's type can take it. */
 static void matmul(cuda_state *c, const dev_mat *w, const float *x, int n, float *y);
-
-/* y[n][M] = W norm(x) for the block input in; pre: in.pre and w's type is the one it was
- * quantised for. rope (may be NULL): also RoPE + KV write (w a fused QKV); returns whether that
- * was done (otherwise the caller runs cuda_rope_kv_write). */
-static bool matmul_in(cuda_state *c, const block_input *in, const dev_mat *w, int n, float *y,
-                      bool pre, const cuda_gemv_fusion *rope) {
-    cuda_gemv_fusion f = rope ? *rope : (cuda_gemv_fusion){0};
-    const float *x = c->xb;
-    if (in->inline_norm) {
-        f.norm_w = in->nw;
-        f.eps = c->m->hp.rms_eps;
-        x = c->x;
-    }
-    const bool q8 = pre && pre_quant(w, n);
-    if (q8) x = c->xq8;
-    if ((rope || in->inline_norm || q8) &&
-        cuda_gemv_fused(w->type, w->d, w->M, w->K, x, q8, n, y, &f, c->st) == 0)
-        return rope != NULL;
-    if (rope) return matmul_in(c, in, w, n, y, pre, NULL);
-    SI_ASSERT(!in->inline_norm); /* gemv_fuses said the GEMV takes it */
-    matmul(c, w, c->xb, n, y);
-    return false;
-}
-
-/* c->x += W a: in the GEMV's epilogue where it can, else into c->xb for the next block's input
- * to add (res_pending). */
-static void matmul_residual(cuda_state *c, const dev_mat *w, const float *a, int n) {
-    const cuda_gemv_fusion f = {.residual = 1};
-    if (gemv_fuses(c, FUSE_RESIDUAL, w, n) &&
-        cuda_gemv_fused(w->type, w->d, w->M, w->K, a, 0, n, c->x, &f, c->st) == 0)
-        return;
-    matmul(c, w, a, n, c->xb);
-    c->res_pending = true;
+static void matmul_normed(cuda_state *c, const dev_mat *w, int n, float *y, bool pre) {
+    if (pre && pre_quant(w, n))
+        SI_ASSERT(cuda_gemv_pre(w->type, w->d, w->M, w->K, c->xq8, n, y, c->st) == 0);
+    else
+        matmul(c, w, c->xb, n, y);
 }
 
 /* y[n][M] = x[n][K] W^T: GEMV for up to 8 rows (decode), the int8 tensor-core kernel for the
@@ -429,11 +374,10 @@ static qkv_view qkv_of(const cuda_state *c, const dev_layer *D, int n) {
     return (qkv_view){c->qkv, k, v, q_dim, kv_dim, kv_dim};
 }
 
-/* Whether the step's QKV GEMVs may rotate q and k themselves (FUSE_ROPE), from the rotations
- * forward_launches puts in c->rope_rot */
+/* Whether the step's fused QKV GEMVs may rotate q and k and write the cache themselves
+ * (cuda_gemv_rope), from the rotations forward_launches puts in c->rope_rot */
 static bool rope_fuses(const cuda_state *c, const step_shape *sh) {
-    return (c->fuse & FUSE_ROPE) && !sh->streaming && !c->rope.neox &&
-           sh->n_tokens <= GEMV_ROWS_MAX;
+    return c->rope_fuse && !sh->streaming && !c->rope.neox && sh->n_tokens <= GEMV_ROWS_MAX;
 }
 
 static void attention_block(cuda_state *c, const dev_layer *D, int il, const step_shape *sh) {
@@ -448,25 +392,24 @@ static void attention_block(cuda_state *c, const dev_layer *D, int il, const ste
     const uint8_t *k_unrot = sh->streaming ? (const uint8_t *)(c->d_in + L.k_unrot) : NULL;
     const uint8_t *row_ror = sh->streaming ? (const uint8_t *)(c->d_in + L.row_ror) : NULL;
 
-    const bool fuse = D->qkv_fused ? gemv_fuses(c, FUSE_NORM, &D->wqkv, n)
-                                   : gemv_fuses(c, FUSE_NORM, &D->wq, n) && gemv_fuses(c, FUSE_NORM, &D->wk, n) &&
-                                         gemv_fuses(c, FUSE_NORM, &D->wv, n);
-    const block_input in =
-        block_input_for(c, D->attn_norm, fuse, D->qkv_fused ? &D->wqkv : &D->wq, n);
+    /* the residual of the previous layer's FFN (c->xb, pending unless il == 0) is added here */
+    const bool pre = norm_for(c, D->attn_norm, il > 0, D->qkv_fused ? &D->wqkv : &D->wq, n);
     const qkv_view v = qkv_of(c, D, n);
     bool roped = false;
     if (D->qkv_fused) {
-        /* RoPE + KV write in the QKV GEMV's epilogue where it can (no bias to add first) */
-        const cuda_gemv_fusion rope = {.rope = &c->rope, .rot = c->rope_rot,
-                                       .slot = c->d_in + L.slot, .k_cache = kc, .v_cache = vc};
-        const bool try_rope = rope_fuses(c, sh) && !D->b_qkv;
-        roped = matmul_in(c, &in, &D->wqkv, n, c->qkv, in.pre, try_rope ? &rope : NULL);
+        /* RoPE + KV write in the GEMV's epilogue where it can (no bias to add first) */
+        const cuda_qkv_rope r = {&c->rope, c->rope_rot, c->d_in + L.slot, kc, vc};
+        const bool q8 = pre && pre_quant(&D->wqkv, n);
+        roped = rope_fuses(c, sh) && !D->b_qkv &&
+                cuda_gemv_rope(D->wqkv.type, D->wqkv.d, D->wqkv.M, D->wqkv.K, q8 ? c->xq8 : c->xb,
+                               q8, n, c->qkv, &r, st) == 0;
+        if (!roped) matmul_normed(c, &D->wqkv, n, c->qkv, pre);
         if (D->b_qkv) cuda_fwd_add_bias(c->qkv, D->b_qkv, q_dim + 2 * kv_dim, n, st);
     } else {
         /* the quantised copy is for wq's type; wk, wv take it when theirs is the same */
-        matmul_in(c, &in, &D->wq, n, v.q, in.pre, NULL);
-        matmul_in(c, &in, &D->wk, n, v.k, in.pre && D->wk.type == D->wq.type, NULL);
-        matmul_in(c, &in, &D->wv, n, v.v, in.pre && D->wv.type == D->wq.type, NULL);
+        matmul_normed(c, &D->wq, n, v.q, pre);
+        matmul_normed(c, &D->wk, n, v.k, pre && D->wk.type == D->wq.type);
+        matmul_normed(c, &D->wv, n, v.v, pre && D->wv.type == D->wq.type);
         if (D->b_qkv) {
             cuda_fwd_add_bias(v.q, D->b_qkv, q_dim, n, st);
             cuda_fwd_add_bias(v.k, D->b_qkv + q_dim, kv_dim, n, st);
@@ -486,7 +429,7 @@ static void attention_block(cuda_state *c, const dev_layer *D, int il, const ste
         SI_ASSERT(cuda_attention_prefill(c->att, v.q, v.qs, kc, vc, d_bt, c->d_in + L.seq,
                                          d_pos, n, sh->n_seqs, sh->kv_cap, row_ror, &c->rope,
                                          &ap, c->attn_scr, st) == 0);
-    matmul_residual(c, &D->wo, c->att, n);
+    matmul(c, &D->wo, c->att, n, c->xb); /* its residual add is fused into ffn_block's norm */
 }
 
 /* down(silu(gate(x)) * up(x)) */
@@ -496,27 +439,22 @@ static void ffn_block(cuda_state *c, const dev_layer *D, const step_shape *sh) {
     cudaStream_t st = c->st;
     /* the down GEMV's x quantised by the fused SwiGLU, as the norms do for the others */
     const bool pre_down = D->gate_up_fused && pre_quant(&D->w_down, n);
-    const bool fuse = D->gate_up_fused ? gemv_fuses(c, FUSE_NORM, &D->w_gate_up, n)
-                                       : gemv_fuses(c, FUSE_NORM, &D->w_gate, n) && gemv_fuses(c, FUSE_NORM, &D->w_up, n);
-    const block_input in =
-        block_input_for(c, D->ffn_norm, fuse, D->gate_up_fused ? &D->w_gate_up : &D->w_gate, n);
+    const bool pre = norm_for(c, D->ffn_norm, true, D->gate_up_fused ? &D->w_gate_up : &D->w_gate, n);
     if (D->gate_up_fused) {
-        matmul_in(c, &in, &D->w_gate_up, n, c->ffn, in.pre, NULL);
+        matmul_normed(c, &D->w_gate_up, n, c->ffn, pre);
         cuda_fwd_swiglu_rows(c->act, pre_down ? c->xq8 : NULL, c->ffn, ff, n, st);
     } else {
         float *up = c->ffn + split_at((size_t)n * ff);
-        matmul_in(c, &in, &D->w_gate, n, c->ffn, in.pre, NULL);
-        matmul_in(c, &in, &D->w_up, n, up, in.pre && D->w_up.type == D->w_gate.type, NULL);
+        matmul_normed(c, &D->w_gate, n, c->ffn, pre);
+        matmul_normed(c, &D->w_up, n, up, pre && D->w_up.type == D->w_gate.type);
         cuda_swiglu(c->act, c->ffn, up, (int64_t)n * ff, st);
     }
-    /* added to c->x here, or by the next layer's input, or at the end */
-    if (pre_down) {
+    /* the result is added by the next layer's norm, or at the end */
+    if (pre_down)
         SI_ASSERT(cuda_gemv_pre(D->w_down.type, D->w_down.d, D->w_down.M, D->w_down.K, c->xq8, n,
                                 c->xb, st) == 0);
-        c->res_pending = true;
-    } else {
-        matmul_residual(c, &D->w_down, c->act, n);
-    }
+    else
+        matmul(c, &D->w_down, c->act, n, c->xb);
 }
 
 /* The whole forward pass of a packed step, device work only (capturable): embeddings, the
@@ -529,14 +467,13 @@ static void forward_launches(cuda_state *c, const step_shape *sh) {
     cudaStream_t st = c->st;
     SI_ASSERT(cuda_get_rows(w->tok_embd.type, w->tok_embd.d, dim, c->d_in + L.token,
                             sh->n_tokens, c->x, st) == 0);
-    c->res_pending = false;
-    if (rope_fuses(c, sh)) /* every layer's rotations at once: they depend on positions only */
+    if (rope_fuses(c, sh)) /* every layer's rotations at once: they depend on the positions only */
         cuda_rope_angles(c->rope_rot, c->d_in + L.pos, sh->n_tokens, &c->rope, st);
     for (int il = 0; il < hp->n_layer; il++) {
         attention_block(c, &w->layers[il], il, sh);
         ffn_block(c, &w->layers[il], sh);
     }
-    if (c->res_pending) cuda_add(c->x, c->xb, (int64_t)sh->n_tokens * dim, st); /* last FFN's */
+    cuda_add(c->x, c->xb, (int64_t)sh->n_tokens * dim, st); /* the last layer's FFN residual */
     if (sh->n_out > 0) {
         cuda_fwd_gather_rows(c->xo, c->x, c->d_in + L.out_row, sh->n_out, dim, st);
         SI_ASSERT(cuda_rmsnorm(c->xb, NULL, SI_TYPE_F16, c->xo, w->output_norm, dim, sh->n_out,

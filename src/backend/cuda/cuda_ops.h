@@ -48,32 +48,23 @@ int cuda_gemv_pre_ok(si_type t, int K, int n_batch);
 int cuda_gemv_pre(si_type t, const void *W, int M, int K, const void *xq, int n_batch, float *y,
                   cudaStream_t stream);
 
-/* What a decode matmul may do besides y = W x (cuda_gemv_fused); zero/NULL fields: nothing.
- * At batch 1 every kernel between two matmuls costs a few us with HBM idle; these fold the
- * layer's norms, residual adds and RoPE + KV write into the matmuls next to them. */
-typedef struct cuda_gemv_fusion {
-    /* x is the residual stream, not yet normalised: y = W (x / rms(x) * norm_w), RMSNorm with
-     * eps as cuda_rmsnorm, its scale applied to the sums (the same values up to rounding).
-     * F16/BF16 weights only. */
-    const float *norm_w;
-    float eps;
-    int residual; /* y[b][m] += the sum (y is the residual stream) */
-    /* W is a fused [q | k | v] (n_head, n_head_kv, n_head_kv rows of head_dim), x one token
-     * per batch row: q and k rotated by rot (cuda_rope_angles of the rows' positions) and k and
-     * v written into slot[b] of the caches, the values cuda_rope_kv_write gives
-     * (rope->neox == 0; no streaming sequence) */
-    const struct cuda_rope_params *rope;
-    const void *rot;     /* device float2 [n_batch][rope_dim / 2] */
-    const int32_t *slot; /* device [n_batch] */
-    void *k_cache, *v_cache;
-} cuda_gemv_fusion;
+/* RoPE + KV write as the epilogue of the QKV matmul of a decode step (cuda_gemv_rope): at batch
+ * 1 each kernel between two matmuls costs a few us with HBM idle. */
+typedef struct cuda_qkv_rope {
+    const struct cuda_rope_params *rope; /* neox == 0 */
+    const void *rot;     /* device float2 [n_batch][rope_dim / 2]: cuda_rope_angles of the rows' positions */
+    const int32_t *slot; /* device [n_batch]: each row's cache slot (< 0: not cached) */
+    void *k_cache, *v_cache; /* one layer's, of rope->kv_dtype */
+} cuda_qkv_rope;
 
-/* cuda_gemv (x f32; x_q8 == 0) or cuda_gemv_pre (x_q8 != 0) with the fusions f asks for (f may
- * be NULL). Returns -1, launching nothing, where the type, shape or batch cannot take them
- * (the caller then runs the separate kernels): norm_w needs F16/BF16 with K % 8 == 0; rope needs
- * F16/BF16 rows shorter than 8192, or a quantised type's integer kernel at any batch but 2. */
-int cuda_gemv_fused(si_type t, const void *W, int M, int K, const float *x, int x_q8,
-                    int n_batch, float *y, const cuda_gemv_fusion *f, cudaStream_t stream);
+/* cuda_gemv (x f32, x_q8 == 0) or cuda_gemv_pre (x_q8 != 0) of a fused QKV weight W ([q | k | v]:
+ * n_head, n_head_kv, n_head_kv rows of head_dim), one token per batch row (no streaming
+ * sequence): q and k are rotated and k and v written into the caches in the GEMV's epilogue,
+ * y and the caches as cuda_rope_kv_write leaves them (the same bits). Returns -1, launching
+ * nothing, where it cannot: F16/BF16 need rows shorter than 8192; the quantised types the
+ * integer kernel at batch 1. The caller then runs cuda_gemv and cuda_rope_kv_write. */
+int cuda_gemv_rope(si_type t, const void *W, int M, int K, const void *x, int x_q8, int n_batch,
+                   float *y, const cuda_qkv_rope *f, cudaStream_t stream);
 
 /* The int8 tensor-core GEMV (gemv_mma.cuh) for 7-8 batch rows of the quantised types: ~30%
  * faster than dp4a for Q4_0/Q4_1 at 8 rows on the H200, but its sums run in another order

@@ -160,79 +160,35 @@ static bool gemv_mma_on() {
 }
 
 /* A quantised type: the tensor-core or dp4a kernel where K allows it (K % 256 == 0 / K % 128 == 0,
- * K <= 14336, shared memory fits), else the f32-activation kernel above. With an epilogue
- * (gemv_epilogue.cuh) only the dp4a kernel: -1 where it cannot run. PRE: x is quantised ahead
- * (cuda_gemv_pre_ok). */
+ * K <= 14336, shared memory fits), else the f32-activation kernel above. */
 template <class TM, class TX, class T>
-static int gemv_quant(const void *W, int M, int K, const float *x, bool pre, int nb, float *y,
-                      const gemv_epi &e, cudaStream_t st) {
-    if (pre) return gemv_q8x_launch<TX, true>(W, M, K, x, nb, y, e, st);
-    const bool plain = !e.residual && !e.rope;
-    if (plain && nb >= GEMV_MMA_MIN_NB && gemv_mma_on() && gemv_mma_ok<TM>(K) &&
+static int gemv_quant(const void *W, int M, int K, const float *x, int nb, float *y, cudaStream_t st) {
+    if (nb >= GEMV_MMA_MIN_NB && gemv_mma_on() && gemv_mma_ok<TM>(K) &&
         gemv_mma_launch<TM>(W, M, K, x, nb, y, st) == 0)
         return 0;
-    if (gemv_q8x_ok<TX>(K)) return gemv_q8x_launch<TX>(W, M, K, x, nb, y, e, st);
-    return plain ? gemv_launch<T>(W, M, K, x, nb, y, st) : -1;
-}
-
-/* f as the kernels take it; false when f asks what no kernel does (see cuda_gemv_fused) */
-static bool epi_of(const cuda_gemv_fusion *f, int M, gemv_epi *e) {
-    *e = gemv_epi{};
-    if (!f) return true;
-    e->residual = f->residual != 0;
-    const cuda_rope_params *p = f->rope;
-    if (!p) return true;
-    const int q_dim = p->n_head * p->head_dim, kv_dim = p->n_head_kv * p->head_dim;
-    if (p->neox || e->residual || M != q_dim + 2 * kv_dim || p->head_dim % 2 || p->rope_dim % 2 ||
-        p->rope_dim > p->head_dim || !f->rot || !f->slot || !f->k_cache || !f->v_cache ||
-        (p->kv_dtype != SI_KV_F16 && p->kv_dtype != SI_KV_FP8_E4M3))
-        return false;
-    e->rope = 1;
-    e->q_dim = q_dim;
-    e->kv_dim = kv_dim;
-    e->head_dim = p->head_dim;
-    e->rope_dim = p->rope_dim;
-    e->kv_fp8 = p->kv_dtype == SI_KV_FP8_E4M3;
-    e->rot = (const float2 *)f->rot;
-    e->slot = f->slot;
-    e->k_cache = f->k_cache;
-    e->v_cache = f->v_cache;
-    return true;
-}
-
-extern "C" int cuda_gemv_fused(si_type t, const void *W, int M, int K, const float *x, int x_q8,
-                               int n_batch, float *y, const cuda_gemv_fusion *f,
-                               cudaStream_t stream) {
-    if (n_batch < 1 || n_batch > 8 || M < 1 || K < 1 || ((uintptr_t)W & 15) || ((uintptr_t)x & 15))
-        return -1;
-    if (x_q8 && !cuda_gemv_pre_ok(t, K, n_batch)) return -1;
-    gemv_epi e;
-    if (!epi_of(f, M, &e)) return -1;
-    const float *nw = f ? f->norm_w : NULL;
-    const float eps = f ? f->eps : 0.0f;
-    if (nw && (t != SI_TYPE_F16 && t != SI_TYPE_BF16)) return -1; /* only the F16/BF16 kernel */
-    const bool plain = !nw && !e.residual && !e.rope;
-    switch (t) {
-    case SI_TYPE_F16:
-        if (K % 8 == 0) return gemv_h16_launch<false>(W, M, K, x, n_batch, y, nw, eps, e, stream);
-        return plain ? gemv_launch<tq_f16>(W, M, K, x, n_batch, y, stream) : -1;
-    case SI_TYPE_BF16:
-        if (K % 8 == 0) return gemv_h16_launch<true>(W, M, K, x, n_batch, y, nw, eps, e, stream);
-        return plain ? gemv_launch<tq_bf16>(W, M, K, x, n_batch, y, stream) : -1;
-#define GEMV_QUANT(TM, TX, T) gemv_quant<TM, TX, T>(W, M, K, x, x_q8 != 0, n_batch, y, e, stream)
-    case SI_TYPE_Q8_0: return GEMV_QUANT(tmma_q8_0, tqx_q8_0, tq_q8_0);
-    case SI_TYPE_Q4_0: return GEMV_QUANT(tmma_q4_0, tqx_q4_0, tq_q4_0);
-    case SI_TYPE_Q4_1: return GEMV_QUANT(tmma_q4_1, tqx_q4_1, tq_q4_1);
-    case SI_TYPE_Q4_K: return GEMV_QUANT(tmma_q4_k, tqx_q4_k, tq_q4_k);
-    case SI_TYPE_Q6_K: return GEMV_QUANT(tmma_q6_k, tqx_q6_k, tq_q6_k);
-#undef GEMV_QUANT
-    default: return -1;
-    }
+    if (gemv_q8x_ok<TX>(K) && gemv_q8x_launch<TX>(W, M, K, x, nb, y, gemv_rope_epi{}, st) == 0)
+        return 0;
+    return gemv_launch<T>(W, M, K, x, nb, y, st);
 }
 
 extern "C" int cuda_gemv(si_type t, const void *W, int M, int K, const float *x, int n_batch,
                          float *y, cudaStream_t stream) {
-    return cuda_gemv_fused(t, W, M, K, x, 0, n_batch, y, NULL, stream);
+    if (n_batch < 1 || n_batch > 8 || M < 1 || K < 1 || ((uintptr_t)W & 15) || ((uintptr_t)x & 15))
+        return -1;
+    switch (t) {
+    case SI_TYPE_F16:
+        if (K % 8 == 0) return gemv_h16_launch<false>(W, M, K, x, n_batch, y, gemv_rope_epi{}, stream);
+        return gemv_launch<tq_f16>(W, M, K, x, n_batch, y, stream);
+    case SI_TYPE_BF16:
+        if (K % 8 == 0) return gemv_h16_launch<true>(W, M, K, x, n_batch, y, gemv_rope_epi{}, stream);
+        return gemv_launch<tq_bf16>(W, M, K, x, n_batch, y, stream);
+    case SI_TYPE_Q8_0: return gemv_quant<tmma_q8_0, tqx_q8_0, tq_q8_0>(W, M, K, x, n_batch, y, stream);
+    case SI_TYPE_Q4_0: return gemv_quant<tmma_q4_0, tqx_q4_0, tq_q4_0>(W, M, K, x, n_batch, y, stream);
+    case SI_TYPE_Q4_1: return gemv_quant<tmma_q4_1, tqx_q4_1, tq_q4_1>(W, M, K, x, n_batch, y, stream);
+    case SI_TYPE_Q4_K: return gemv_quant<tmma_q4_k, tqx_q4_k, tq_q4_k>(W, M, K, x, n_batch, y, stream);
+    case SI_TYPE_Q6_K: return gemv_quant<tmma_q6_k, tqx_q6_k, tq_q6_k>(W, M, K, x, n_batch, y, stream);
+    default: return -1;
+    }
 }
 
 /* ---- x quantised ahead by the norm (cuda_gemv_pre) */
@@ -252,6 +208,48 @@ extern "C" int cuda_gemv_pre_ok(si_type t, int K, int n_batch) {
 
 extern "C" int cuda_gemv_pre(si_type t, const void *W, int M, int K, const void *xq, int n_batch,
                              float *y, cudaStream_t stream) {
-    /* the kernels' x parameter; PRE reads it as bytes */
-    return cuda_gemv_fused(t, W, M, K, (const float *)xq, 1, n_batch, y, NULL, stream);
+    if (!cuda_gemv_pre_ok(t, K, n_batch) || M < 1 || ((uintptr_t)W & 15) || ((uintptr_t)xq & 15))
+        return -1;
+    const float *x = (const float *)xq; /* the kernels' x parameter; PRE reads it as bytes */
+    switch (t) {
+    case SI_TYPE_Q8_0: return gemv_q8x_launch<tqx_q8_0, true>(W, M, K, x, n_batch, y, gemv_rope_epi{}, stream);
+    case SI_TYPE_Q4_0: return gemv_q8x_launch<tqx_q4_0, true>(W, M, K, x, n_batch, y, gemv_rope_epi{}, stream);
+    case SI_TYPE_Q4_1: return gemv_q8x_launch<tqx_q4_1, true>(W, M, K, x, n_batch, y, gemv_rope_epi{}, stream);
+    case SI_TYPE_Q4_K: return gemv_q8x_launch<tqx_q4_k, true>(W, M, K, x, n_batch, y, gemv_rope_epi{}, stream);
+    case SI_TYPE_Q6_K: return gemv_q8x_launch<tqx_q6_k, true>(W, M, K, x, n_batch, y, gemv_rope_epi{}, stream);
+    default: return -1;
+    }
+}
+
+/* ---- RoPE + KV write in the QKV GEMV's epilogue (cuda_gemv_rope) */
+
+extern "C" int cuda_gemv_rope(si_type t, const void *W, int M, int K, const void *x, int x_q8,
+                              int n_batch, float *y, const cuda_qkv_rope *f, cudaStream_t stream) {
+    const cuda_rope_params *p = f->rope;
+    const int q_dim = p->n_head * p->head_dim, kv_dim = p->n_head_kv * p->head_dim;
+    if (n_batch < 1 || n_batch > GEMV_ROWS_MAX || M != q_dim + 2 * kv_dim || K < 1 ||
+        ((uintptr_t)W & 15) || ((uintptr_t)x & 15) || p->neox || p->head_dim % 2 ||
+        p->rope_dim % 2 || p->rope_dim > p->head_dim || !f->rot || !f->slot || !f->k_cache ||
+        !f->v_cache || (p->kv_dtype != SI_KV_F16 && p->kv_dtype != SI_KV_FP8_E4M3))
+        return -1;
+    const gemv_rope_epi e = {1, q_dim, kv_dim, p->head_dim, p->rope_dim,
+                             p->kv_dtype == SI_KV_FP8_E4M3, (const float2 *)f->rot, f->slot,
+                             f->k_cache, f->v_cache};
+    const float *xf = (const float *)x; /* the kernels' x parameter; PRE reads it as bytes */
+    if (x_q8 && !cuda_gemv_pre_ok(t, K, n_batch)) return -1;
+    switch (t) {
+    case SI_TYPE_F16: return x_q8 ? -1 : gemv_h16_launch<false>(W, M, K, xf, n_batch, y, e, stream);
+    case SI_TYPE_BF16: return x_q8 ? -1 : gemv_h16_launch<true>(W, M, K, xf, n_batch, y, e, stream);
+#define GEMV_ROPE_Q(TX)                                                                          \
+    (!gemv_q8x_ok<TX>(K) ? -1                                                                    \
+     : x_q8              ? gemv_q8x_launch<TX, true>(W, M, K, xf, n_batch, y, e, stream)          \
+                         : gemv_q8x_launch<TX>(W, M, K, xf, n_batch, y, e, stream))
+    case SI_TYPE_Q8_0: return GEMV_ROPE_Q(tqx_q8_0);
+    case SI_TYPE_Q4_0: return GEMV_ROPE_Q(tqx_q4_0);
+    case SI_TYPE_Q4_1: return GEMV_ROPE_Q(tqx_q4_1);
+    case SI_TYPE_Q4_K: return GEMV_ROPE_Q(tqx_q4_k);
+    case SI_TYPE_Q6_K: return GEMV_ROPE_Q(tqx_q6_k);
+#undef GEMV_ROPE_Q
+    default: return -1;
+    }
 }

@@ -54,26 +54,19 @@ template <bool BF> __device__ __forceinline__ float2 si_h2x2f(uint32_t u) {
 
 /* KS warps share a row group (KS > 1): warp slice s sums the contiguous s-th KS-th of the row's
  * pieces, and the group's first warp adds the KS partial sums in slice order.
- * NORM: x is the residual stream, not yet normalised (cuda_gemv_fused's norm_w): each lane
- * multiplies its x by norm_w and also sums x^2; the slices' sums of squares meet like the dot
- * products, and the result is scaled by 1 / sqrt(mean(x^2) + eps) (cuda_rmsnorm's formula), so
- * that no norm kernel runs before the matmul. The scale comes after the sum rather than before
- * it: the same value up to rounding.
- * epi (gemv_epilogue.cuh): the residual add, or RoPE + KV write (KS > 1: a CTA's rows are
- * (GEMV_H16_WARPS / KS) * R consecutive rows from an even one, so q and k pairs never straddle
- * two CTAs). */
-template <bool BF, int NB, int R, int U, int KS, bool NORM>
+ * rope.on (KS > 1; gemv_epilogue.cuh): the CTA's (GEMV_H16_WARPS / KS) * R rows start at an even
+ * row, so q and k pairs never straddle two CTAs; the sums meet in shared memory and the first
+ * warp's lanes store one pair (and batch row) each. */
+template <bool BF, int NB, int R, int U, int KS>
 __global__ void __launch_bounds__(GEMV_H16_WARPS * 32)
     gemv_h16_kernel(const uint4 *__restrict__ W, int M, int K, const float *__restrict__ x, int nb,
-                    float *__restrict__ y, const float *__restrict__ norm_w, float eps,
-                    gemv_epi epi) {
+                    float *__restrict__ y, gemv_rope_epi rope) {
     static_assert(GEMV_H16_WARPS % KS == 0 && R * NB <= 32, "KS divides the warps; a lane a sum");
-    constexpr int GROUPS = GEMV_H16_WARPS / KS, CTA_ROWS = GROUPS * R;
+    constexpr int CTA_ROWS = GEMV_H16_WARPS / KS * R;
     __shared__ float part[KS > 1 ? GEMV_H16_WARPS : 1][R][NB];
-    __shared__ float part_ss[NORM ? GEMV_H16_WARPS : 1][NB];
-    __shared__ float fin[KS > 1 ? CTA_ROWS : 1][NB]; /* epi.rope: the CTA's finished rows */
+    __shared__ float fin[KS > 1 ? CTA_ROWS : 1][NB]; /* rope.on: the CTA's finished rows */
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, slice = warp % KS;
-    const int row0 = (blockIdx.x * GROUPS + warp / KS) * R;
+    const int row0 = (blockIdx.x * (GEMV_H16_WARPS / KS) + warp / KS) * R;
     if (KS == 1 && row0 >= M) return;
     const int n16 = K / 8; /* 16-byte pieces per row */
     const int c_beg = (int)((long long)n16 * slice / KS);
@@ -81,13 +74,11 @@ __global__ void __launch_bounds__(GEMV_H16_WARPS * 32)
     const uint4 *rowp[R];
 #pragma unroll
     for (int r = 0; r < R; r++) rowp[r] = W + (size_t)min(row0 + r, M - 1) * n16;
-    float acc[R][NB], ss[NB];
+    float acc[R][NB];
 #pragma unroll
-    for (int b = 0; b < NB; b++) {
-        ss[b] = 0.0f;
+    for (int r = 0; r < R; r++)
 #pragma unroll
-        for (int r = 0; r < R; r++) acc[r][b] = 0.0f;
-    }
+        for (int b = 0; b < NB; b++) acc[r][b] = 0.0f;
 
     auto load = [&](uint4(&w)[R][U], int c0) {
 #pragma unroll
@@ -102,27 +93,11 @@ __global__ void __launch_bounds__(GEMV_H16_WARPS * 32)
         for (int u = 0; u < U; u++) {
             const int c = c0 + 32 * u;
             if (c >= c_end) break;
-            float4 g0 = make_float4(1.f, 1.f, 1.f, 1.f), g1 = g0;
-            if (NORM) {
-                const float4 *gp = (const float4 *)(norm_w + 8 * (size_t)c);
-                g0 = __ldg(gp);
-                g1 = __ldg(gp + 1);
-            }
 #pragma unroll
             for (int b = 0; b < NB; b++) {
                 if (b >= nb) break;
                 const float4 *xp = (const float4 *)(x + (size_t)b * K + 8 * (size_t)c);
-                float4 x0 = __ldg(xp), x1 = __ldg(xp + 1);
-                if (NORM) {
-                    float q = ss[b];
-                    q = fmaf(x0.x, x0.x, q); q = fmaf(x0.y, x0.y, q);
-                    q = fmaf(x0.z, x0.z, q); q = fmaf(x0.w, x0.w, q);
-                    q = fmaf(x1.x, x1.x, q); q = fmaf(x1.y, x1.y, q);
-                    q = fmaf(x1.z, x1.z, q); q = fmaf(x1.w, x1.w, q);
-                    ss[b] = q;
-                    x0 = make_float4(x0.x * g0.x, x0.y * g0.y, x0.z * g0.z, x0.w * g0.w);
-                    x1 = make_float4(x1.x * g1.x, x1.y * g1.y, x1.z * g1.z, x1.w * g1.w);
-                }
+                const float4 x0 = __ldg(xp), x1 = __ldg(xp + 1);
 #pragma unroll
                 for (int r = 0; r < R; r++) {
                     const float2 a = si_h2x2f<BF>(w[r][u].x), bq = si_h2x2f<BF>(w[r][u].y);
@@ -147,34 +122,27 @@ __global__ void __launch_bounds__(GEMV_H16_WARPS * 32)
     if (row0 < M) load(w, first);
     si_pdl_trigger();
     si_pdl_wait();
+    /* rope.on: thread t stores pair t / NB of batch row t % NB: its rotation and slot now */
+    const int pair = threadIdx.x / NB, pb = threadIdx.x % NB, pm = blockIdx.x * CTA_ROWS + 2 * pair;
+    const bool stores_pair = KS > 1 && rope.on && pair < CTA_ROWS / 2 && pb < nb && pm + 1 < M;
+    qkv_pair pp = {};
+    if (stores_pair) pp = qkv_pair_prepare(rope, pb, pm);
     if (row0 < M)
         for (int c0 = first; c0 < c_end; c0 += 32 * U) {
             if (c0 != first) load(w, c0);
             compute(w, c0);
         }
-    /* the norm's scale of batch row b, from the sums of squares of the KS slices s0.. */
-    auto norm_scale = [&](int s0, int b) {
-        float t = part_ss[s0][b];
 #pragma unroll
-        for (int s2 = 1; s2 < KS; s2++) t += part_ss[s0 + s2][b];
-        return 1.0f / sqrtf(t / (float)K + eps);
-    };
+    for (int r = 0; r < R; r++)
 #pragma unroll
-    for (int b = 0; b < NB; b++) {
-        if (NORM) {
-            const float q = si_warp_sum(ss[b]);
-            if (lane == 0) part_ss[warp][b] = q;
-        }
-#pragma unroll
-        for (int r = 0; r < R; r++) {
+        for (int b = 0; b < NB; b++) {
             const float v = si_warp_sum(acc[r][b]);
             if (KS > 1) {
                 if (lane == 0) part[warp][r][b] = v;
             } else if (lane == 0 && b < nb && row0 + r < M) {
-                gemv_store(epi, y, (size_t)b * M + row0 + r, NORM ? v * norm_scale(warp, b) : v);
+                y[(size_t)b * M + row0 + r] = v;
             }
         }
-    }
     if (KS > 1) {
         __syncthreads();
         if (slice == 0 && lane < R * NB) {
@@ -182,61 +150,55 @@ __global__ void __launch_bounds__(GEMV_H16_WARPS * 32)
             float v = part[warp][r][b];
 #pragma unroll
             for (int s2 = 1; s2 < KS; s2++) v += part[warp + s2][r][b];
-            if (NORM) v *= norm_scale(warp, b);
-            if (epi.rope) fin[(warp / KS) * R + r][b] = v;
-            else if (b < nb && row0 + r < M) gemv_store(epi, y, (size_t)b * M + row0 + r, v);
+            if (rope.on) fin[(warp / KS) * R + r][b] = v;
+            else if (b < nb && row0 + r < M) y[(size_t)b * M + row0 + r] = v;
         }
-        if (epi.rope) { /* uniform: every thread reaches the barrier */
+        if (rope.on) { /* uniform: every thread reaches the barrier */
             __syncthreads();
-            const int t = threadIdx.x, p = t / NB, b = t % NB, m = blockIdx.x * CTA_ROWS + 2 * p;
-            if (p < CTA_ROWS / 2 && b < nb && m + 1 < M)
-                gemv_store_qkv_pair(epi, y, M, b, m, fin[2 * p][b], fin[2 * p + 1][b]);
+            if (stores_pair) qkv_pair_store(rope, pp, y, M, pb, pm, fin[2 * pair][pb], fin[2 * pair + 1][pb]);
         }
     }
 }
 
-template <bool BF, int NB, int R, int U, int KS, bool NORM>
+template <bool BF, int NB, int R, int U, int KS>
 static void gemv_h16_launch_nb(const void *W, int M, int K, const float *x, int nb, float *y,
-                               const float *norm_w, float eps, const gemv_epi &e, cudaStream_t st) {
+                               const gemv_rope_epi &e, cudaStream_t st) {
     const int grid = si_div_up(M, GEMV_H16_WARPS / KS * R);
-    si_launch_pdl(gemv_h16_kernel<BF, NB, R, U, KS, NORM>, grid, GEMV_H16_WARPS * 32, 0, st,
-                  (const uint4 *)W, M, K, x, nb, y, norm_w, eps, e);
+    si_launch_pdl(gemv_h16_kernel<BF, NB, R, U, KS>, grid, GEMV_H16_WARPS * 32, 0, st,
+                  (const uint4 *)W, M, K, x, nb, y, e);
 }
 
-template <bool BF, int KS, bool NORM>
+template <bool BF, int KS>
 static void gemv_h16_launch_ks(const void *W, int M, int K, const float *x, int nb, float *y,
-                               const float *nw, float eps, const gemv_epi &e, cudaStream_t st) {
-    if (nb <= 1 && KS == 8) gemv_h16_launch_nb<BF, 1, 1, 2, KS, NORM>(W, M, K, x, nb, y, nw, eps, e, st);
-    else if (nb <= 1) gemv_h16_launch_nb<BF, 1, GEMV_H16_NB1, KS, NORM>(W, M, K, x, nb, y, nw, eps, e, st);
-    else if (nb <= 2) gemv_h16_launch_nb<BF, 2, GEMV_H16_NB2, KS, NORM>(W, M, K, x, nb, y, nw, eps, e, st);
-    else if (nb <= 4) gemv_h16_launch_nb<BF, 4, GEMV_H16_NB4, KS, NORM>(W, M, K, x, nb, y, nw, eps, e, st);
-    else gemv_h16_launch_nb<BF, 8, GEMV_H16_NB8, KS, NORM>(W, M, K, x, nb, y, nw, eps, e, st);
+                               const gemv_rope_epi &e, cudaStream_t st) {
+    if (nb <= 1 && KS == 8) gemv_h16_launch_nb<BF, 1, 1, 2, KS>(W, M, K, x, nb, y, e, st);
+    else if (nb <= 1) gemv_h16_launch_nb<BF, 1, GEMV_H16_NB1, KS>(W, M, K, x, nb, y, e, st);
+    else if (nb <= 2) gemv_h16_launch_nb<BF, 2, GEMV_H16_NB2, KS>(W, M, K, x, nb, y, e, st);
+    else if (nb <= 4) gemv_h16_launch_nb<BF, 4, GEMV_H16_NB4, KS>(W, M, K, x, nb, y, e, st);
+    else gemv_h16_launch_nb<BF, 8, GEMV_H16_NB8, KS>(W, M, K, x, nb, y, e, st);
 }
 
 /* Timing knob, not for the engine: SI_CUDA_GEMV_H16=U,KS runs batch 1 with U pieces in flight per
  * lane and KS warps a row, every shape (read at the first call; instantiated: 8,4 4,4 2,8 4,2
- * 4,1), for the plain product only. U never changes the per-lane order of the sums; a KS other
- * than the shape's does (batch 1 then no longer sums like 2..8 rows). */
+ * 4,1). U never changes the per-lane order of the sums; a KS other than the shape's does (batch
+ * 1 then no longer sums like 2..8 rows). */
 static int gemv_h16_knob() {
     static const int v = si_env_digit_pair("SI_CUDA_GEMV_H16");
     return v;
 }
 
-/* nw: NORM's norm weight, or NULL; e: the epilogue (rope needs KS > 1: rows shorter than
- * GEMV_H16_LONG_K). -1 where these cannot be done. */
+/* e: RoPE + KV write (e.on: rows shorter than GEMV_H16_LONG_K, where KS > 1; else -1) */
 template <bool BF>
 static int gemv_h16_launch(const void *W, int M, int K, const float *x, int nb, float *y,
-                           const float *nw, float eps, const gemv_epi &e, cudaStream_t st) {
-    if (K % 8 != 0 || (e.rope && K >= GEMV_H16_LONG_K)) return -1;
-    const int knob = nb <= 1 && !nw && !e.residual && !e.rope ? gemv_h16_knob() : 0;
-    if (knob == 84) gemv_h16_launch_nb<BF, 1, 1, 8, 4, false>(W, M, K, x, nb, y, nw, eps, e, st);
-    else if (knob == 44) gemv_h16_launch_nb<BF, 1, 1, 4, 4, false>(W, M, K, x, nb, y, nw, eps, e, st);
-    else if (knob == 28) gemv_h16_launch_nb<BF, 1, 1, 2, 8, false>(W, M, K, x, nb, y, nw, eps, e, st);
-    else if (knob == 42) gemv_h16_launch_nb<BF, 1, 1, 4, 2, false>(W, M, K, x, nb, y, nw, eps, e, st);
-    else if (knob == 41) gemv_h16_launch_nb<BF, 1, 1, 4, 1, false>(W, M, K, x, nb, y, nw, eps, e, st);
-    else if (K >= GEMV_H16_LONG_K && nw) gemv_h16_launch_ks<BF, 8, true>(W, M, K, x, nb, y, nw, eps, e, st);
-    else if (K >= GEMV_H16_LONG_K) gemv_h16_launch_ks<BF, 8, false>(W, M, K, x, nb, y, nw, eps, e, st);
-    else if (nw) gemv_h16_launch_ks<BF, 4, true>(W, M, K, x, nb, y, nw, eps, e, st);
-    else gemv_h16_launch_ks<BF, 4, false>(W, M, K, x, nb, y, nw, eps, e, st);
+                           const gemv_rope_epi &e, cudaStream_t st) {
+    if (K % 8 != 0 || (e.on && K >= GEMV_H16_LONG_K)) return -1;
+    const int knob = nb <= 1 && !e.on ? gemv_h16_knob() : 0;
+    if (knob == 84) gemv_h16_launch_nb<BF, 1, 1, 8, 4>(W, M, K, x, nb, y, e, st);
+    else if (knob == 44) gemv_h16_launch_nb<BF, 1, 1, 4, 4>(W, M, K, x, nb, y, e, st);
+    else if (knob == 28) gemv_h16_launch_nb<BF, 1, 1, 2, 8>(W, M, K, x, nb, y, e, st);
+    else if (knob == 42) gemv_h16_launch_nb<BF, 1, 1, 4, 2>(W, M, K, x, nb, y, e, st);
+    else if (knob == 41) gemv_h16_launch_nb<BF, 1, 1, 4, 1>(W, M, K, x, nb, y, e, st);
+    else if (K >= GEMV_H16_LONG_K) gemv_h16_launch_ks<BF, 8>(W, M, K, x, nb, y, e, st);
+    else gemv_h16_launch_ks<BF, 4>(W, M, K, x, nb, y, e, st);
     return 0;
 }
