@@ -52,7 +52,7 @@ typedef struct cuda_state {
     cuda_graphs *graphs; /* decode-step graphs, or NULL (SI_CUDA_GRAPHS=0) */
     cuda_rope_params rope;
     cuda_attn_params attn;
-    bool rope_fuse; /* RoPE + KV write in the QKV GEMV (cuda_gemv_rope); SI_CUDA_ROPE_FUSE=0: off */
+    int rope_fuse; /* SI_CUDA_ROPE_FUSE: -1 unset (rope_fuse_pays decides), 0 off, 1 on */
     char device[256];
     /* the KV pool: [n_layer][n_blocks][KV_BLOCK_SIZE][kv_dim] elements of p.kv_dtype (f16 or
      * FP8 E4M3: kv_elem bytes each), K then V; kc/vc: layer 0's K and V */
@@ -294,7 +294,7 @@ static si_status cuda_create(si_model *m, const backend_params *p, void **state)
     c->attn = (cuda_attn_params){hp->n_head, hp->n_head_kv, hp->head_dim, c->max_blocks,
                                  1.0f / sqrtf((float)hp->head_dim), p->kv_dtype};
     const char *rf = getenv("SI_CUDA_ROPE_FUSE"); /* a timing knob: the same results either way */
-    c->rope_fuse = !(rf && rf[0] == '0');
+    c->rope_fuse = rf && (rf[0] == '0' || rf[0] == '1') ? rf[0] - '0' : -1;
     const double t1 = cuda_now_s();
     fprintf(stderr, "cuda: %s: KV pool %d blocks (%.0f MiB, %s), scratch %.0f MiB for %d tokens; "
             "ready in %.2f s (%.2f s after program start)\n", c->device, p->n_blocks,
@@ -374,10 +374,19 @@ static qkv_view qkv_of(const cuda_state *c, const dev_layer *D, int n) {
     return (qkv_view){c->qkv, k, v, q_dim, kv_dim, kv_dim};
 }
 
-/* Whether the step's fused QKV GEMVs may rotate q and k and write the cache themselves
- * (cuda_gemv_rope), from the rotations forward_launches puts in c->rope_rot */
+/* Whether RoPE + KV write in the QKV GEMV (cuda_gemv_rope) beats the separate kernel for a
+ * weight of type t. Measured on the H200 (bench/RESULTS.md 2026-11-30 s5, 7B tg128, 3 rounds
+ * each): Q8_0 395 -> 404 t/s; but F16 257 -> 254 and Q4_0 555 -> 551 (the F16 kernel pays a
+ * second barrier in every CTA, the 4-bit one a longer warp tail than the kernel it saves). */
+static bool rope_fuse_pays(si_type t) { return t == SI_TYPE_Q8_0; }
+
+/* Whether the step's fused QKV GEMVs rotate q and k and write the cache themselves, from the
+ * rotations forward_launches puts in c->rope_rot */
 static bool rope_fuses(const cuda_state *c, const step_shape *sh) {
-    return c->rope_fuse && !sh->streaming && !c->rope.neox && sh->n_tokens <= GEMV_ROWS_MAX;
+    const cuda_weights *w = c->w;
+    const bool on = c->rope_fuse >= 0 ? c->rope_fuse == 1
+                                       : w->layers[0].qkv_fused && rope_fuse_pays(w->layers[0].wqkv.type);
+    return on && !sh->streaming && !c->rope.neox && sh->n_tokens <= GEMV_ROWS_MAX;
 }
 
 static void attention_block(cuda_state *c, const dev_layer *D, int il, const step_shape *sh) {
