@@ -12,25 +12,10 @@
 #
 # usage (on the GPU machine, repository root, binaries prebuilt and carried):
 #   SI_BIN_DIR=build-gpucarry AB_ENVS="A=0 A=1" scripts/gpu_decode_ab.sh
-set -u
-cd "$(dirname "$0")/.."
-BD=${SI_BIN_DIR:-build-cuda}
-OUTDIR=${OUT:-/tmp}
-W=$OUTDIR/ab
-MODELS=/dev/shm/si7b
-mkdir -p "$W" "$MODELS"
-export SI_BIN_DIR=$BD
-. tests/cuda/host_deps.sh
-log() { echo "[$(date -u +%H:%M:%S) +${SECONDS}s] $*"; }
-pack() { tar -czf "$OUTDIR/ab.tgz" -C "$W" . 2>/dev/null; }
-safe() { echo "$1" | tr '=,' '__'; } # file names the device tool returns
+NAME=ab
+. "$(dirname "$0")/gpu_7b_common.sh"
 
-for t in ${AB_TYPES:-f16 q4_0 q8_0}; do
-    m=$MODELS/llama2-7b-$t.gguf
-    [ -f "$m" ] || timeout 200 "$BD/swiftinfer" synth -o "$m" --shape llama2-7b --type "$t" \
-        > "$W/synth-$t.txt" 2>&1 || { log "synth $t FAILED"; tail -5 "$W/synth-$t.txt"; }
-done
-log "models ready"
+synth_7b ${AB_TYPES:-f16 q4_0 q8_0}
 
 if command -v ncu > /dev/null; then
     for t in ${AB_PROFILE_TYPES:-f16}; do

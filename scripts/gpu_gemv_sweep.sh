@@ -11,29 +11,14 @@
 #
 # usage (on the GPU machine, repository root, binaries prebuilt and carried):
 #   SI_BIN_DIR=build-gpucarry scripts/gpu_gemv_sweep.sh
-set -u
-cd "$(dirname "$0")/.."
-BD=${SI_BIN_DIR:-build-cuda}
-OUTDIR=${OUT:-/tmp}
-W=$OUTDIR/sweep
-MODELS=/dev/shm/si7b
-mkdir -p "$W" "$MODELS"
-export SI_BIN_DIR=$BD
-. tests/cuda/host_deps.sh
+NAME=sweep
+. "$(dirname "$0")/gpu_7b_common.sh"
 F16_KNOBS=${SWEEP_F16_KNOBS:-SI_CUDA_GEMV_H16=0,0 SI_CUDA_GEMV_H16=4,1 SI_CUDA_GEMV_H16=2,8}
 Q_KNOBS=${SWEEP_Q_KNOBS:-SI_CUDA_GEMV_Q8X=0,0 SI_CUDA_GEMV_Q8X=2,2 SI_CUDA_GEMV_Q8X=2,3}
-log() { echo "[$(date -u +%H:%M:%S) +${SECONDS}s] $*"; }
-pack() { tar -czf "$OUTDIR/sweep.tgz" -C "$W" . 2>/dev/null; }
-safe() { echo "$1" | tr '=,' '__'; } # file names the device tool returns
 knobs_for() { if [ "$1" = f16 ] || [ "$1" = bf16 ]; then echo "$F16_KNOBS"; else echo "$Q_KNOBS"; fi; }
 
 log "sweep: binaries in $BD, commit ${SI_COMMIT:-?}"
-for t in ${SWEEP_TYPES:-f16 q8_0 q4_0}; do
-    m=$MODELS/llama2-7b-$t.gguf
-    [ -f "$m" ] || timeout 200 "$BD/swiftinfer" synth -o "$m" --shape llama2-7b --type "$t" \
-        > "$W/synth-$t.txt" 2>&1 || { log "synth $t FAILED"; tail -5 "$W/synth-$t.txt"; }
-done
-log "models ready"
+synth_7b ${SWEEP_TYPES:-f16 q8_0 q4_0}
 
 if command -v ncu > /dev/null && [ "${SWEEP_NCU:-1}" != 0 ]; then
     for spec in ${SWEEP_NCU_SHAPES:-f16:4096x4096 f16:4096x11008 q8_0:4096x11008 q4_0:4096x11008 q4_0:4096x4096}; do

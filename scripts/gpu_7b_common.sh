@@ -1,0 +1,26 @@
+# scripts/gpu_7b_common.sh — sourced by the GPU tuning scripts (gpu_gemv_sweep.sh,
+# gpu_decode_ab.sh) after they set NAME (their log folder and archive): the binaries, the log
+# folder $W packed into $OUT/$NAME.tgz, the host libraries, and the 7B models in /dev/shm.
+set -u
+cd "$(dirname "$0")/.."
+BD=${SI_BIN_DIR:-build-cuda}
+OUTDIR=${OUT:-/tmp}
+W=$OUTDIR/$NAME
+MODELS=/dev/shm/si7b
+mkdir -p "$W" "$MODELS"
+export SI_BIN_DIR=$BD
+. tests/cuda/host_deps.sh
+log() { echo "[$(date -u +%H:%M:%S) +${SECONDS}s] $*"; }
+pack() { tar -czf "$OUTDIR/$NAME.tgz" -C "$W" . 2>/dev/null; }
+safe() { echo "$1" | tr '=,' '__'; } # file names the device tool returns
+
+# synth_7b TYPES: a Llama-2-7B-shaped model of each type in $MODELS, unless already there
+synth_7b() {
+    local t m
+    for t in "$@"; do
+        m=$MODELS/llama2-7b-$t.gguf
+        [ -f "$m" ] || timeout 200 "$BD/swiftinfer" synth -o "$m" --shape llama2-7b --type "$t" \
+            > "$W/synth-$t.txt" 2>&1 || { log "synth $t FAILED"; tail -5 "$W/synth-$t.txt"; }
+    done
+    log "models ready"
+}
