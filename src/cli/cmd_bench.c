@@ -367,16 +367,23 @@ static si_status run_test(si_session *s, const int32_t *toks, const bench_opts *
     return SI_OK;
 }
 
-/* --concurrency: one table row per model and level. */
-static int run_concurrency(const bench_opts *o) {
-    const int n_prompt = (int)o->pp[0], n_gen = o->tg[0] > 1 ? (int)o->tg[0] : 2;
+/* The --concurrency output's opening (the table header, or JSON's "["), printed with the first
+ * row so that a run that fails before any result prints only its error. */
+static void conc_open(const bench_opts *o, bool *opened) {
+    if (*opened) return;
+    *opened = true;
     if (!o->json)
         printf("| model | threads | concurrency | prompt | gen | aggregate t/s | per-request t/s "
                "| all-decoding t/s | mean TTFT s | wall s |\n| --- | ---: | ---: | ---: | ---: "
                "| ---: | ---: | ---: | ---: | ---: |\n");
     else
         printf("[");
-    bool first = true;
+}
+
+/* --concurrency: one table row per model and level. */
+static int run_concurrency(const bench_opts *o) {
+    const int n_prompt = (int)o->pp[0], n_gen = o->tg[0] > 1 ? (int)o->tg[0] : 2;
+    bool opened = false, first = true;
     for (int mi = 0; mi < o->n_models; mi++) {
         si_model_params mp = si_model_default_params();
         mp.n_threads = (int32_t)o->threads;
@@ -388,7 +395,11 @@ static int run_concurrency(const bench_opts *o) {
         if (!st) st = bench_concurrency(m, o->conc, o->n_conc, n_prompt, n_gen, o->kv_dtype, res);
         const int threads = m ? pool_size(m->pool) : 0;
         si_model_free(m);
-        if (st) return cli_fail("bench: %s: %s", o->models[mi], si_last_error());
+        if (st) {
+            if (opened && o->json) printf("]\n"); /* what was printed stays valid JSON */
+            return cli_fail("bench: %s: %s", o->models[mi], si_last_error());
+        }
+        conc_open(o, &opened);
         for (int i = 0; i < o->n_conc; i++) {
             const bench_conc_result *r = &res[i];
             if (o->json)

@@ -114,10 +114,12 @@ def test_kv_cache_dtype_fp8_needs_the_engine(binary, default_model):
     ["bench", "-c", 2, "-p", 8, "-n", 2],
 ])
 def test_kv_cache_dtype_fp8_refused_on_cpu(binary, default_model, args):
-    """the CPU backend keeps an f16 cache: fp8 is a clear error naming the flag and the fix"""
+    """the CPU backend keeps an f16 cache: fp8 is a clear error naming the flag and the fix, and
+    nothing else is printed (no table header before it)"""
     proc = run_cli(*args, "-m", default_model, "--device", "cpu", "--kv-cache-dtype", "fp8",
                    check=False)
     check_error(proc, "--kv-cache-dtype fp8", "--device cuda")
+    assert proc.stdout == b"", proc.stdout
 
 
 @pytest.mark.parametrize("value", ["auto", "f16"])
