@@ -115,10 +115,31 @@ bool si_token_is_eog(const si_model *m, int32_t token);
 
 typedef struct si_session si_session;
 
-/* A session whose prefill runs n_batch tokens per forward pass (llama.cpp's n_batch: larger
- * passes read the weights fewer times; the backend's scratch grows with it). Results do not
- * depend on n_batch. si_session_create uses SI_SESSION_DEFAULT_BATCH. */
+/* Element type of a KV cache (si_session_params and si_engine_params .kv_cache_dtype), vLLM's
+ * --kv-cache-dtype. FP8 halves the KV bytes (twice the blocks for the same memory, half the
+ * bytes each decode step reads) at the cost of rounding every cached K and V element to E4M3
+ * (3 mantissa bits, saturated to +-448, scale 1: no calibration, vLLM's default without scales).
+ * The CUDA backend only; elsewhere si_session_create_params and si_engine_create say
+ * SI_ERR_UNSUPPORTED. */
+typedef enum si_kv_cache_dtype {
+    SI_KV_F16 = 0,      /* f16 (the default; vLLM's "auto") */
+    SI_KV_FP8_E4M3 = 1, /* OCP FP8 E4M3, round to nearest even, saturating */
+} si_kv_cache_dtype;
+
+typedef struct si_session_params {
+    int32_t n_batch;        /* tokens per prefill pass (llama.cpp's n_batch: larger passes read
+                             * the weights fewer times; the backend's scratch grows with it);
+                             * results do not depend on it. Default SI_SESSION_DEFAULT_BATCH */
+    int32_t kv_cache_dtype; /* si_kv_cache_dtype (default SI_KV_F16) */
+} si_session_params;
 #define SI_SESSION_DEFAULT_BATCH 512
+si_session_params si_session_default_params(void);
+
+/* A session on m (not owned; it must outlive the session) with its KV cache for the model's
+ * context allocated once. params may be NULL (the defaults). SI_ERR_INVALID_ARG for bad params,
+ * SI_ERR_UNSUPPORTED for an FP8 cache off the CUDA backend, SI_ERR_NOMEM. */
+si_status si_session_create_params(si_model *m, const si_session_params *params, si_session **out);
+/* The same with the defaults but n_batch */
 si_status si_session_create_batch(si_model *m, int32_t n_batch, si_session **out);
 si_status si_session_create(si_model *m, si_session **out);
 void si_session_free(si_session *s);
@@ -166,16 +187,6 @@ int32_t si_sampler_sample(si_sampler *s, const float *logits, const int32_t *his
  * Every si_engine_* function may be called from any thread. */
 typedef struct si_engine si_engine;
 typedef uint64_t si_request_id;
-
-/* Element type of the engine's KV cache (si_engine_params.kv_cache_dtype), vLLM's
- * --kv-cache-dtype. FP8 halves the KV bytes (twice the blocks for the same memory, half the
- * bytes each decode step reads) at the cost of rounding every cached K and V element to E4M3
- * (3 mantissa bits, saturated to +-448, scale 1: no calibration, vLLM's default without scales).
- * The CUDA backend only; elsewhere si_engine_create says SI_ERR_UNSUPPORTED. */
-typedef enum si_kv_cache_dtype {
-    SI_KV_F16 = 0,      /* f16 (the default; vLLM's "auto") */
-    SI_KV_FP8_E4M3 = 1, /* OCP FP8 E4M3, round to nearest even, saturating */
-} si_kv_cache_dtype;
 
 typedef struct si_engine_params {
     int32_t max_num_seqs;       /* sequences running at once (default 64) */

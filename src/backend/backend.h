@@ -87,4 +87,8 @@ si_status backend_resolve(si_device want, si_device *out);
 /* The table for the device m was loaded for (m->device). */
 const si_backend *backend_for_model(const si_model *m);
 
+/* SI_OK when be can keep a KV cache of kv_dtype (si_kv_cache_dtype); else the error, naming
+ * who asked (e.g. "engine", "session") and the flag's fix. */
+si_status backend_check_kv_dtype(const si_backend *be, int32_t kv_dtype, const char *who);
+
 #endif

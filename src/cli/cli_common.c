@@ -76,6 +76,7 @@ void cli_gen_opts_init(cli_gen_opts *o) {
     o->sp = si_sampling_default_params();
     o->n_predict = -1;
     o->show_stats = true;
+    o->kv_dtype = SI_KV_F16;
 }
 
 const char CLI_GEN_FLAGS_HELP[] =

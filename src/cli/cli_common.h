@@ -34,6 +34,7 @@ typedef struct cli_gen_opts {
     int n_predict;   /* -1: until end of generation or context full */
     bool ignore_eos;
     bool show_stats;
+    int32_t kv_dtype; /* the session's KV cache (--kv-cache-dtype, parsed by run and chat) */
 } cli_gen_opts;
 
 void cli_gen_opts_init(cli_gen_opts *o);

@@ -42,7 +42,7 @@ typedef struct {
     int n_conc;
     long mem_mib;  /* buffer for the bandwidth measurement */
     si_device device;
-    int32_t kv_dtype; /* --kv-cache-dtype (--concurrency only: pp/tg run a session, f16) */
+    int32_t kv_dtype; /* --kv-cache-dtype: the session's (pp/tg) or the engine's cache */
 } bench_opts;
 
 /* One line of results: a test on a model. */
@@ -83,8 +83,8 @@ static void usage(FILE *f) {
             "                     the rate while all c were decoding (llama-batched-bench's\n"
             "                     S_TG: the window from the last first token to the first\n"
             "                     finish)\n"
-            "      --kv-cache-dtype T  with --concurrency: KV cache elements auto|f16 (default)\n"
-            "                     or fp8|fp8_e4m3 (CUDA: half the KV bytes, twice the blocks)\n\n"
+            "      --kv-cache-dtype T  KV cache elements auto|f16 (default) or fp8|fp8_e4m3\n"
+            "                     (CUDA: half the KV bytes; with --concurrency twice the blocks)\n\n"
             "The warm-up is one prompt of min(N, batch) tokens for ppN and 8 tokens for tgN.\n"
             "Progress goes to stderr. GB/s = tg t/s x weight bytes read per token (all layer\n"
             "matrices and norms, output norm and matrix, one embedding row).\n");
@@ -164,9 +164,6 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
         }
     }
     if (!o->memory && o->n_models == 0) return cli_fail("bench: no model given (-m FILE)") + 1;
-    if (o->kv_dtype != SI_KV_F16 && o->n_conc == 0)
-        return cli_fail("bench: --kv-cache-dtype fp8 runs through the engine; add --concurrency "
-                        "L (pp/tg keep the f16 cache)") + 1;
     if (o->threads == 0) {
         const long n = sysconf(_SC_NPROCESSORS_ONLN);
         o->threads = n > 0 ? n : 1;
@@ -485,7 +482,8 @@ int cmd_bench(int argc, char **argv) {
         si_model *m = NULL;
         si_session *s = NULL;
         fprintf(stderr, "bench: loading %s\n", path);
-        if (si_model_load(path, &mp, &m) || si_session_create_batch(m, (int32_t)o.batch, &s)) {
+        const si_session_params sp = {(int32_t)o.batch, o.kv_dtype};
+        if (si_model_load(path, &mp, &m) || si_session_create_params(m, &sp, &s)) {
             rc = cli_fail_status(SI_ERR_INTERNAL);
             si_model_free(m);
             break;

@@ -19,6 +19,7 @@ static void usage(FILE *f) {
                "input or /exit.\n\n"
                "  -p, --prompt TEXT         a single user message to answer\n"
                "      --system TEXT         a system message\n"
+               CLI_KV_CACHE_DTYPE_HELP
                "%s", CLI_GEN_FLAGS_HELP);
 }
 
@@ -135,6 +136,8 @@ int cmd_chat(int argc, char **argv) {
             prompt = argv[++i];
         } else if (!strcmp(a, "--system") && i + 1 < argc) {
             system = argv[++i];
+        } else if (!strcmp(a, "--kv-cache-dtype") && i + 1 < argc) {
+            if (!cli_parse_kv_cache_dtype(a, argv[++i], &o.kv_dtype)) return 2;
         } else {
             return cli_fail("chat: unknown option or missing value '%s' (try --help)", a) + 1;
         }

@@ -121,6 +121,7 @@ int cmd_run(int argc, char **argv) {
         }
     }
     if (!o.model) return cli_fail("run: no model given (use -m FILE)") + 1;
+    o.kv_dtype = ro.ep.kv_cache_dtype; /* the single-sequence path's session takes it too */
     if (ro.parallel && ro.prompts_file)
         return cli_fail("run: --parallel and --prompts cannot be combined") + 1;
     if (ro.prompts_file && (prompt || prompt_file))
@@ -129,8 +130,6 @@ int cmd_run(int argc, char **argv) {
         return cli_fail("run: --print-ids and --logits-out work without --parallel/--prompts") + 1;
     if (ro.stream_window && !ro.parallel && !ro.prompts_file)
         return cli_fail("run: --stream-window runs through the engine; add --parallel N") + 1;
-    if (ro.ep.kv_cache_dtype != SI_KV_F16 && !ro.parallel && !ro.prompts_file)
-        return cli_fail("run: --kv-cache-dtype fp8 runs through the engine; add --parallel N") + 1;
     if (!prompt && !prompt_file && !ro.prompts_file)
         return cli_fail("run: no prompt given (use -p TEXT or -f FILE)") + 1;
     char *owned = NULL;

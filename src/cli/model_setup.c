@@ -10,7 +10,8 @@ int cli_setup(const cli_gen_opts *o, cli_setup_t *out) {
     si_status st;
     if (!o->model) return cli_fail("no model given (use -m FILE)") + 1;
     if ((st = si_model_load(o->model, &o->mp, &out->m)) ||
-        (st = si_session_create(out->m, &out->s)) ||
+        (st = si_session_create_params(
+             out->m, &(si_session_params){SI_SESSION_DEFAULT_BATCH, o->kv_dtype}, &out->s)) ||
         (st = si_sampler_create(&o->sp, si_model_n_vocab(out->m), &out->smp))) {
         int rc = cli_fail_status(st);
         cli_teardown(out);

@@ -480,15 +480,9 @@ si_status si_engine_create(si_model *m, const si_engine_params *params, si_engin
                         p.max_num_seqs, p.max_batched_tokens, p.min_batch, p.max_wait_ms,
                         p.n_blocks);
     const si_backend *be = backend_for_model(m);
-    if (p.kv_cache_dtype != SI_KV_F16 && p.kv_cache_dtype != SI_KV_FP8_E4M3)
-        return si_error(SI_ERR_INVALID_ARG, "engine: kv_cache_dtype %d is not a si_kv_cache_dtype "
-                        "(SI_KV_F16 %d, SI_KV_FP8_E4M3 %d)", p.kv_cache_dtype, SI_KV_F16,
-                        SI_KV_FP8_E4M3);
+    si_status kst = backend_check_kv_dtype(be, p.kv_cache_dtype, "engine");
+    if (kst) return kst;
     const bool fp8 = p.kv_cache_dtype == SI_KV_FP8_E4M3;
-    if (fp8 && !be->kv_fp8)
-        return si_error(SI_ERR_UNSUPPORTED, "engine: --kv-cache-dtype fp8 (an FP8 E4M3 KV cache) "
-                        "needs the CUDA backend (--device cuda); the %s backend keeps its KV cache "
-                        "in f16 (--kv-cache-dtype auto)", be->name);
     const model_hparams *hp = &m->hp;
     const int32_t kv_dim = hp->n_head_kv * hp->head_dim;
     const size_t block_bytes = kv_cache_block_bytes(hp->n_layer, kv_dim, KV_BLOCK_SIZE, fp8 ? 1 : 2);

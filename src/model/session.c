@@ -8,32 +8,49 @@
 
 #include "core/error.h"
 
+si_session_params si_session_default_params(void) {
+    return (si_session_params){SI_SESSION_DEFAULT_BATCH, SI_KV_F16};
+}
+
 si_status si_session_create(si_model *m, si_session **out) {
-    return si_session_create_batch(m, SI_SESSION_DEFAULT_BATCH, out);
+    return si_session_create_params(m, NULL, out);
 }
 
 si_status si_session_create_batch(si_model *m, int32_t n_batch, si_session **out) {
+    si_session_params p = si_session_default_params();
+    p.n_batch = n_batch;
+    return si_session_create_params(m, &p, out);
+}
+
+si_status si_session_create_params(si_model *m, const si_session_params *params,
+                                   si_session **out) {
     *out = NULL;
+    const si_session_params p = params ? *params : si_session_default_params();
+    int32_t n_batch = p.n_batch;
     if (n_batch < 1)
         return si_error(SI_ERR_INVALID_ARG, "session: n_batch must be >= 1 (got %d)", n_batch);
     if (n_batch > m->n_ctx) n_batch = m->n_ctx; /* no pass is longer than the context */
+    const si_backend *be = backend_for_model(m);
+    si_status st = backend_check_kv_dtype(be, p.kv_cache_dtype, "session");
+    if (st) return st;
     const model_hparams *hp = &m->hp;
     const int32_t kv_dim = hp->n_head_kv * hp->head_dim;
     const int32_t n_blocks = (m->n_ctx + KV_BLOCK_SIZE - 1) / KV_BLOCK_SIZE;
+    const size_t elem = p.kv_cache_dtype == SI_KV_FP8_E4M3 ? 1 : 2;
     si_session *s = calloc(1, sizeof *s);
     if (!s) return si_error(SI_ERR_NOMEM, "session: out of memory");
     s->m = m;
-    s->be = backend_for_model(m);
+    s->be = be;
     s->n_blocks = n_blocks;
     s->n_batch = n_batch;
-    const backend_params bp = {n_blocks, n_batch, 1, m->n_ctx, SI_KV_F16};
-    si_status st = s->be->create(m, &bp, &s->bs);
+    const backend_params bp = {n_blocks, n_batch, 1, m->n_ctx, p.kv_cache_dtype};
+    st = s->be->create(m, &bp, &s->bs);
     if (st != SI_OK) {
         si_session_free(s);
         if (st != SI_ERR_NOMEM) return st; /* the backend's message says what went wrong */
         return si_error(st, "session: out of memory for a %d-token context (%zu MiB of KV "
                         "cache)", m->n_ctx,
-                        (kv_cache_block_bytes(hp->n_layer, kv_dim, KV_BLOCK_SIZE, 2) * n_blocks) >> 20);
+                        (kv_cache_block_bytes(hp->n_layer, kv_dim, KV_BLOCK_SIZE, elem) * n_blocks) >> 20);
     }
     s->block_table = malloc((size_t)n_blocks * sizeof(int32_t));
     s->pos = malloc((size_t)n_batch * sizeof(int32_t));

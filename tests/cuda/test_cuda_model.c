@@ -380,6 +380,50 @@ static double top5_dist(const si_token_logprob *a, const si_token_logprob *b) {
     return d;
 }
 
+/* The FP8 cache on the single-sequence path (si_session_create_params): a session's prefill of
+ * p[0..n) must end on the FP8 engine's first token (b, from the same prompt and kernels) with its
+ * logprob within 1e-3, and its logits must differ from an f16 session's (the cache is FP8). Then
+ * 16 greedy decode steps on it must run (the decode graphs with an FP8 pool). */
+static void test_session_fp8(si_model *mg, const int32_t *p, int n, const si_token_logprob *b) {
+    si_session_params sp = si_session_default_params();
+    si_session *s16 = NULL, *s8 = NULL;
+    sp.kv_cache_dtype = SI_KV_FP8_E4M3;
+    if (si_session_create(mg, &s16) || si_session_create_params(mg, &sp, &s8) ||
+        si_session_eval(s16, p, n) || si_session_eval(s8, p, n)) {
+        fprintf(stderr, "fp8 session: %s\n", si_last_error());
+        exit(2);
+    }
+    const int nv = si_model_n_vocab(mg);
+    const float *l8 = si_session_logits(s8), *l16 = si_session_logits(s16);
+    int top = 0;
+    double mx = l8[0], sum = 0, diff = 0;
+    for (int i = 1; i < nv; i++)
+        if (l8[i] > mx) mx = l8[i], top = i;
+    for (int i = 0; i < nv; i++) {
+        sum += exp(l8[i] - mx);
+        if (fabs(l8[i] - l16[i]) > diff) diff = fabs(l8[i] - l16[i]);
+    }
+    const double lp = -log(sum); /* the top token's logprob */
+    bool ok = top == b[0].token && fabs(lp - b[0].logprob) <= 1e-3 && diff > 0;
+    g_fail |= !ok;
+    printf("%s fp8 session: top-1 %d (engine %d), logprob %.5f (engine %.5f), max |logit - f16 "
+           "session's| %.4f (need > 0)\n",
+           ok ? "PASS" : "FAIL", top, b[0].token, lp, b[0].logprob, diff);
+    int32_t t = top;
+    int steps = 0;
+    for (; steps < 16 && !si_session_eval(s8, &t, 1); steps++) {
+        const float *l = si_session_logits(s8);
+        int best = 0;
+        for (int i = 1; i < nv; i++)
+            if (l[i] > l[best]) best = i;
+        t = best;
+    }
+    g_fail |= steps != 16;
+    printf("%s fp8 session: %d/16 greedy decode steps\n", steps == 16 ? "PASS" : "FAIL", steps);
+    si_session_free(s16);
+    si_session_free(s8);
+}
+
 static void test_kv_fp8(si_model *mg, si_model *mc) {
     si_engine_params ep = si_engine_default_params();
     ep.max_num_seqs = 16;
@@ -415,6 +459,7 @@ static void test_kv_fp8(si_model *mg, si_model *mc) {
     printf("%s fp8 kv: first token of a 40-token prompt: top-1 %d (f16) vs %d (fp8)%s; top-5 "
            "logprobs move %.4f (f16 -> fp8), %.4f (another history; need fp8 <= 1/4 of it)\n",
            ok ? "PASS" : "FAIL", a[0].token, b[0].token, tie ? " (f16 near tie)" : "", d8, dctx);
+    test_session_fp8(mg, p, n, b);
 
     static int32_t prompts[N_REQ][160], ids16[N_REQ][N_GEN], ids8[N_REQ][N_GEN];
     si_request rq[N_REQ];

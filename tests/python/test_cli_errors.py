@@ -91,7 +91,6 @@ def test_prompt_longer_than_context(binary, default_model):
     (["run", "--kv-cache-dtype", "FP8"], "'FP8'"),
     (["serve", "--kv-cache-dtype", "fp16"], "--kv-cache-dtype expects auto, f16, fp8 or fp8_e4m3"),
     (["bench", "--kv-cache-dtype", "e5m2"], "--kv-cache-dtype expects auto, f16, fp8 or fp8_e4m3"),
-    (["bench", "-m", "x.gguf", "--kv-cache-dtype", "fp8"], "--concurrency"),
 ])
 def test_invalid_flags(binary, args, needle):
     check_error(run_cli(*args, check=False), needle)
@@ -103,14 +102,10 @@ def test_help(binary, cmd):
     assert b"usage: swiftinfer " + cmd.encode() in proc.stdout
 
 
-def test_kv_cache_dtype_fp8_needs_the_engine(binary, default_model):
-    proc = run_cli("run", "-m", default_model, "--kv-cache-dtype", "fp8", "-p", "hi", "-n", 1,
-                   check=False)
-    check_error(proc, "--kv-cache-dtype fp8", "--parallel")
-
-
 @pytest.mark.parametrize("args", [
     ["run", "--parallel", 2, "-p", "hi", "-n", 1],
+    ["run", "-p", "hi", "-n", 1],
+    ["chat", "-p", "hi", "-n", 1],
     ["bench", "-c", 2, "-p", 8, "-n", 2],
 ])
 def test_kv_cache_dtype_fp8_refused_on_cpu(binary, default_model, args):
@@ -122,6 +117,18 @@ def test_kv_cache_dtype_fp8_refused_on_cpu(binary, default_model, args):
     assert proc.stdout == b"", proc.stdout
 
 
+def test_kv_cache_dtype_fp8_refused_on_cpu_bench_pp_tg(binary, default_model):
+    """bench pp/tg prints its machine lines and progress first; the error is its last word and
+    no result row is printed"""
+    proc = run_cli("bench", "-m", default_model, "-p", 8, "-n", 2, "--bw", 20, "--device", "cpu",
+                   "--kv-cache-dtype", "fp8", check=False)
+    assert proc.returncode == 1, proc
+    last = proc.stderr.decode().strip().splitlines()[-1]
+    assert last.startswith("swiftinfer: session: --kv-cache-dtype fp8"), last
+    assert "--device cuda" in last, last
+    assert b"| pp8 |" not in proc.stdout and b"| tg2 |" not in proc.stdout, proc.stdout
+
+
 @pytest.mark.parametrize("value", ["auto", "f16"])
 def test_kv_cache_dtype_f16_names_run(binary, default_model, value):
     proc = run_cli("run", "-m", default_model, "--device", "cpu", "--kv-cache-dtype", value,
@@ -129,7 +136,7 @@ def test_kv_cache_dtype_f16_names_run(binary, default_model, value):
     assert proc.returncode == 0
 
 
-@pytest.mark.parametrize("cmd", ["run", "serve", "bench"])
+@pytest.mark.parametrize("cmd", ["run", "chat", "serve", "bench"])
 def test_help_names_kv_cache_dtype(binary, cmd):
     proc = run_cli(cmd, "--help")
     assert b"--kv-cache-dtype" in proc.stdout and b"fp8_e4m3" in proc.stdout

@@ -407,9 +407,9 @@ static void test_rejections(void **state) {
     si_engine_free(e); /* frees the unread request too */
 }
 
-/* An FP8 KV cache is the CUDA backend's: on the CPU backend si_engine_create refuses it with a
- * message naming the flag and the device that has it; an unknown dtype is a bad argument;
- * SI_KV_F16 spelled out is the default. */
+/* An FP8 KV cache is the CUDA backend's: on the CPU backend si_engine_create and
+ * si_session_create_params refuse it with a message naming the flag and the device that has
+ * it; an unknown dtype is a bad argument; SI_KV_F16 spelled out is the default. */
 static void test_kv_cache_dtype(void **state) {
     (void)state;
     si_model_params mp = si_model_default_params();
@@ -433,6 +433,27 @@ static void test_kv_cache_dtype(void **state) {
     p.kv_cache_dtype = SI_KV_F16;
     assert_int_equal(si_engine_create(m, &p, &e), SI_OK);
     si_engine_free(e);
+
+    si_session_params sp = si_session_default_params();
+    assert_int_equal(sp.kv_cache_dtype, SI_KV_F16);
+    assert_int_equal(sp.n_batch, SI_SESSION_DEFAULT_BATCH);
+    si_session *s = NULL;
+    sp.kv_cache_dtype = SI_KV_FP8_E4M3;
+    assert_int_equal(si_session_create_params(m, &sp, &s), SI_ERR_UNSUPPORTED);
+    assert_null(s);
+    assert_non_null(strstr(si_last_error(), "session: --kv-cache-dtype fp8"));
+    assert_non_null(strstr(si_last_error(), "--device cuda"));
+    sp.kv_cache_dtype = 7;
+    assert_int_equal(si_session_create_params(m, &sp, &s), SI_ERR_INVALID_ARG);
+    assert_non_null(strstr(si_last_error(), "kv_cache_dtype 7"));
+    sp.kv_cache_dtype = SI_KV_F16;
+    sp.n_batch = 0;
+    assert_int_equal(si_session_create_params(m, &sp, &s), SI_ERR_INVALID_ARG);
+    sp.n_batch = 32;
+    assert_int_equal(si_session_create_params(m, &sp, &s), SI_OK);
+    si_session_free(s);
+    assert_int_equal(si_session_create_params(m, NULL, &s), SI_OK);
+    si_session_free(s);
     si_model_free(m);
 }
 

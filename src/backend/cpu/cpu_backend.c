@@ -100,3 +100,15 @@ si_status backend_resolve(si_device want, si_device *out) {
 const si_backend *backend_for_model(const si_model *m) {
     return m->device == SI_DEVICE_CUDA && backend_cuda() ? backend_cuda() : backend_cpu();
 }
+
+si_status backend_check_kv_dtype(const si_backend *be, int32_t kv_dtype, const char *who) {
+    if (kv_dtype != SI_KV_F16 && kv_dtype != SI_KV_FP8_E4M3)
+        return si_error(SI_ERR_INVALID_ARG, "%s: kv_cache_dtype %d is not a si_kv_cache_dtype "
+                        "(SI_KV_F16 %d, SI_KV_FP8_E4M3 %d)", who, kv_dtype, SI_KV_F16,
+                        SI_KV_FP8_E4M3);
+    if (kv_dtype == SI_KV_FP8_E4M3 && !be->kv_fp8)
+        return si_error(SI_ERR_UNSUPPORTED, "%s: --kv-cache-dtype fp8 (an FP8 E4M3 KV cache) "
+                        "needs the CUDA backend (--device cuda); the %s backend keeps its KV cache "
+                        "in f16 (--kv-cache-dtype auto)", who, be->name);
+    return SI_OK;
+}
