@@ -65,7 +65,7 @@ log "gpu_bench: BIN=$BIN OUT=$OUT models in $MODELS ($(free_gib "$MODELS") GiB f
 log "types: llama2-7b: $TYPES$([ "$LLAMA3" = 1 ] && echo "; llama3-8b: $LLAMA3_TYPES")"
 {
     echo "date: $(date -u '+%Y-%m-%d %H:%M UTC')"
-    echo "commit: $(git -C "$(dirname "$0")" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+    echo "commit: ${SI_COMMIT:-$(git -C "$(dirname "$0")" rev-parse --short HEAD 2>/dev/null || echo unknown)}"
     echo "gpu: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader \
         2>/dev/null || echo unknown)"
     echo "cpu: $(nproc) cores, $(awk '/MemTotal/ { print int($2 / 1048576) " GiB" }' /proc/meminfo)"

@@ -25,7 +25,8 @@ cd "$(dirname "$0")/../.."
 LOG=${OUT:-/tmp}
 mkdir -p "$LOG" build-cuda
 fail=0
-echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo "${SI_COMMIT:-unknown}")  date: $(date -u +%F)" | tee "$LOG/build.log"
+# SI_COMMIT first: carried binaries name their commit, and the machine's git copy may be older
+echo "commit: ${SI_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}  date: $(date -u +%F)" | tee "$LOG/build.log"
 nvidia-smi >> "$LOG/build.log" 2>&1 || true
 
 # host libraries from carried .deb files (tests/cuda/host_deps.sh sets PKGCONF_ARG)
