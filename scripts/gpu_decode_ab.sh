@@ -5,13 +5,16 @@
 #   2. with ncu (AB_PROFILE_TYPES, default "f16"): ~600 decode kernels under each of
 #      AB_PROFILE_ENVS, each kernel timed alone, summed by name, and one layer's kernels in
 #      launch order (scripts/ncu_profile_sum.py);
-#   3. tg128 (-p 16 -n 128 -r 2) of each model under each AB_ENVS setting (e.g.
-#      "SI_CUDA_GEMV_FUSE=0 SI_CUDA_GEMV_FUSE=7"), all settings AB_ROUNDS times (default 2),
-#      alternating, so that drift shows.
+#   3. tg128 (-p 16 -n 128 -r 2) of each model with each binary of AB_BINS (default
+#      $SI_BIN_DIR/swiftinfer; e.g. this commit's and an older one's, both carried) under each
+#      AB_ENVS setting (default "SI_CUDA_PDL=0 SI_CUDA_PDL=1"), all of them AB_ROUNDS times
+#      (default 2), alternating, so that drift shows.
 # Logs under $OUT/ab/ (packed into $OUT/ab.tgz), the tg lines on stdout.
 #
 # usage (on the GPU machine, repository root, binaries prebuilt and carried):
 #   SI_BIN_DIR=build-gpucarry AB_ENVS="A=0 A=1" scripts/gpu_decode_ab.sh
+#   SI_BIN_DIR=build-gpucarry AB_ENVS=X=0 AB_BINS="build-gpucarry/old build-gpucarry/swiftinfer" \
+#     scripts/gpu_decode_ab.sh
 NAME=ab
 . "$(dirname "$0")/gpu_7b_common.sh"
 
@@ -38,10 +41,12 @@ for round in $(seq "${AB_ROUNDS:-2}"); do
     for t in ${AB_TYPES:-f16 q4_0 q8_0}; do
         m=$MODELS/llama2-7b-$t.gguf
         [ -f "$m" ] || continue
-        for e in ${AB_ENVS:-SI_CUDA_PDL=0 SI_CUDA_PDL=1}; do
-            r=$(env "$e" timeout 100 "$BD/swiftinfer" bench --device cuda --bw 4210 -m "$m" \
-                -p 16 -n 128 -r 2 2>&1 | grep -E "tg128|error" || echo "(no tg line)")
-            echo "round $round $t $e: $r" | tee -a "$W/tg.txt"
+        for bin in ${AB_BINS:-$BD/swiftinfer}; do
+            for e in ${AB_ENVS:-SI_CUDA_PDL=0 SI_CUDA_PDL=1}; do
+                r=$(env "$e" timeout 100 "$bin" bench --device cuda --bw 4210 -m "$m" -p 16 \
+                    -n 128 -r 2 2>&1 | grep -E "\| tg128|error" || echo "(no tg line)")
+                echo "round $round $t $bin $e: $r" | tee -a "$W/tg.txt"
+            done
         done
     done
     pack

@@ -5,8 +5,6 @@
  *   - x quantised ahead by the norm (out_q8) or by the fused SwiGLU (cuda_fwd_swiglu_rows):
  *     cuda_gemv_pre on it == cuda_gemv on the f32 output, for every quantised type and 1..8
  *     rows (the GEMV would quantise that f32 x itself, in every CTA);
- *   - cuda_gemv_rope (RoPE + KV write in the QKV GEMV's epilogue) == cuda_gemv then
- *     cuda_rope_kv_write: y and both caches, f16 and FP8;
  * every output poisoned (NaN bytes) first, so an unwritten element fails. Then timings at batch
  * 1 on Llama-2-7B shapes (median of 50, cudaEvent, L2 flushed): cuda_gemv vs cuda_gemv_pre.
  *
@@ -23,7 +21,6 @@
 #include "backend/cuda/cuda_fwd.h"
 #include "backend/cuda/cuda_ops.h"
 extern "C" {
-#include "core/fp16.h"
 #include "quant/quant.h"
 }
 
@@ -171,129 +168,6 @@ static void test_gemv_pre(const qtype &q, int M, int K, bool swiglu) {
         CUDA_CHECK(cudaFree(p));
 }
 
-/* ---- cuda_gemv_fused: the epilogues and the inline norm */
-
-static void *make_any_weights(si_type t, int M, int K) {
-    if (t != SI_TYPE_F16 && t != SI_TYPE_BF16) return make_weights(t, M, K);
-    std::vector<uint16_t> h((size_t)M * K);
-    for (auto &v : h) {
-        const float f = 0.05f * rnd_f();
-        uint32_t u;
-        memcpy(&u, &f, 4);
-        v = t == SI_TYPE_BF16 ? (uint16_t)(u >> 16) : fp32_to_fp16(f);
-    }
-    void *d;
-    CUDA_CHECK(cudaMalloc(&d, cuda_weight_alloc_bytes(t, M, K)));
-    CUDA_CHECK(cudaMemcpy(d, h.data(), h.size() * 2, cudaMemcpyHostToDevice));
-    return d;
-}
-
-static void fail_launch(const char *name, int r) {
-    g_checks++;
-    g_fail++;
-    printf("FAIL %s: launch returned %d\n", name, r);
-}
-
-static void check_same_bytes(const char *what, const std::vector<uint8_t> &a,
-                             const std::vector<uint8_t> &b) {
-    size_t bad = 0;
-    for (size_t i = 0; i < a.size(); i++) bad += a[i] != b[i];
-    g_checks++;
-    if (bad) {
-        g_fail++;
-        printf("FAIL %-56s %zu of %zu bytes differ\n", what, bad, a.size());
-    } else {
-        printf("PASS %-56s %zu bytes identical\n", what, a.size());
-    }
-}
-
-static std::vector<uint8_t> hbytes(const void *d, size_t n) {
-    std::vector<uint8_t> h(n);
-    CUDA_CHECK(cudaDeviceSynchronize());
-    CUDA_CHECK(cudaMemcpy(h.data(), d, n, cudaMemcpyDeviceToHost));
-    return h;
-}
-
-/* RoPE + KV write in the QKV GEMV's epilogue (cuda_gemv_rope) == cuda_gemv (or cuda_gemv_pre,
- * x_q8) then cuda_rope_kv_write, bit for bit: q, k, v in y and both caches (poisoned; a token
- * whose slot is -1 writes none). Positions up to 4000, GQA, a rotary part shorter than the
- * head. A quantised type past batch 1 is the documented -1. */
-static void test_gemv_rope(si_type t, const char *tn, bool x_q8, int n_head, int n_kv, int hd,
-                           int rope_dim, int kv_dtype) {
-    const int K = 1024, q_dim = n_head * hd, kv_dim = n_kv * hd, M = q_dim + 2 * kv_dim;
-    const int R = GEMV_ROWS_MAX, n_slots = 4 * 16;
-    const size_t eb = kv_dtype == SI_KV_FP8_E4M3 ? 1 : 2, cache_bytes = n_slots * kv_dim * eb;
-    void *W = make_any_weights(t, M, K);
-    float *x = dfloats(rnd_vec((size_t)R * K, 1.0f)), *g = dfloats(rnd_vec(K, 1.0f));
-    float *xb = dalloc<float>((size_t)R * K);
-    uint8_t *xq = dalloc<uint8_t>((size_t)R * CUDA_Q8X_ROW_BYTES(K));
-    if (cuda_add_rmsnorm(xb, x_q8 ? xq : NULL, x, NULL, g, K, R, 1e-5f, 0) != 0) {
-        fail_launch("rope: norm", -1);
-        return;
-    }
-    std::vector<int32_t> hpos(R), hslot(R);
-    for (int b = 0; b < R; b++) {
-        hpos[b] = (int)((rnd_f() + 1.0f) * 2000.0f);
-        hslot[b] = b == 2 ? -1 : 7 * b + 3; /* distinct; one not cached */
-    }
-    int32_t *pos = dalloc<int32_t>(R), *slot = dalloc<int32_t>(R);
-    CUDA_CHECK(cudaMemcpy(pos, hpos.data(), R * 4, cudaMemcpyHostToDevice));
-    CUDA_CHECK(cudaMemcpy(slot, hslot.data(), R * 4, cudaMemcpyHostToDevice));
-    const cuda_rope_params rp = {n_head, n_kv, hd, rope_dim, 10000.0f, 1.0f, NULL, 0, kv_dtype};
-    uint8_t *kc1 = dalloc<uint8_t>(cache_bytes), *vc1 = dalloc<uint8_t>(cache_bytes);
-    uint8_t *kc2 = dalloc<uint8_t>(cache_bytes), *vc2 = dalloc<uint8_t>(cache_bytes);
-    float *y1 = dalloc<float>((size_t)R * M), *y2 = dalloc<float>((size_t)R * M);
-    float2 *rot = dalloc<float2>((size_t)R * rope_dim / 2);
-    const float *xin = x_q8 ? (const float *)xq : xb;
-    for (int nb : {1, 2, 3, 4, 8}) {
-        for (void *p : {(void *)kc1, (void *)vc1, (void *)kc2, (void *)vc2})
-            CUDA_CHECK(cudaMemset(p, 0xFF, cache_bytes));
-        cuda_rope_angles(rot, pos, nb, &rp, 0);
-        const cuda_qkv_rope f = {&rp, rot, slot, kc2, vc2};
-        char name[160];
-        snprintf(name, sizeof name, "gemv rope %s%s %dx%d h%d/%d hd%d rope%d %s nb=%d", tn,
-                 x_q8 ? " (x q8)" : "", M, K, n_head, n_kv, hd, rope_dim,
-                 kv_dtype == SI_KV_FP8_E4M3 ? "fp8" : "f16", nb);
-        const int r2 = cuda_gemv_rope(t, W, M, K, xin, x_q8, nb, y2, &f, 0);
-        const bool quant = t != SI_TYPE_F16 && t != SI_TYPE_BF16;
-        if (quant && nb > 1) {
-            g_checks++;
-            if (r2 != -1) g_fail++;
-            printf("%s %-56s returns %d (-1 expected: batch 1 only)\n", r2 == -1 ? "PASS" : "FAIL", name, r2);
-            continue;
-        }
-        const int r1 = x_q8 ? cuda_gemv_pre(t, W, M, K, xq, nb, y1, 0) : cuda_gemv(t, W, M, K, xb, nb, y1, 0);
-        if (r1 || r2) {
-            fail_launch(name, r1 ? r1 : r2);
-            continue;
-        }
-        cuda_rope_kv_write(y1, M, y1 + q_dim, M, y1 + q_dim + kv_dim, M, pos, slot, NULL, nb,
-                           kc1, vc1, &rp, 0);
-        char what[200];
-        snprintf(what, sizeof what, "%s: q k v", name);
-        check_same(what, hfloats(y2, (size_t)nb * M), hfloats(y1, (size_t)nb * M));
-        snprintf(what, sizeof what, "%s: k cache", name);
-        check_same_bytes(what, hbytes(kc2, cache_bytes), hbytes(kc1, cache_bytes));
-        snprintf(what, sizeof what, "%s: v cache", name);
-        check_same_bytes(what, hbytes(vc2, cache_bytes), hbytes(vc1, cache_bytes));
-    }
-    for (void *p : {W, (void *)x, (void *)g, (void *)xb, (void *)xq, (void *)pos, (void *)slot,
-                    (void *)kc1, (void *)vc1, (void *)kc2, (void *)vc2, (void *)y1, (void *)y2,
-                    (void *)rot})
-        CUDA_CHECK(cudaFree(p));
-}
-
-static void test_gemv_rope_all() {
-    for (int kv : {SI_KV_F16, SI_KV_FP8_E4M3}) {
-        test_gemv_rope(SI_TYPE_F16, "f16", false, 8, 2, 64, 64, kv);
-        test_gemv_rope(SI_TYPE_Q8_0, "q8_0", false, 8, 2, 64, 64, kv);
-        test_gemv_rope(SI_TYPE_Q4_0, "q4_0", true, 8, 2, 64, 64, kv);
-    }
-    test_gemv_rope(SI_TYPE_BF16, "bf16", false, 4, 4, 128, 128, SI_KV_F16);
-    test_gemv_rope(SI_TYPE_F16, "f16", false, 8, 2, 64, 32, SI_KV_F16); /* partial rotary */
-    test_gemv_rope(SI_TYPE_Q4_K, "q4_k", false, 4, 2, 128, 128, SI_KV_F16);
-}
-
 /* median of reps, each after an L2 flush (a 256 MB write) */
 template <class F> static double time_us(F f, int reps = 50) {
     static void *flush = nullptr;
@@ -351,7 +225,6 @@ int main(int argc, char **argv) {
     test_add_rmsnorm(100, 5);
     test_add_rmsnorm(99, 3);   /* n % 4 != 0: the scalar loop */
     test_add_rmsnorm(8196, 2); /* past the registers' reach: the scalar loop */
-    test_gemv_rope_all();
     for (const qtype &q : k_qtypes) {
         test_gemv_pre(q, small ? 64 : 1000, 4096, false);
         test_gemv_pre(q, small ? 64 : 300, small ? 1024 : 11008, true);

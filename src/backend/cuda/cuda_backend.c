@@ -52,7 +52,6 @@ typedef struct cuda_state {
     cuda_graphs *graphs; /* decode-step graphs, or NULL (SI_CUDA_GRAPHS=0) */
     cuda_rope_params rope;
     cuda_attn_params attn;
-    int rope_fuse; /* SI_CUDA_ROPE_FUSE: -1 unset (rope_fuse_pays decides), 0 off, 1 on */
     char device[256];
     /* the KV pool: [n_layer][n_blocks][KV_BLOCK_SIZE][kv_dim] elements of p.kv_dtype (f16 or
      * FP8 E4M3: kv_elem bytes each), K then V; kc/vc: layer 0's K and V */
@@ -67,7 +66,6 @@ typedef struct cuda_state {
     float *ffn; /* rows [gate | up] (fused), or blocks gate, up */
     float *act; /* silu(gate) * up, the input of w_down */
     void *xq8;  /* [GEMV_ROWS_MAX] rows of xb or act quantised for the GEMVs (pre_quant) */
-    void *rope_rot; /* [GEMV_ROWS_MAX][rope_dim / 2] the step's rotations (cuda_rope_angles) */
     float *xo;     /* [max_seqs][n_embd] the rows that give logits */
     float *logits; /* [max_seqs][n_vocab] */
     void *gemm_scr, *attn_scr;
@@ -142,7 +140,6 @@ static size_t scratch_layout(cuda_state *c, const si_model *m, const backend_par
         const size_t kmax = (size_t)(hp->n_embd > hp->n_ff ? hp->n_embd : hp->n_ff);
         TAKE(xq8, GEMV_ROWS_MAX * CUDA_Q8X_ROW_BYTES(kmax));
     }
-    TAKE(rope_rot, GEMV_ROWS_MAX * (size_t)(hp->rope_dim / 2) * 8);
     TAKE(xo, S * hp->n_embd * 4);
     TAKE(logits, S * hp->n_vocab * 4);
     /* the GEMM's f16 copies of x and of a dequantised weight: the largest any matmul needs */
@@ -293,8 +290,6 @@ static si_status cuda_create(si_model *m, const backend_params *p, void **state)
                                  c->w->rope_freqs, hp->rope == ROPE_NEOX, p->kv_dtype};
     c->attn = (cuda_attn_params){hp->n_head, hp->n_head_kv, hp->head_dim, c->max_blocks,
                                  1.0f / sqrtf((float)hp->head_dim), p->kv_dtype};
-    const char *rf = getenv("SI_CUDA_ROPE_FUSE"); /* a timing knob: the same results either way */
-    c->rope_fuse = rf && (rf[0] == '0' || rf[0] == '1') ? rf[0] - '0' : -1;
     const double t1 = cuda_now_s();
     fprintf(stderr, "cuda: %s: KV pool %d blocks (%.0f MiB, %s), scratch %.0f MiB for %d tokens; "
             "ready in %.2f s (%.2f s after program start)\n", c->device, p->n_blocks,
@@ -374,21 +369,6 @@ static qkv_view qkv_of(const cuda_state *c, const dev_layer *D, int n) {
     return (qkv_view){c->qkv, k, v, q_dim, kv_dim, kv_dim};
 }
 
-/* Whether RoPE + KV write in the QKV GEMV (cuda_gemv_rope) beats the separate kernel for a
- * weight of type t. Measured on the H200 (bench/RESULTS.md 2026-11-30 s5, 7B tg128, 3 rounds
- * each): Q8_0 395 -> 404 t/s; but F16 257 -> 254 and Q4_0 555 -> 551 (the F16 kernel pays a
- * second barrier in every CTA, the 4-bit one a longer warp tail than the kernel it saves). */
-static bool rope_fuse_pays(si_type t) { return t == SI_TYPE_Q8_0; }
-
-/* Whether the step's fused QKV GEMVs rotate q and k and write the cache themselves, from the
- * rotations forward_launches puts in c->rope_rot */
-static bool rope_fuses(const cuda_state *c, const step_shape *sh) {
-    const cuda_weights *w = c->w;
-    const bool on = c->rope_fuse >= 0 ? c->rope_fuse == 1
-                                       : w->layers[0].qkv_fused && rope_fuse_pays(w->layers[0].wqkv.type);
-    return on && !sh->streaming && !c->rope.neox && sh->n_tokens <= GEMV_ROWS_MAX;
-}
-
 static void attention_block(cuda_state *c, const dev_layer *D, int il, const step_shape *sh) {
     const model_hparams *hp = &c->m->hp;
     const batch_layout L = layout_of(&c->p, c->max_blocks);
@@ -404,15 +384,8 @@ static void attention_block(cuda_state *c, const dev_layer *D, int il, const ste
     /* the residual of the previous layer's FFN (c->xb, pending unless il == 0) is added here */
     const bool pre = norm_for(c, D->attn_norm, il > 0, D->qkv_fused ? &D->wqkv : &D->wq, n);
     const qkv_view v = qkv_of(c, D, n);
-    bool roped = false;
     if (D->qkv_fused) {
-        /* RoPE + KV write in the GEMV's epilogue where it can (no bias to add first) */
-        const cuda_qkv_rope r = {&c->rope, c->rope_rot, c->d_in + L.slot, kc, vc};
-        const bool q8 = pre && pre_quant(&D->wqkv, n);
-        roped = rope_fuses(c, sh) && !D->b_qkv &&
-                cuda_gemv_rope(D->wqkv.type, D->wqkv.d, D->wqkv.M, D->wqkv.K, q8 ? c->xq8 : c->xb,
-                               q8, n, c->qkv, &r, st) == 0;
-        if (!roped) matmul_normed(c, &D->wqkv, n, c->qkv, pre);
+        matmul_normed(c, &D->wqkv, n, c->qkv, pre);
         if (D->b_qkv) cuda_fwd_add_bias(c->qkv, D->b_qkv, q_dim + 2 * kv_dim, n, st);
     } else {
         /* the quantised copy is for wq's type; wk, wv take it when theirs is the same */
@@ -425,9 +398,8 @@ static void attention_block(cuda_state *c, const dev_layer *D, int il, const ste
             cuda_fwd_add_bias(v.v, D->b_qkv + q_dim + kv_dim, kv_dim, n, st);
         }
     }
-    if (!roped)
-        cuda_rope_kv_write(v.q, v.qs, v.k, v.ks, v.v, v.vs, d_pos, c->d_in + L.slot, k_unrot, n,
-                           kc, vc, &c->rope, st);
+    cuda_rope_kv_write(v.q, v.qs, v.k, v.ks, v.v, v.vs, d_pos, c->d_in + L.slot, k_unrot, n, kc,
+                       vc, &c->rope, st);
     cuda_attn_params ap = c->attn;
     ap.max_blocks = sh->bt_stride;
     if (sh->decode)
@@ -476,8 +448,6 @@ static void forward_launches(cuda_state *c, const step_shape *sh) {
     cudaStream_t st = c->st;
     SI_ASSERT(cuda_get_rows(w->tok_embd.type, w->tok_embd.d, dim, c->d_in + L.token,
                             sh->n_tokens, c->x, st) == 0);
-    if (rope_fuses(c, sh)) /* every layer's rotations at once: they depend on the positions only */
-        cuda_rope_angles(c->rope_rot, c->d_in + L.pos, sh->n_tokens, &c->rope, st);
     for (int il = 0; il < hp->n_layer; il++) {
         attention_block(c, &w->layers[il], il, sh);
         ffn_block(c, &w->layers[il], sh);

@@ -48,24 +48,6 @@ int cuda_gemv_pre_ok(si_type t, int K, int n_batch);
 int cuda_gemv_pre(si_type t, const void *W, int M, int K, const void *xq, int n_batch, float *y,
                   cudaStream_t stream);
 
-/* RoPE + KV write as the epilogue of the QKV matmul of a decode step (cuda_gemv_rope): at batch
- * 1 each kernel between two matmuls costs a few us with HBM idle. */
-typedef struct cuda_qkv_rope {
-    const struct cuda_rope_params *rope; /* neox == 0 */
-    const void *rot;     /* device float2 [n_batch][rope_dim / 2]: cuda_rope_angles of the rows' positions */
-    const int32_t *slot; /* device [n_batch]: each row's cache slot (< 0: not cached) */
-    void *k_cache, *v_cache; /* one layer's, of rope->kv_dtype */
-} cuda_qkv_rope;
-
-/* cuda_gemv (x f32, x_q8 == 0) or cuda_gemv_pre (x_q8 != 0) of a fused QKV weight W ([q | k | v]:
- * n_head, n_head_kv, n_head_kv rows of head_dim), one token per batch row (no streaming
- * sequence): q and k are rotated and k and v written into the caches in the GEMV's epilogue,
- * y and the caches as cuda_rope_kv_write leaves them (the same bits). Returns -1, launching
- * nothing, where it cannot: F16/BF16 need rows shorter than 8192; the quantised types the
- * integer kernel at batch 1. The caller then runs cuda_gemv and cuda_rope_kv_write. */
-int cuda_gemv_rope(si_type t, const void *W, int M, int K, const void *x, int x_q8, int n_batch,
-                   float *y, const cuda_qkv_rope *f, cudaStream_t stream);
-
 /* The int8 tensor-core GEMV (gemv_mma.cuh) for 7-8 batch rows of the quantised types: ~30%
  * faster than dp4a for Q4_0/Q4_1 at 8 rows on the H200, but its sums run in another order
  * than the 1-row kernel's, so a sequence's logits would depend on how many others share its
@@ -158,12 +140,6 @@ typedef struct cuda_rope_params {
  * k_unrotated: device [n_tokens] or NULL; nonzero: token t belongs to a streaming
  * (rope_on_read) sequence, so its k is neither rotated (in place nor in the cache) and is
  * stored as given; its q is still rotated. */
-/* rot[t][i] = (cos, sin) of pair i's angle at position pos[t], t < n_tokens (rope_dim / 2 pairs):
- * the rotations of a step's tokens, computed once for every layer (cuda_gemv_fusion's rot).
- * rot: device float2 [n_tokens][rope_dim / 2]; pos: device [n_tokens]. */
-void cuda_rope_angles(void *rot, const int32_t *pos, int n_tokens, const cuda_rope_params *p,
-                      cudaStream_t stream);
-
 void cuda_rope_kv_write(float *q, int q_stride, float *k, int k_stride, const float *v,
                         int v_stride, const int32_t *pos, const int32_t *slot,
                         const uint8_t *k_unrotated, int n_tokens, void *k_cache, void *v_cache,

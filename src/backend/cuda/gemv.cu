@@ -166,8 +166,7 @@ static int gemv_quant(const void *W, int M, int K, const float *x, int nb, float
     if (nb >= GEMV_MMA_MIN_NB && gemv_mma_on() && gemv_mma_ok<TM>(K) &&
         gemv_mma_launch<TM>(W, M, K, x, nb, y, st) == 0)
         return 0;
-    if (gemv_q8x_ok<TX>(K) && gemv_q8x_launch<TX>(W, M, K, x, nb, y, gemv_rope_epi{}, st) == 0)
-        return 0;
+    if (gemv_q8x_ok<TX>(K) && gemv_q8x_launch<TX>(W, M, K, x, nb, y, st) == 0) return 0;
     return gemv_launch<T>(W, M, K, x, nb, y, st);
 }
 
@@ -177,10 +176,10 @@ extern "C" int cuda_gemv(si_type t, const void *W, int M, int K, const float *x,
         return -1;
     switch (t) {
     case SI_TYPE_F16:
-        if (K % 8 == 0) return gemv_h16_launch<false>(W, M, K, x, n_batch, y, gemv_rope_epi{}, stream);
+        if (K % 8 == 0) return gemv_h16_launch<false>(W, M, K, x, n_batch, y, stream);
         return gemv_launch<tq_f16>(W, M, K, x, n_batch, y, stream);
     case SI_TYPE_BF16:
-        if (K % 8 == 0) return gemv_h16_launch<true>(W, M, K, x, n_batch, y, gemv_rope_epi{}, stream);
+        if (K % 8 == 0) return gemv_h16_launch<true>(W, M, K, x, n_batch, y, stream);
         return gemv_launch<tq_bf16>(W, M, K, x, n_batch, y, stream);
     case SI_TYPE_Q8_0: return gemv_quant<tmma_q8_0, tqx_q8_0, tq_q8_0>(W, M, K, x, n_batch, y, stream);
     case SI_TYPE_Q4_0: return gemv_quant<tmma_q4_0, tqx_q4_0, tq_q4_0>(W, M, K, x, n_batch, y, stream);
@@ -212,44 +211,11 @@ extern "C" int cuda_gemv_pre(si_type t, const void *W, int M, int K, const void 
         return -1;
     const float *x = (const float *)xq; /* the kernels' x parameter; PRE reads it as bytes */
     switch (t) {
-    case SI_TYPE_Q8_0: return gemv_q8x_launch<tqx_q8_0, true>(W, M, K, x, n_batch, y, gemv_rope_epi{}, stream);
-    case SI_TYPE_Q4_0: return gemv_q8x_launch<tqx_q4_0, true>(W, M, K, x, n_batch, y, gemv_rope_epi{}, stream);
-    case SI_TYPE_Q4_1: return gemv_q8x_launch<tqx_q4_1, true>(W, M, K, x, n_batch, y, gemv_rope_epi{}, stream);
-    case SI_TYPE_Q4_K: return gemv_q8x_launch<tqx_q4_k, true>(W, M, K, x, n_batch, y, gemv_rope_epi{}, stream);
-    case SI_TYPE_Q6_K: return gemv_q8x_launch<tqx_q6_k, true>(W, M, K, x, n_batch, y, gemv_rope_epi{}, stream);
-    default: return -1;
-    }
-}
-
-/* ---- RoPE + KV write in the QKV GEMV's epilogue (cuda_gemv_rope) */
-
-extern "C" int cuda_gemv_rope(si_type t, const void *W, int M, int K, const void *x, int x_q8,
-                              int n_batch, float *y, const cuda_qkv_rope *f, cudaStream_t stream) {
-    const cuda_rope_params *p = f->rope;
-    const int q_dim = p->n_head * p->head_dim, kv_dim = p->n_head_kv * p->head_dim;
-    if (n_batch < 1 || n_batch > GEMV_ROWS_MAX || M != q_dim + 2 * kv_dim || K < 1 ||
-        ((uintptr_t)W & 15) || ((uintptr_t)x & 15) || p->neox || p->head_dim % 2 ||
-        p->rope_dim % 2 || p->rope_dim > p->head_dim || !f->rot || !f->slot || !f->k_cache ||
-        !f->v_cache || (p->kv_dtype != SI_KV_F16 && p->kv_dtype != SI_KV_FP8_E4M3))
-        return -1;
-    const gemv_rope_epi e = {1, q_dim, kv_dim, p->head_dim, p->rope_dim,
-                             p->kv_dtype == SI_KV_FP8_E4M3, (const float2 *)f->rot, f->slot,
-                             f->k_cache, f->v_cache};
-    const float *xf = (const float *)x; /* the kernels' x parameter; PRE reads it as bytes */
-    if (x_q8 && !cuda_gemv_pre_ok(t, K, n_batch)) return -1;
-    switch (t) {
-    case SI_TYPE_F16: return x_q8 ? -1 : gemv_h16_launch<false>(W, M, K, xf, n_batch, y, e, stream);
-    case SI_TYPE_BF16: return x_q8 ? -1 : gemv_h16_launch<true>(W, M, K, xf, n_batch, y, e, stream);
-#define GEMV_ROPE_Q(TX)                                                                          \
-    (!gemv_q8x_ok<TX>(K) ? -1                                                                    \
-     : x_q8              ? gemv_q8x_launch<TX, true>(W, M, K, xf, n_batch, y, e, stream)          \
-                         : gemv_q8x_launch<TX>(W, M, K, xf, n_batch, y, e, stream))
-    case SI_TYPE_Q8_0: return GEMV_ROPE_Q(tqx_q8_0);
-    case SI_TYPE_Q4_0: return GEMV_ROPE_Q(tqx_q4_0);
-    case SI_TYPE_Q4_1: return GEMV_ROPE_Q(tqx_q4_1);
-    case SI_TYPE_Q4_K: return GEMV_ROPE_Q(tqx_q4_k);
-    case SI_TYPE_Q6_K: return GEMV_ROPE_Q(tqx_q6_k);
-#undef GEMV_ROPE_Q
+    case SI_TYPE_Q8_0: return gemv_q8x_launch<tqx_q8_0, true>(W, M, K, x, n_batch, y, stream);
+    case SI_TYPE_Q4_0: return gemv_q8x_launch<tqx_q4_0, true>(W, M, K, x, n_batch, y, stream);
+    case SI_TYPE_Q4_1: return gemv_q8x_launch<tqx_q4_1, true>(W, M, K, x, n_batch, y, stream);
+    case SI_TYPE_Q4_K: return gemv_q8x_launch<tqx_q4_k, true>(W, M, K, x, n_batch, y, stream);
+    case SI_TYPE_Q6_K: return gemv_q8x_launch<tqx_q6_k, true>(W, M, K, x, n_batch, y, stream);
     default: return -1;
     }
 }

@@ -9,7 +9,6 @@
  * Launched with programmatic dependent launch (pdl.cuh): weight loads start before the previous
  * kernel has finished. */
 
-#include "backend/cuda/gemv_epilogue.cuh"
 #include "backend/cuda/pdl.cuh"
 /* ---------------------------------------------------------------- F16 / BF16 */
 
@@ -53,18 +52,13 @@ template <bool BF> __device__ __forceinline__ float2 si_h2x2f(uint32_t u) {
 #endif
 
 /* KS warps share a row group (KS > 1): warp slice s sums the contiguous s-th KS-th of the row's
- * pieces, and the group's first warp adds the KS partial sums in slice order.
- * rope.on (KS > 1; gemv_epilogue.cuh): the CTA's (GEMV_H16_WARPS / KS) * R rows start at an even
- * row, so q and k pairs never straddle two CTAs; the sums meet in shared memory and the first
- * warp's lanes store one pair (and batch row) each. */
+ * pieces, and the group's first warp adds the KS partial sums in slice order. */
 template <bool BF, int NB, int R, int U, int KS>
 __global__ void __launch_bounds__(GEMV_H16_WARPS * 32)
     gemv_h16_kernel(const uint4 *__restrict__ W, int M, int K, const float *__restrict__ x, int nb,
-                    float *__restrict__ y, gemv_rope_epi rope) {
+                    float *__restrict__ y) {
     static_assert(GEMV_H16_WARPS % KS == 0 && R * NB <= 32, "KS divides the warps; a lane a sum");
-    constexpr int CTA_ROWS = GEMV_H16_WARPS / KS * R;
     __shared__ float part[KS > 1 ? GEMV_H16_WARPS : 1][R][NB];
-    __shared__ float fin[KS > 1 ? CTA_ROWS : 1][NB]; /* rope.on: the CTA's finished rows */
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, slice = warp % KS;
     const int row0 = (blockIdx.x * (GEMV_H16_WARPS / KS) + warp / KS) * R;
     if (KS == 1 && row0 >= M) return;
@@ -122,11 +116,6 @@ __global__ void __launch_bounds__(GEMV_H16_WARPS * 32)
     if (row0 < M) load(w, first);
     si_pdl_trigger();
     si_pdl_wait();
-    /* rope.on: thread t stores pair t / NB of batch row t % NB: its rotation and slot now */
-    const int pair = threadIdx.x / NB, pb = threadIdx.x % NB, pm = blockIdx.x * CTA_ROWS + 2 * pair;
-    const bool stores_pair = KS > 1 && rope.on && pair < CTA_ROWS / 2 && pb < nb && pm + 1 < M;
-    qkv_pair pp = {};
-    if (stores_pair) pp = qkv_pair_prepare(rope, pb, pm);
     if (row0 < M)
         for (int c0 = first; c0 < c_end; c0 += 32 * U) {
             if (c0 != first) load(w, c0);
@@ -150,32 +139,27 @@ __global__ void __launch_bounds__(GEMV_H16_WARPS * 32)
             float v = part[warp][r][b];
 #pragma unroll
             for (int s2 = 1; s2 < KS; s2++) v += part[warp + s2][r][b];
-            if (rope.on) fin[(warp / KS) * R + r][b] = v;
-            else if (b < nb && row0 + r < M) y[(size_t)b * M + row0 + r] = v;
-        }
-        if (rope.on) { /* uniform: every thread reaches the barrier */
-            __syncthreads();
-            if (stores_pair) qkv_pair_store(rope, pp, y, M, pb, pm, fin[2 * pair][pb], fin[2 * pair + 1][pb]);
+            if (b < nb && row0 + r < M) y[(size_t)b * M + row0 + r] = v;
         }
     }
 }
 
 template <bool BF, int NB, int R, int U, int KS>
 static void gemv_h16_launch_nb(const void *W, int M, int K, const float *x, int nb, float *y,
-                               const gemv_rope_epi &e, cudaStream_t st) {
+                               cudaStream_t st) {
     const int grid = si_div_up(M, GEMV_H16_WARPS / KS * R);
     si_launch_pdl(gemv_h16_kernel<BF, NB, R, U, KS>, grid, GEMV_H16_WARPS * 32, 0, st,
-                  (const uint4 *)W, M, K, x, nb, y, e);
+                  (const uint4 *)W, M, K, x, nb, y);
 }
 
 template <bool BF, int KS>
 static void gemv_h16_launch_ks(const void *W, int M, int K, const float *x, int nb, float *y,
-                               const gemv_rope_epi &e, cudaStream_t st) {
-    if (nb <= 1 && KS == 8) gemv_h16_launch_nb<BF, 1, 1, 2, KS>(W, M, K, x, nb, y, e, st);
-    else if (nb <= 1) gemv_h16_launch_nb<BF, 1, GEMV_H16_NB1, KS>(W, M, K, x, nb, y, e, st);
-    else if (nb <= 2) gemv_h16_launch_nb<BF, 2, GEMV_H16_NB2, KS>(W, M, K, x, nb, y, e, st);
-    else if (nb <= 4) gemv_h16_launch_nb<BF, 4, GEMV_H16_NB4, KS>(W, M, K, x, nb, y, e, st);
-    else gemv_h16_launch_nb<BF, 8, GEMV_H16_NB8, KS>(W, M, K, x, nb, y, e, st);
+                               cudaStream_t st) {
+    if (nb <= 1 && KS == 8) gemv_h16_launch_nb<BF, 1, 1, 2, KS>(W, M, K, x, nb, y, st);
+    else if (nb <= 1) gemv_h16_launch_nb<BF, 1, GEMV_H16_NB1, KS>(W, M, K, x, nb, y, st);
+    else if (nb <= 2) gemv_h16_launch_nb<BF, 2, GEMV_H16_NB2, KS>(W, M, K, x, nb, y, st);
+    else if (nb <= 4) gemv_h16_launch_nb<BF, 4, GEMV_H16_NB4, KS>(W, M, K, x, nb, y, st);
+    else gemv_h16_launch_nb<BF, 8, GEMV_H16_NB8, KS>(W, M, K, x, nb, y, st);
 }
 
 /* Timing knob, not for the engine: SI_CUDA_GEMV_H16=U,KS runs batch 1 with U pieces in flight per
@@ -187,18 +171,17 @@ static int gemv_h16_knob() {
     return v;
 }
 
-/* e: RoPE + KV write (e.on: rows shorter than GEMV_H16_LONG_K, where KS > 1; else -1) */
 template <bool BF>
 static int gemv_h16_launch(const void *W, int M, int K, const float *x, int nb, float *y,
-                           const gemv_rope_epi &e, cudaStream_t st) {
-    if (K % 8 != 0 || (e.on && K >= GEMV_H16_LONG_K)) return -1;
-    const int knob = nb <= 1 && !e.on ? gemv_h16_knob() : 0;
-    if (knob == 84) gemv_h16_launch_nb<BF, 1, 1, 8, 4>(W, M, K, x, nb, y, e, st);
-    else if (knob == 44) gemv_h16_launch_nb<BF, 1, 1, 4, 4>(W, M, K, x, nb, y, e, st);
-    else if (knob == 28) gemv_h16_launch_nb<BF, 1, 1, 2, 8>(W, M, K, x, nb, y, e, st);
-    else if (knob == 42) gemv_h16_launch_nb<BF, 1, 1, 4, 2>(W, M, K, x, nb, y, e, st);
-    else if (knob == 41) gemv_h16_launch_nb<BF, 1, 1, 4, 1>(W, M, K, x, nb, y, e, st);
-    else if (K >= GEMV_H16_LONG_K) gemv_h16_launch_ks<BF, 8>(W, M, K, x, nb, y, e, st);
-    else gemv_h16_launch_ks<BF, 4>(W, M, K, x, nb, y, e, st);
+                           cudaStream_t st) {
+    if (K % 8 != 0) return -1;
+    const int knob = nb <= 1 ? gemv_h16_knob() : 0;
+    if (knob == 84) gemv_h16_launch_nb<BF, 1, 1, 8, 4>(W, M, K, x, nb, y, st);
+    else if (knob == 44) gemv_h16_launch_nb<BF, 1, 1, 4, 4>(W, M, K, x, nb, y, st);
+    else if (knob == 28) gemv_h16_launch_nb<BF, 1, 1, 2, 8>(W, M, K, x, nb, y, st);
+    else if (knob == 42) gemv_h16_launch_nb<BF, 1, 1, 4, 2>(W, M, K, x, nb, y, st);
+    else if (knob == 41) gemv_h16_launch_nb<BF, 1, 1, 4, 1>(W, M, K, x, nb, y, st);
+    else if (K >= GEMV_H16_LONG_K) gemv_h16_launch_ks<BF, 8>(W, M, K, x, nb, y, st);
+    else gemv_h16_launch_ks<BF, 4>(W, M, K, x, nb, y, st);
     return 0;
 }

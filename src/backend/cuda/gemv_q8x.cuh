@@ -17,7 +17,6 @@
  * shared memory pads each unit's bytes by 16 so the lanes' 16-byte loads are conflict-free too.
  * The grid is persistent (at most the resident CTAs) so the x quantisation is paid once per CTA;
  * warps walk row groups of R rows (R rows share each x load). */
-#include "backend/cuda/gemv_epilogue.cuh"
 #include "backend/cuda/gemv_q8x_units.cuh"
 #include "backend/cuda/pdl.cuh"
 #include "backend/cuda/q8x_row.cuh"
@@ -86,7 +85,7 @@ __device__ __forceinline__ void q8x_quantize_x(const float *__restrict__ x, int 
 template <class T, int NB, int R, int S, bool PRE>
 __global__ void __launch_bounds__(256)
     gemv_q8x_kernel(const uint8_t *__restrict__ W, int M, int K, size_t row_bytes,
-                    const float *__restrict__ x, int nb, float *__restrict__ y, gemv_rope_epi rope) {
+                    const float *__restrict__ x, int nb, float *__restrict__ y) {
     constexpr int XUB = q8x_layout<T>::XUB, SEG = q8x_layout<T>::SEG, SEGBYTES = 32 * T::UBYTES;
     extern __shared__ __align__(16) uint8_t smem[];
     const int nwarps = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -180,15 +179,7 @@ __global__ void __launch_bounds__(256)
 #pragma unroll
         for (int b = 0; b < NB; b++) acc[r][b] = 0.0f;
 
-    /* rope.on (NB == 1, R even: the launcher's check): lane 0 stores the group's R / 2 pairs;
-     * their rotations and slots are loaded when the group starts */
-    constexpr int NP = NB == 1 && R % 2 == 0 ? R / 2 : 1;
-    qkv_pair pp[NP] = {};
     for (;;) {
-        if (NB == 1 && R % 2 == 0 && rope.on && seg == 0 && lane == 0)
-#pragma unroll
-            for (int i = 0; i < NP; i++)
-                if (rg * R + 2 * i + 1 < M) pp[i] = qkv_pair_prepare(rope, 0, rg * R + 2 * i);
         produce(); /* into the stage consumed in the previous iteration */
         si_cp_async_wait<S - 1>();
         __syncwarp();
@@ -221,20 +212,14 @@ __global__ void __launch_bounds__(256)
         }
         __syncwarp(); /* this stage is refilled by the next produce() */
         if (seg == nseg - 1) {
-            float v[R][NB];
 #pragma unroll
             for (int r = 0; r < R; r++)
 #pragma unroll
                 for (int b = 0; b < NB; b++) {
-                    v[r][b] = si_warp_sum(acc[r][b]);
+                    const float v = si_warp_sum(acc[r][b]);
                     acc[r][b] = 0.0f;
-                    if (!rope.on && lane == 0 && b < nb && rg * R + r < M) y[(size_t)b * M + rg * R + r] = v[r][b];
+                    if (lane == 0 && b < nb && rg * R + r < M) y[(size_t)b * M + rg * R + r] = v;
                 }
-            if (NB == 1 && R % 2 == 0 && rope.on && lane == 0)
-#pragma unroll
-                for (int i = 0; i < NP; i++)
-                    if (rg * R + 2 * i + 1 < M)
-                        qkv_pair_store(rope, pp[i], y, M, 0, rg * R + 2 * i, v[2 * i][0], v[2 * i + 1][0]);
         }
         next(rg, seg);
         if (rg * R >= M) break;
@@ -251,8 +236,7 @@ __global__ void __launch_bounds__(256)
 
 template <class T, int NB, int R, int S, bool PRE>
 static int gemv_q8x_launch_nb(const void *W, int M, int K, const float *x, int nb, float *y,
-                              const gemv_rope_epi &e, cudaStream_t st) {
-    if (e.on && (NB != 1 || R % 2)) return -1; /* rope: one batch row, whole pairs a warp */
+                              cudaStream_t st) {
     static int smem_optin = 0, n_sm = 0; /* per instance: the attribute is per kernel */
     if (!smem_optin) {
         int dev;
@@ -279,7 +263,7 @@ static int gemv_q8x_launch_nb(const void *W, int M, int K, const float *x, int n
     const int grid = min(need, max(1, per_sm) * n_sm);
     const size_t row_bytes = (size_t)(K / (32 * T::UB)) * T::UBYTES; /* units x bytes */
     si_launch_pdl(gemv_q8x_kernel<T, NB, R, S, PRE>, grid, warps * 32, smem, st, (const uint8_t *)W, M, K,
-                  row_bytes, x, nb, y, e);
+                  row_bytes, x, nb, y);
     return 0;
 }
 
@@ -305,8 +289,8 @@ template <int I> static constexpr int q8x_stages() {
 }
 template <class T, int NB, int I, bool PRE>
 static int gemv_q8x_launch_case(const void *W, int M, int K, const float *x, int nb, float *y,
-                                const gemv_rope_epi &e, cudaStream_t st) {
-    return gemv_q8x_launch_nb<T, NB, q8x_rows<I>(), q8x_stages<I>(), PRE>(W, M, K, x, nb, y, e, st);
+                                cudaStream_t st) {
+    return gemv_q8x_launch_nb<T, NB, q8x_rows<I>(), q8x_stages<I>(), PRE>(W, M, K, x, nb, y, st);
 }
 
 /* Timing knob, not for the engine: SI_CUDA_GEMV_Q8X=R,S runs batch 1 with R rows per warp and S
@@ -316,22 +300,21 @@ static int gemv_q8x_knob() {
     return v;
 }
 
-/* x: nb rows of K floats, or (PRE) of CUDA_Q8X_ROW_BYTES(K) quantised bytes; e: RoPE + KV
- * write (batch 1 with an even R only, else -1) */
+/* x: nb rows of K floats, or (PRE) of CUDA_Q8X_ROW_BYTES(K) quantised bytes */
 template <class T, bool PRE = false>
 static int gemv_q8x_launch(const void *W, int M, int K, const float *x, int nb, float *y,
-                           const gemv_rope_epi &e, cudaStream_t st) {
+                           cudaStream_t st) {
     if (!gemv_q8x_ok<T>(K)) return -1;
     switch (nb <= 1 ? gemv_q8x_knob() : 0) {
-    case 12: return gemv_q8x_launch_nb<T, 1, 1, 2, PRE>(W, M, K, x, nb, y, e, st);
-    case 14: return gemv_q8x_launch_nb<T, 1, 1, 4, PRE>(W, M, K, x, nb, y, e, st);
-    case 22: return gemv_q8x_launch_nb<T, 1, 2, 2, PRE>(W, M, K, x, nb, y, e, st);
-    case 23: return gemv_q8x_launch_nb<T, 1, 2, 3, PRE>(W, M, K, x, nb, y, e, st);
+    case 12: return gemv_q8x_launch_nb<T, 1, 1, 2, PRE>(W, M, K, x, nb, y, st);
+    case 14: return gemv_q8x_launch_nb<T, 1, 1, 4, PRE>(W, M, K, x, nb, y, st);
+    case 22: return gemv_q8x_launch_nb<T, 1, 2, 2, PRE>(W, M, K, x, nb, y, st);
+    case 23: return gemv_q8x_launch_nb<T, 1, 2, 3, PRE>(W, M, K, x, nb, y, st);
     default: break;
     }
-    if (nb <= 1 && K < 8192) return gemv_q8x_launch_case<T, 1, 0, PRE>(W, M, K, x, nb, y, e, st);
-    if (nb <= 1) return gemv_q8x_launch_case<T, 1, 1, PRE>(W, M, K, x, nb, y, e, st);
-    if (nb <= 2) return gemv_q8x_launch_case<T, 2, 2, PRE>(W, M, K, x, nb, y, e, st);
-    if (nb <= 4) return gemv_q8x_launch_case<T, 4, 3, PRE>(W, M, K, x, nb, y, e, st);
-    return gemv_q8x_launch_case<T, 8, 4, PRE>(W, M, K, x, nb, y, e, st);
+    if (nb <= 1 && K < 8192) return gemv_q8x_launch_case<T, 1, 0, PRE>(W, M, K, x, nb, y, st);
+    if (nb <= 1) return gemv_q8x_launch_case<T, 1, 1, PRE>(W, M, K, x, nb, y, st);
+    if (nb <= 2) return gemv_q8x_launch_case<T, 2, 2, PRE>(W, M, K, x, nb, y, st);
+    if (nb <= 4) return gemv_q8x_launch_case<T, 4, 3, PRE>(W, M, K, x, nb, y, st);
+    return gemv_q8x_launch_case<T, 8, 4, PRE>(W, M, K, x, nb, y, st);
 }

@@ -122,26 +122,6 @@ extern "C" void cuda_rope_kv_write(float *q, int q_stride, float *k, int k_strid
     }
 }
 
-__global__ void rope_angles_kernel(float2 *rot, const int32_t *pos, int n_tokens, rope_args a) {
-    const int half = a.rope_dim / 2;
-    const int idx = blockIdx.x * blockDim.x + threadIdx.x;
-    if (idx >= n_tokens * half) return;
-    const int t = idx / half, i = idx % half;
-    float sn, cs;
-    sincosf(rope_theta((float)pos[t], i, a.theta_scale, a.freq_scale, a.freq_factors), &sn, &cs);
-    rot[idx] = make_float2(cs, sn);
-}
-
-extern "C" void cuda_rope_angles(void *rot, const int32_t *pos, int n_tokens,
-                                 const cuda_rope_params *p, cudaStream_t stream) {
-    const int n = n_tokens * (p->rope_dim / 2);
-    if (n <= 0) return;
-    /* pos is the host's, copied before the step: nothing to wait for */
-    rope_angles_kernel<<<si_div_up(n, 128), 128, 0, stream>>>((float2 *)rot, pos, n_tokens,
-                                                             rope_args_of(p));
-    CUDA_CHECK_LAUNCH();
-}
-
 __global__ void rope_table_kernel(float2 *table, int n_pos, rope_args a) {
     const int half = a.rope_dim / 2;
     const int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
