@@ -84,7 +84,8 @@ static void usage(FILE *f) {
             "                     S_TG: the window from the last first token to the first\n"
             "                     finish)\n"
             "      --kv-cache-dtype T  KV cache elements auto|f16 (default) or fp8|fp8_e4m3\n"
-            "                     (CUDA: half the KV bytes; with --concurrency twice the blocks)\n\n"
+            "                     (CUDA: half the KV bytes; with --concurrency, twice the\n"
+            "                     blocks)\n\n"
             "The warm-up is one prompt of min(N, batch) tokens for ppN and 8 tokens for tgN.\n"
             "Progress goes to stderr. GB/s = tg t/s x weight bytes read per token (all layer\n"
             "matrices and norms, output norm and matrix, one embedding row).\n");

@@ -48,9 +48,9 @@ si_status si_session_create_params(si_model *m, const si_session_params *params,
     if (st != SI_OK) {
         si_session_free(s);
         if (st != SI_ERR_NOMEM) return st; /* the backend's message says what went wrong */
+        const size_t kv = kv_cache_block_bytes(hp->n_layer, kv_dim, KV_BLOCK_SIZE, elem) * n_blocks;
         return si_error(st, "session: out of memory for a %d-token context (%zu MiB of KV "
-                        "cache)", m->n_ctx,
-                        (kv_cache_block_bytes(hp->n_layer, kv_dim, KV_BLOCK_SIZE, elem) * n_blocks) >> 20);
+                        "cache)", m->n_ctx, kv >> 20);
     }
     s->block_table = malloc((size_t)n_blocks * sizeof(int32_t));
     s->pos = malloc((size_t)n_batch * sizeof(int32_t));
