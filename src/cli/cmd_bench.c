@@ -304,16 +304,21 @@ static void json_string(const char *s) {
     putchar('"');
 }
 
+/* --kv-cache-dtype's value as the output names it */
+static const char *kv_name(int32_t kv_dtype) {
+    return kv_dtype == SI_KV_FP8_E4M3 ? "fp8_e4m3" : "f16";
+}
+
 static void print_json(const bench_row *rows, int n_rows, const bench_memory_result *mem,
-                       double bw, bool measured, double load0, double load1) {
+                       double bw, bool measured, double load0, double load1, int32_t kv_dtype) {
     char cpu[256];
     cpu_model_name(cpu, sizeof cpu);
     printf("{\n  \"cpu\": ");
     json_string(cpu);
     printf(",\n  \"isa\": \"%s\",\n  \"loadavg_start\": %.2f,\n  \"loadavg_end\": %.2f,\n",
            cpu_isa_name(), load0, load1);
-    printf("  \"bw_gbps\": %.3f,\n  \"bw_source\": \"%s\",\n", bw,
-           measured ? "measured" : "--bw");
+    printf("  \"bw_gbps\": %.3f,\n  \"bw_source\": \"%s\",\n  \"kv_cache_dtype\": \"%s\",\n", bw,
+           measured ? "measured" : "--bw", kv_name(kv_dtype));
     if (measured)
         printf("  \"memory\": {\"best_gbps\": %.3f, \"mean_gbps\": %.3f, \"bytes\": %zu, "
                "\"threads\": %d, \"runs\": %d},\n",
@@ -470,6 +475,7 @@ int cmd_bench(int argc, char **argv) {
                    mem.best_gbps, mem.bytes >> 20, mem.n_threads, mem.runs);
         else
             printf("DRAM read bandwidth: %.2f GB/s (--bw)\n\n", o.bw);
+        if (o.kv_dtype != SI_KV_F16) printf("KV cache: %s\n\n", kv_name(o.kv_dtype));
         print_header(o.bw);
     }
 
@@ -512,7 +518,8 @@ int cmd_bench(int argc, char **argv) {
         si_session_free(s);
         si_model_free(m);
     }
-    if (o.json && !rc) print_json(rows, n_rows, &mem, o.bw, measure, load0, load_avg());
+    if (o.json && !rc)
+        print_json(rows, n_rows, &mem, o.bw, measure, load0, load_avg(), o.kv_dtype);
     else if (!rc) printf("\nload average at the end: %.2f\n", load_avg());
     free(rows), free(samples), free(toks);
     return rc;

@@ -1,5 +1,5 @@
-"""`swiftinfer bench --concurrency`: the JSON it prints is what bench/gpu_bench.sh compares with
-llama.cpp, so its fields must be there and consistent with one another."""
+"""`swiftinfer bench`: the JSON it prints is what bench/gpu_bench.sh compares with llama.cpp, so
+its fields must be there and consistent with one another."""
 import json
 
 from conftest import run_cli
@@ -23,3 +23,12 @@ def test_concurrency_json_fields(binary, default_model):
     assert abs(one["all_decoding_tps"] - one["per_request_tps"]) <= 0.01 * one["per_request_tps"]
     # three requests decoding together: more tokens per second than each of them alone gets
     assert three["all_decoding_tps"] > three["per_request_tps"]
+
+
+def test_pp_tg_json_names_the_kv_cache(binary, default_model):
+    """pp/tg rows name the KV cache they ran with (--kv-cache-dtype reaches the session)"""
+    proc = run_cli("bench", "-m", default_model, "--device", "cpu", "-p", "8", "-n", "4", "-r",
+                   "1", "-t", "1", "--bw", "20", "--json")
+    out = json.loads(proc.stdout)
+    assert out["kv_cache_dtype"] == "f16"
+    assert [r["test"] for r in out["results"]] == ["pp8", "tg4"]
