@@ -162,6 +162,42 @@ __device__ __forceinline__ void attn_rotate_key8(float kf[8], const typename KV:
  * attn_decode_config's stages = 2): two stages, 64 KB, 3 CTAs/SM: less in flight per warp, more
  * warps. FP8 (KV::BYTES 1): 2 NS - 1 stages of half the bytes: hd 64 56 KB, hd 128/256 80 KB,
  * WIDE 48 KB. */
+/* The end of a decode tile kernel: the ATTN_WARPS warps' partial softmax rows for the G query
+ * heads of one KV head, in shared memory (maxima sm_m and sums sm_l [ATTN_WARPS][GX], unnormalised
+ * outputs sm_acc [ATTN_WARPS][GX][HD] flat), merged in warp order with ex (exp2 for base-2
+ * maxima, __expf for natural ones) and stored as part `part` of rows (row0 + g) * n_parts + part
+ * (part_acc, part_ml); a row of one part is normalised into out instead when out is not NULL
+ * (the combine kernel would do the same with c = 1). */
+template <int HD, int GX, class E>
+__device__ __forceinline__ void attn_store_merged(const float (*sm_m)[GX], const float (*sm_l)[GX],
+                                                  const float *sm_acc, int G, size_t row0,
+                                                  int n_parts, int part, float *out,
+                                                  float *part_acc, float *part_ml, E ex) {
+    for (int idx = threadIdx.x; idx < G * HD; idx += ATTN_WARPS * 32) {
+        const int g = idx / HD, d = idx % HD;
+        float mx = -INFINITY;
+#pragma unroll
+        for (int w = 0; w < ATTN_WARPS; w++) mx = fmaxf(mx, sm_m[w][g]);
+        float a = 0.0f, ls = 0.0f;
+#pragma unroll
+        for (int w = 0; w < ATTN_WARPS; w++) {
+            const float c = mx == -INFINITY ? 0.0f : ex(sm_m[w][g] - mx);
+            a += sm_acc[(w * GX + g) * HD + d] * c;
+            ls += sm_l[w][g] * c;
+        }
+        const size_t row = (row0 + g) * n_parts + part;
+        if (out && n_parts == 1) {
+            out[row * HD + d] = ls > 0.0f ? a / ls : 0.0f;
+            continue;
+        }
+        part_acc[row * HD + d] = a;
+        if (d == 0) {
+            part_ml[2 * row] = mx;
+            part_ml[2 * row + 1] = ls;
+        }
+    }
+}
+
 template <int HD, bool WIDE, class KV> struct attn_geo {
     static constexpr int LPT = HD / 8, TPW = 32 / LPT;
     static constexpr int SK = HD <= 128 ? 16 : 8;
@@ -335,29 +371,8 @@ __global__ void __launch_bounds__(ATTN_WARPS * 32, (attn_geo<HD, WIDE, KV>::MINB
         }
     }
     __syncthreads();
-    for (int idx = threadIdx.x; idx < G * HD; idx += ATTN_WARPS * 32) {
-        const int g = idx / HD, d = idx % HD;
-        float mx = -INFINITY;
-#pragma unroll
-        for (int w = 0; w < ATTN_WARPS; w++) mx = fmaxf(mx, sm_m[w][g]);
-        float a = 0.0f, ls = 0.0f;
-#pragma unroll
-        for (int w = 0; w < ATTN_WARPS; w++) {
-            const float c = mx == -INFINITY ? 0.0f : attn_exp2(sm_m[w][g] - mx);
-            a += sm_acc[(w * GM + g) * HD + d] * c;
-            ls += sm_l[w][g] * c;
-        }
-        const size_t row = ((size_t)r * n_head + kvh * G + g) * n_parts + part;
-        if (n_parts == 1) { /* the whole row: normalised here, as the combine would (c = 1) */
-            out[row * HD + d] = ls > 0.0f ? a / ls : 0.0f;
-            continue;
-        }
-        part_acc[row * HD + d] = a;
-        if (d == 0) {
-            part_ml[2 * row] = mx;
-            part_ml[2 * row + 1] = ls;
-        }
-    }
+    attn_store_merged<HD, GM>(sm_m, sm_l, sm_acc, G, (size_t)r * n_head + kvh * G, n_parts, part,
+                              out, part_acc, part_ml, [](float x) { return attn_exp2(x); });
 }
 
 /* Version 1 (SI_CUDA_ATTN_V1=1, for comparison): one key per lane group per step, an online-
@@ -436,22 +451,10 @@ __global__ void __launch_bounds__(ATTN_WARPS * 32, ROT || HD > 128 ? 2 : 3)
         }
     }
     __syncthreads();
-    for (int idx = threadIdx.x; idx < G * HD; idx += ATTN_WARPS * 32) {
-        const int g = idx / HD, d = idx % HD;
-        float mx = -INFINITY;
-#pragma unroll
-        for (int w = 0; w < ATTN_WARPS; w++) mx = fmaxf(mx, sm_m[w][g]);
-        float a = 0.0f, ls = 0.0f;
-#pragma unroll
-        for (int w = 0; w < ATTN_WARPS; w++) {
-            const float c = mx == -INFINITY ? 0.0f : __expf(sm_m[w][g] - mx);
-            a += sm_acc[w][g][d] * c;
-            ls += sm_l[w][g] * c;
-        }
-        const size_t row = ((size_t)r * n_head + kvh * G + g) * n_parts + part;
-        part_acc[row * HD + d] = a;
-        if (d == 0) { part_ml[2 * row] = mx; part_ml[2 * row + 1] = ls; }
-    }
+    /* version 1 always leaves the combine to its kernel: no out */
+    attn_store_merged<HD, ATTN_MAXG>(sm_m, sm_l, &sm_acc[0][0][0], G, (size_t)r * n_head + kvh * G,
+                                     n_parts, part, (float *)NULL, part_acc, part_ml,
+                                     [](float x) { return __expf(x); });
 }
 
 /* Out row r, head blockIdx.x: the row's parts (those holding keys: ceil(len / part_keys)) merged
