@@ -12,7 +12,7 @@ export SI_BIN_DIR=$BD
 . tests/cuda/host_deps.sh
 log() { echo "[$(date -u +%H:%M:%S) +${SECONDS}s] $*"; }
 pack() { tar -czf "$OUTDIR/$NAME.tgz" -C "$W" . 2>/dev/null; }
-safe() { echo "$1" | tr '=,' '__'; } # file names the device tool returns
+safe() { echo "$1" | tr '=,+' '___'; } # file names the device tool returns
 
 # synth_7b TYPES: a Llama-2-7B-shaped model of each type in $MODELS, unless already there
 synth_7b() {

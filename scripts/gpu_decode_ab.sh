@@ -7,7 +7,8 @@
 #      launch order (scripts/ncu_profile_sum.py);
 #   3. tg128 (-p 16 -n 128 -r 2) of each model with each binary of AB_BINS (default
 #      $SI_BIN_DIR/swiftinfer; e.g. this commit's and an older one's, both carried) under each
-#      AB_ENVS setting (default "SI_CUDA_PDL=0 SI_CUDA_PDL=1"), all of them AB_ROUNDS times
+#      AB_ENVS setting (default "SI_CUDA_PDL=0 SI_CUDA_PDL=1"; one setting may join several
+#      assignments with "+": "A=1+B=2"), all of them AB_ROUNDS times
 #      (default 2), alternating, so that drift shows.
 # Logs under $OUT/ab/ (packed into $OUT/ab.tgz), the tg lines on stdout.
 #
@@ -24,7 +25,7 @@ if command -v ncu > /dev/null; then
     for t in ${AB_PROFILE_TYPES:-f16}; do
         for e in ${AB_PROFILE_ENVS:-}; do
             f=$W/profile-$t-$(safe "$e")
-            env "$e" timeout 200 ncu --clock-control none --csv \
+            env ${e//+/ } timeout 200 ncu --clock-control none --csv \
                 --metrics gpu__time_duration.sum,dram__bytes_read.sum \
                 --launch-skip "${AB_PROFILE_SKIP:-4000}" --launch-count 600 \
                 "$BD/swiftinfer" bench --device cuda -m "$MODELS/llama2-7b-$t.gguf" -p 1 -n 64 -r 1 \
@@ -43,7 +44,7 @@ for round in $(seq "${AB_ROUNDS:-2}"); do
         [ -f "$m" ] || continue
         for bin in ${AB_BINS:-$BD/swiftinfer}; do
             for e in ${AB_ENVS:-SI_CUDA_PDL=0 SI_CUDA_PDL=1}; do
-                r=$(env "$e" timeout 100 "$bin" bench --device cuda --bw 4210 -m "$m" -p 16 \
+                r=$(env ${e//+/ } timeout 100 "$bin" bench --device cuda --bw 4210 -m "$m" -p 16 \
                     -n 128 -r 2 2>&1 | grep -E "\| tg128|error" || echo "(no tg line)")
                 echo "round $round $t $bin $e: $r" | tee -a "$W/tg.txt"
             done

@@ -351,6 +351,15 @@ static void matmul(cuda_state *c, const dev_mat *w, const float *x, int n, float
     SI_ASSERT(r == 0);
 }
 
+/* In a step of GEMV rows, starts pulling the first bytes of w (the next matmul's weights) into
+ * L2 once the kernel before has completed (cuda_l2_prefetch), at the places the knob selects. */
+static void prefetch_next(cuda_state *c, const dev_mat *w, int where, const step_shape *sh) {
+    const size_t cap = cuda_l2_prefetch_cap();
+    if (!cap || sh->n_tokens > GEMV_ROWS_MAX || !(cuda_l2_prefetch_where() & where)) return;
+    const size_t bytes = cuda_weight_alloc_bytes(w->type, w->M, w->K);
+    cuda_l2_prefetch(w->d, bytes < cap ? bytes : cap, c->st);
+}
+
 /* Q, K and V of n rows in the qkv scratch and their row strides: rows [q | k | v] when the
  * weights are fused, three blocks otherwise. */
 typedef struct qkv_view {
@@ -398,6 +407,7 @@ static void attention_block(cuda_state *c, const dev_layer *D, int il, const ste
             cuda_fwd_add_bias(v.v, D->b_qkv + q_dim + kv_dim, kv_dim, n, st);
         }
     }
+    prefetch_next(c, &D->wo, 1, sh);
     cuda_rope_kv_write(v.q, v.qs, v.k, v.ks, v.v, v.vs, d_pos, c->d_in + L.slot, k_unrot, n, kc,
                        vc, &c->rope, st);
     cuda_attn_params ap = c->attn;
@@ -411,6 +421,7 @@ static void attention_block(cuda_state *c, const dev_layer *D, int il, const ste
                                          d_pos, n, sh->n_seqs, sh->kv_cap, row_ror, &c->rope,
                                          &ap, c->attn_scr, st) == 0);
     matmul(c, &D->wo, c->att, n, c->xb); /* its residual add is fused into ffn_block's norm */
+    prefetch_next(c, D->gate_up_fused ? &D->w_gate_up : &D->w_gate, 2, sh);
 }
 
 /* down(silu(gate(x)) * up(x)) */
@@ -423,6 +434,7 @@ static void ffn_block(cuda_state *c, const dev_layer *D, const step_shape *sh) {
     const bool pre = norm_for(c, D->ffn_norm, true, D->gate_up_fused ? &D->w_gate_up : &D->w_gate, n);
     if (D->gate_up_fused) {
         matmul_normed(c, &D->w_gate_up, n, c->ffn, pre);
+        prefetch_next(c, &D->w_down, 4, sh);
         cuda_fwd_swiglu_rows(c->act, pre_down ? c->xq8 : NULL, c->ffn, ff, n, st);
     } else {
         float *up = c->ffn + split_at((size_t)n * ff);
@@ -451,6 +463,9 @@ static void forward_launches(cuda_state *c, const step_shape *sh) {
     for (int il = 0; il < hp->n_layer; il++) {
         attention_block(c, &w->layers[il], il, sh);
         ffn_block(c, &w->layers[il], sh);
+        const dev_layer *N = il + 1 < hp->n_layer ? &w->layers[il + 1] : NULL;
+        if (N || sh->n_out > 0)
+            prefetch_next(c, !N ? &w->output : N->qkv_fused ? &N->wqkv : &N->wq, 8, sh);
     }
     cuda_add(c->x, c->xb, (int64_t)sh->n_tokens * dim, st); /* the last layer's FFN residual */
     if (sh->n_out > 0) {

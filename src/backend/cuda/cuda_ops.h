@@ -85,6 +85,20 @@ int cuda_gemm(cuda_gemm_ctx *g, si_type t, const void *W, int M, int K, const fl
 /* n elements (a multiple of the block size) of type t to f16 (dst) — the GEMM's dequantiser. */
 int cuda_dequantize_f16(si_type t, const void *src, int64_t n, void *dst, cudaStream_t stream);
 
+/* ---- L2 prefetch of the next decode weights (l2_prefetch.cu) ---- */
+
+/* Enqueues, in the PDL chain, a kernel that waits for the kernel before it to complete and then
+ * prefetches bytes of p (16-byte aligned) into L2 without waiting for them: placed right after a
+ * decode GEMV with the next GEMV's weights, so that they stream in while the small kernels
+ * between the two run. Changes no result. */
+void cuda_l2_prefetch(const void *p, size_t bytes, cudaStream_t stream);
+/* Timing knobs, read at the first call: SI_CUDA_L2_PREFETCH (MiB a prefetch at most; 0 or
+ * unset: none) and SI_CUDA_L2_PREFETCH_AT (a mask of the places: 1 the output projection after
+ * QKV, 2 gate/up after it, 4 down after gate/up, 8 the next layer's QKV or the logits after down;
+ * default 15). */
+size_t cuda_l2_prefetch_cap(void);
+int cuda_l2_prefetch_where(void);
+
 /* ---- norms and element-wise (norm.cu, elementwise.cu) ---- */
 
 /* out[r][i] = x[r][i] / rms(x[r]) * w[i]. out may be NULL; out_h (may be NULL) receives the
