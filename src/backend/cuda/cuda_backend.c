@@ -313,15 +313,29 @@ typedef struct step_shape {
     bool graphed;   /* run through the graph cache */
 } step_shape;
 
+/* Profiling knob, never for results: SI_CUDA_SKIP=mask leaves the masked launches out of every
+ * layer (1 attention norm, 2 QKV, 4 RoPE + KV write, 8 attention, 16 output projection, 32 FFN
+ * norm, 64 gate/up, 128 SwiGLU, 256 down), so that tg timings show what each costs inside a
+ * graphed step (scripts/gpu_decode_ab.sh). The outputs are then garbage. */
+static bool skip(int what) {
+    static int mask = -1;
+    if (mask < 0) {
+        const char *e = getenv("SI_CUDA_SKIP");
+        mask = e ? atoi(e) : 0;
+    }
+    return (mask & what) != 0;
+}
+
 /* Whether the norm before a matmul of w over n rows should also quantise its output for it: the
  * GEMV would quantise x itself (cuda_gemv_pre_ok), once in every CTA. */
 static bool pre_quant(const dev_mat *w, int n) { return cuda_gemv_pre_ok(w->type, w->K, n); }
 
 /* RMSNorm of c->x into c->xb (adding c->xb first when add), quantised into c->xq8 as well when
  * the matmul of w after it can take that; returns whether it did (matmul_normed's pre). */
-static bool norm_for(cuda_state *c, const float *nw, bool add, const dev_mat *w, int n) {
+static bool norm_for(cuda_state *c, const float *nw, bool add, const dev_mat *w, int n, int what) {
     const model_hparams *hp = &c->m->hp;
     const bool pre = pre_quant(w, n) && hp->n_embd <= CUDA_NORM_Q8_MAX;
+    if (skip(what)) return pre;
     SI_ASSERT(cuda_add_rmsnorm(c->xb, pre ? c->xq8 : NULL, c->x, add ? c->xb : NULL, nw,
                                hp->n_embd, n, hp->rms_eps, c->st) == 0);
     return pre;
@@ -391,10 +405,10 @@ static void attention_block(cuda_state *c, const dev_layer *D, int il, const ste
     const uint8_t *row_ror = sh->streaming ? (const uint8_t *)(c->d_in + L.row_ror) : NULL;
 
     /* the residual of the previous layer's FFN (c->xb, pending unless il == 0) is added here */
-    const bool pre = norm_for(c, D->attn_norm, il > 0, D->qkv_fused ? &D->wqkv : &D->wq, n);
+    const bool pre = norm_for(c, D->attn_norm, il > 0, D->qkv_fused ? &D->wqkv : &D->wq, n, 1);
     const qkv_view v = qkv_of(c, D, n);
     if (D->qkv_fused) {
-        matmul_normed(c, &D->wqkv, n, c->qkv, pre);
+        if (!skip(2)) matmul_normed(c, &D->wqkv, n, c->qkv, pre);
         if (D->b_qkv) cuda_fwd_add_bias(c->qkv, D->b_qkv, q_dim + 2 * kv_dim, n, st);
     } else {
         /* the quantised copy is for wq's type; wk, wv take it when theirs is the same */
@@ -408,11 +422,13 @@ static void attention_block(cuda_state *c, const dev_layer *D, int il, const ste
         }
     }
     prefetch_next(c, &D->wo, 1, sh);
-    cuda_rope_kv_write(v.q, v.qs, v.k, v.ks, v.v, v.vs, d_pos, c->d_in + L.slot, k_unrot, n, kc,
+    if (!skip(4)) cuda_rope_kv_write(v.q, v.qs, v.k, v.ks, v.v, v.vs, d_pos, c->d_in + L.slot, k_unrot, n, kc,
                        vc, &c->rope, st);
     cuda_attn_params ap = c->attn;
     ap.max_blocks = sh->bt_stride;
-    if (sh->decode)
+    if (skip(8))
+        ;
+    else if (sh->decode)
         SI_ASSERT(cuda_attention_decode(c->att, v.q, v.qs, kc, vc, d_bt, c->d_in + L.kv_len, n,
                                         sh->kv_cap, row_ror, &c->rope, &ap, c->attn_scr,
                                         st) == 0);
@@ -420,7 +436,7 @@ static void attention_block(cuda_state *c, const dev_layer *D, int il, const ste
         SI_ASSERT(cuda_attention_prefill(c->att, v.q, v.qs, kc, vc, d_bt, c->d_in + L.seq,
                                          d_pos, n, sh->n_seqs, sh->kv_cap, row_ror, &c->rope,
                                          &ap, c->attn_scr, st) == 0);
-    matmul(c, &D->wo, c->att, n, c->xb); /* its residual add is fused into ffn_block's norm */
+    if (!skip(16)) matmul(c, &D->wo, c->att, n, c->xb); /* its residual add: ffn_block's norm */
     prefetch_next(c, D->gate_up_fused ? &D->w_gate_up : &D->w_gate, 2, sh);
 }
 
@@ -431,11 +447,12 @@ static void ffn_block(cuda_state *c, const dev_layer *D, const step_shape *sh) {
     cudaStream_t st = c->st;
     /* the down GEMV's x quantised by the fused SwiGLU, as the norms do for the others */
     const bool pre_down = D->gate_up_fused && pre_quant(&D->w_down, n);
-    const bool pre = norm_for(c, D->ffn_norm, true, D->gate_up_fused ? &D->w_gate_up : &D->w_gate, n);
+    const bool pre =
+        norm_for(c, D->ffn_norm, true, D->gate_up_fused ? &D->w_gate_up : &D->w_gate, n, 32);
     if (D->gate_up_fused) {
-        matmul_normed(c, &D->w_gate_up, n, c->ffn, pre);
+        if (!skip(64)) matmul_normed(c, &D->w_gate_up, n, c->ffn, pre);
         prefetch_next(c, &D->w_down, 4, sh);
-        cuda_fwd_swiglu_rows(c->act, pre_down ? c->xq8 : NULL, c->ffn, ff, n, st);
+        if (!skip(128)) cuda_fwd_swiglu_rows(c->act, pre_down ? c->xq8 : NULL, c->ffn, ff, n, st);
     } else {
         float *up = c->ffn + split_at((size_t)n * ff);
         matmul_normed(c, &D->w_gate, n, c->ffn, pre);
@@ -443,7 +460,9 @@ static void ffn_block(cuda_state *c, const dev_layer *D, const step_shape *sh) {
         cuda_swiglu(c->act, c->ffn, up, (int64_t)n * ff, st);
     }
     /* the result is added by the next layer's norm, or at the end */
-    if (pre_down)
+    if (skip(256))
+        ;
+    else if (pre_down)
         SI_ASSERT(cuda_gemv_pre(D->w_down.type, D->w_down.d, D->w_down.M, D->w_down.K, c->xq8, n,
                                 c->xb, st) == 0);
     else
