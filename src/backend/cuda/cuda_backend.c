@@ -72,7 +72,6 @@ typedef struct cuda_state {
     int32_t *d_in;                /* the packed batch (layout: batch_layout) */
     cuda_sample_params *d_smp;    /* [max_seqs] per logits row */
     int32_t *d_ids;               /* [max_seqs] sampled ids */
-    unsigned *d_norm_count;       /* cuda_gemv_add_rmsnorm's counter (zeroed at create) */
     /* pinned host copies */
     int32_t *h_in;
     float *h_logits; /* [max_seqs][n_vocab] */
@@ -167,7 +166,6 @@ static size_t scratch_layout(cuda_state *c, const si_model *m, const backend_par
     TAKE(d_in, layout_of(p, max_blocks).total * 4);
     TAKE(d_smp, S * sizeof(cuda_sample_params));
     TAKE(d_ids, S * 4);
-    TAKE(d_norm_count, sizeof(unsigned));
 #undef TAKE
     return off;
 }
@@ -285,7 +283,6 @@ static si_status cuda_create(si_model *m, const backend_params *p, void **state)
     c->kc = c->kv_buf;
     c->vc = c->kc + (size_t)hp->n_layer * c->layer_elems * c->kv_elem;
     scratch_layout(c, m, p, c->max_blocks, c->scr_buf);
-    CUDA_CHECK(cudaMemsetAsync(c->d_norm_count, 0, sizeof(unsigned), c->st));
     c->graphs = cuda_graphs_create(p->max_seqs < p->max_tokens ? p->max_seqs : p->max_tokens,
                                    p->max_kv);
     c->rope = (cuda_rope_params){hp->n_head,     hp->n_head_kv,         hp->head_dim,
@@ -354,38 +351,6 @@ static void matmul_normed(cuda_state *c, const dev_mat *w, int n, float *y, bool
         matmul(c, w, c->xb, n, y);
 }
 
-/* Whether a decode GEMV's last CTA runs the norm after it (cuda_gemv_add_rmsnorm): on unless
- * SI_CUDA_NORM_TAIL=0 (a timing knob, read once; the results are the same bits). */
-static bool norm_tail_on(void) {
-    static int on = -1;
-    if (on < 0) {
-        const char *e = getenv("SI_CUDA_NORM_TAIL");
-        on = !(e && e[0] == '0');
-    }
-    return on;
-}
-
-/* The matmul of w that ends a block, into c->xb, then the next block's norm: norm_for(nw, add,
- * next, n) — by the GEMV's last CTA where it can (decode rows, cuda_gemv_add_rmsnorm), so that
- * the norm costs no kernel of its own. x: w's input, f32, or in c->xq8 when x_pre (then
- * pre_quant(w, n) holds). Returns norm_for's result. */
-static bool matmul_then_norm(cuda_state *c, const dev_mat *w, const float *x, bool x_pre, int n,
-                             const float *nw, const dev_mat *next, int what, int norm_what) {
-    const model_hparams *hp = &c->m->hp;
-    const bool pre = pre_quant(next, n) && hp->n_embd <= CUDA_NORM_Q8_MAX;
-    const cuda_norm_args na = {c->xb, pre ? c->xq8 : NULL, c->x, nw, hp->rms_eps, c->d_norm_count};
-    if (skip(what)) return norm_for(c, nw, true, next, n, norm_what);
-    if (n <= GEMV_ROWS_MAX && norm_tail_on() && !skip(norm_what) &&
-        cuda_gemv_add_rmsnorm(w->type, w->d, w->M, w->K, x_pre ? c->xq8 : (const void *)x, x_pre,
-                              n, c->xb, &na, c->st) == 0)
-        return pre;
-    if (x_pre)
-        SI_ASSERT(cuda_gemv_pre(w->type, w->d, w->M, w->K, c->xq8, n, c->xb, c->st) == 0);
-    else
-        matmul(c, w, x, n, c->xb);
-    return norm_for(c, nw, true, next, n, norm_what);
-}
-
 /* y[n][M] = x[n][K] W^T: GEMV for up to 8 rows (decode), the int8 tensor-core kernel for the
  * row counts and shapes where it beats the alternative (batched decode of a quantised weight; no
  * dequantised copy), cuBLASLt GEMM otherwise. */
@@ -418,16 +383,7 @@ static qkv_view qkv_of(const cuda_state *c, const dev_layer *D, int n) {
     return (qkv_view){c->qkv, k, v, q_dim, kv_dim, kv_dim};
 }
 
-static const dev_mat *qkv_first(const dev_layer *D) { return D->qkv_fused ? &D->wqkv : &D->wq; }
-static const dev_mat *gate_first(const dev_layer *D) {
-    return D->gate_up_fused ? &D->w_gate_up : &D->w_gate;
-}
-
-/* From the attention norm's output (c->xb, and c->xq8 when pre) to the FFN norm's: QKV, RoPE +
- * KV write, attention, the output projection, then the FFN norm (adding the projection to the
- * residual c->x); returns the FFN norm's pre. */
-static bool attention_block(cuda_state *c, const dev_layer *D, int il, const step_shape *sh,
-                            bool pre) {
+static void attention_block(cuda_state *c, const dev_layer *D, int il, const step_shape *sh) {
     const model_hparams *hp = &c->m->hp;
     const batch_layout L = layout_of(&c->p, c->max_blocks);
     const int n = sh->n_tokens;
@@ -439,6 +395,8 @@ static bool attention_block(cuda_state *c, const dev_layer *D, int il, const ste
     const uint8_t *k_unrot = sh->streaming ? (const uint8_t *)(c->d_in + L.k_unrot) : NULL;
     const uint8_t *row_ror = sh->streaming ? (const uint8_t *)(c->d_in + L.row_ror) : NULL;
 
+    /* the residual of the previous layer's FFN (c->xb, pending unless il == 0) is added here */
+    const bool pre = norm_for(c, D->attn_norm, il > 0, D->qkv_fused ? &D->wqkv : &D->wq, n, 1);
     const qkv_view v = qkv_of(c, D, n);
     if (D->qkv_fused) {
         if (!skip(2)) matmul_normed(c, &D->wqkv, n, c->qkv, pre);
@@ -454,8 +412,9 @@ static bool attention_block(cuda_state *c, const dev_layer *D, int il, const ste
             cuda_fwd_add_bias(v.v, D->b_qkv + q_dim + kv_dim, kv_dim, n, st);
         }
     }
-    if (!skip(4)) cuda_rope_kv_write(v.q, v.qs, v.k, v.ks, v.v, v.vs, d_pos, c->d_in + L.slot, k_unrot, n, kc,
-                       vc, &c->rope, st);
+    if (!skip(4))
+        cuda_rope_kv_write(v.q, v.qs, v.k, v.ks, v.v, v.vs, d_pos, c->d_in + L.slot, k_unrot, n,
+                           kc, vc, &c->rope, st);
     cuda_attn_params ap = c->attn;
     ap.max_blocks = sh->bt_stride;
     if (skip(8)) {
@@ -468,19 +427,18 @@ static bool attention_block(cuda_state *c, const dev_layer *D, int il, const ste
                                          d_pos, n, sh->n_seqs, sh->kv_cap, row_ror, &c->rope,
                                          &ap, c->attn_scr, st) == 0);
     }
-    return matmul_then_norm(c, &D->wo, c->att, false, n, D->ffn_norm, gate_first(D), 16, 32);
+    if (!skip(16)) matmul(c, &D->wo, c->att, n, c->xb); /* its residual add: ffn_block's norm */
 }
 
-/* down(silu(gate(x)) * up(x)) from the FFN norm's output (c->xb, and c->xq8 when pre), then the
- * next layer's attention norm (adding the result to the residual c->x) when N is that layer
- * (returns its pre), else the result is left in c->xb. */
-static bool ffn_block(cuda_state *c, const dev_layer *D, const dev_layer *N, const step_shape *sh,
-                      bool pre) {
+/* down(silu(gate(x)) * up(x)) */
+static void ffn_block(cuda_state *c, const dev_layer *D, const step_shape *sh) {
     const model_hparams *hp = &c->m->hp;
     const int n = sh->n_tokens, ff = hp->n_ff;
     cudaStream_t st = c->st;
     /* the down GEMV's x quantised by the fused SwiGLU, as the norms do for the others */
     const bool pre_down = D->gate_up_fused && pre_quant(&D->w_down, n);
+    const bool pre =
+        norm_for(c, D->ffn_norm, true, D->gate_up_fused ? &D->w_gate_up : &D->w_gate, n, 32);
     if (D->gate_up_fused) {
         if (!skip(64)) matmul_normed(c, &D->w_gate_up, n, c->ffn, pre);
         if (!skip(128)) cuda_fwd_swiglu_rows(c->act, pre_down ? c->xq8 : NULL, c->ffn, ff, n, st);
@@ -490,15 +448,14 @@ static bool ffn_block(cuda_state *c, const dev_layer *D, const dev_layer *N, con
         matmul_normed(c, &D->w_up, n, up, pre && D->w_up.type == D->w_gate.type);
         cuda_swiglu(c->act, c->ffn, up, (int64_t)n * ff, st);
     }
-    if (N) return matmul_then_norm(c, &D->w_down, c->act, pre_down, n, N->attn_norm, qkv_first(N), 256, 1);
-    /* the last layer's: added to the residual at the end */
-    if (skip(256)) return false;
-    if (pre_down)
+    /* the result is added by the next layer's norm, or at the end */
+    if (skip(256)) {
+    } else if (pre_down) {
         SI_ASSERT(cuda_gemv_pre(D->w_down.type, D->w_down.d, D->w_down.M, D->w_down.K, c->xq8, n,
                                 c->xb, st) == 0);
-    else
+    } else {
         matmul(c, &D->w_down, c->act, n, c->xb);
-    return false;
+    }
 }
 
 /* The whole forward pass of a packed step, device work only (capturable): embeddings, the
@@ -511,11 +468,9 @@ static void forward_launches(cuda_state *c, const step_shape *sh) {
     cudaStream_t st = c->st;
     SI_ASSERT(cuda_get_rows(w->tok_embd.type, w->tok_embd.d, dim, c->d_in + L.token,
                             sh->n_tokens, c->x, st) == 0);
-    bool pre = norm_for(c, w->layers[0].attn_norm, false, qkv_first(&w->layers[0]), sh->n_tokens, 1);
     for (int il = 0; il < hp->n_layer; il++) {
-        const dev_layer *D = &w->layers[il], *N = il + 1 < hp->n_layer ? D + 1 : NULL;
-        pre = attention_block(c, D, il, sh, pre);
-        pre = ffn_block(c, D, N, sh, pre);
+        attention_block(c, &w->layers[il], il, sh);
+        ffn_block(c, &w->layers[il], sh);
     }
     cuda_add(c->x, c->xb, (int64_t)sh->n_tokens * dim, st); /* the last layer's FFN residual */
     if (sh->n_out > 0) {

@@ -48,27 +48,6 @@ int cuda_gemv_pre_ok(si_type t, int K, int n_batch);
 int cuda_gemv_pre(si_type t, const void *W, int M, int K, const void *xq, int n_batch, float *y,
                   cudaStream_t stream);
 
-/* The add + RMSNorm that follows a decode matmul, for cuda_gemv_add_rmsnorm: cuda_add_rmsnorm's
- * out, out_q8, x (the residual stream), w and eps; counter: a device word that is zero and that
- * the kernel leaves zero (one per stream: the kernels of one stream use it in turn). */
-typedef struct cuda_norm_args {
-    float *out;
-    void *out_q8;
-    float *x;
-    const float *w;
-    float eps;
-    unsigned *counter;
-} cuda_norm_args;
-
-/* cuda_gemv (pre == 0: x is f32) or cuda_gemv_pre (pre != 0: x quantised) into y, then, by the
- * kernel's last CTA, cuda_add_rmsnorm(na->out, na->out_q8, na->x, y, na->w, M, n_batch, na->eps)
- * with the same bits: the norm between two decode matmuls without a kernel of its own. Returns
- * -1, launching nothing, where that GEMV path cannot (the f32-x kernel of the quantised types,
- * the tensor-core GEMV, CTAs of fewer than 256 threads) or cuda_add_rmsnorm would refuse; the
- * caller then launches the two. */
-int cuda_gemv_add_rmsnorm(si_type t, const void *W, int M, int K, const void *x, int pre,
-                          int n_batch, float *y, const cuda_norm_args *na, cudaStream_t stream);
-
 /* The int8 tensor-core GEMV (gemv_mma.cuh) for 7-8 batch rows of the quantised types: ~30%
  * faster than dp4a for Q4_0/Q4_1 at 8 rows on the H200, but its sums run in another order
  * than the 1-row kernel's, so a sequence's logits would depend on how many others share its

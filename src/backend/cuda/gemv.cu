@@ -176,10 +176,10 @@ extern "C" int cuda_gemv(si_type t, const void *W, int M, int K, const float *x,
         return -1;
     switch (t) {
     case SI_TYPE_F16:
-        if (K % 8 == 0) return gemv_h16_launch<false>(W, M, K, x, n_batch, y, NULL, stream);
+        if (K % 8 == 0) return gemv_h16_launch<false>(W, M, K, x, n_batch, y, stream);
         return gemv_launch<tq_f16>(W, M, K, x, n_batch, y, stream);
     case SI_TYPE_BF16:
-        if (K % 8 == 0) return gemv_h16_launch<true>(W, M, K, x, n_batch, y, NULL, stream);
+        if (K % 8 == 0) return gemv_h16_launch<true>(W, M, K, x, n_batch, y, stream);
         return gemv_launch<tq_bf16>(W, M, K, x, n_batch, y, stream);
     case SI_TYPE_Q8_0: return gemv_quant<tmma_q8_0, tqx_q8_0, tq_q8_0>(W, M, K, x, n_batch, y, stream);
     case SI_TYPE_Q4_0: return gemv_quant<tmma_q4_0, tqx_q4_0, tq_q4_0>(W, M, K, x, n_batch, y, stream);
@@ -216,39 +216,6 @@ extern "C" int cuda_gemv_pre(si_type t, const void *W, int M, int K, const void 
     case SI_TYPE_Q4_1: return gemv_q8x_launch<tqx_q4_1, true>(W, M, K, x, n_batch, y, stream);
     case SI_TYPE_Q4_K: return gemv_q8x_launch<tqx_q4_k, true>(W, M, K, x, n_batch, y, stream);
     case SI_TYPE_Q6_K: return gemv_q8x_launch<tqx_q6_k, true>(W, M, K, x, n_batch, y, stream);
-    default: return -1;
-    }
-}
-
-/* ---- the add + RMSNorm after the GEMV, in its last CTA (cuda_gemv_add_rmsnorm) */
-
-template <class TX>
-static int gemv_q8x_norm(const void *W, int M, int K, const float *x, int pre, int nb, float *y,
-                         const norm_tail *nt, cudaStream_t st) {
-    return pre ? gemv_q8x_launch<TX, true>(W, M, K, x, nb, y, st, nt)
-               : gemv_q8x_launch<TX, false>(W, M, K, x, nb, y, st, nt);
-}
-
-extern "C" int cuda_gemv_add_rmsnorm(si_type t, const void *W, int M, int K, const void *x,
-                                     int pre, int n_batch, float *y, const cuda_norm_args *na,
-                                     cudaStream_t stream) {
-    if (n_batch < 1 || n_batch > GEMV_ROWS_MAX || M < 1 || K < 1 || ((uintptr_t)W & 15) ||
-        ((uintptr_t)x & 15) || !na->out || !na->counter ||
-        (na->out_q8 && (M % 128 || M > NORM_VEC_MAX)))
-        return -1;
-    if (pre ? !cuda_gemv_pre_ok(t, K, n_batch) : n_batch >= GEMV_MMA_MIN_NB && gemv_mma_on())
-        return -1;
-    const norm_tail nt = {na->x, na->out, y, na->w, (uint8_t *)na->out_q8, na->counter,
-                          M, n_batch, na->eps};
-    const float *xf = (const float *)x; /* the kernels' x parameter; PRE reads it as bytes */
-    switch (t) {
-    case SI_TYPE_F16: return !pre && K % 8 == 0 ? gemv_h16_launch<false>(W, M, K, xf, n_batch, y, &nt, stream) : -1;
-    case SI_TYPE_BF16: return !pre && K % 8 == 0 ? gemv_h16_launch<true>(W, M, K, xf, n_batch, y, &nt, stream) : -1;
-    case SI_TYPE_Q8_0: return gemv_q8x_norm<tqx_q8_0>(W, M, K, xf, pre, n_batch, y, &nt, stream);
-    case SI_TYPE_Q4_0: return gemv_q8x_norm<tqx_q4_0>(W, M, K, xf, pre, n_batch, y, &nt, stream);
-    case SI_TYPE_Q4_1: return gemv_q8x_norm<tqx_q4_1>(W, M, K, xf, pre, n_batch, y, &nt, stream);
-    case SI_TYPE_Q4_K: return gemv_q8x_norm<tqx_q4_k>(W, M, K, xf, pre, n_batch, y, &nt, stream);
-    case SI_TYPE_Q6_K: return gemv_q8x_norm<tqx_q6_k>(W, M, K, xf, pre, n_batch, y, &nt, stream);
     default: return -1;
     }
 }

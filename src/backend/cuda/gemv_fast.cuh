@@ -9,7 +9,6 @@
  * Launched with programmatic dependent launch (pdl.cuh): weight loads start before the previous
  * kernel has finished. */
 
-#include "backend/cuda/norm.cuh"
 #include "backend/cuda/pdl.cuh"
 /* ---------------------------------------------------------------- F16 / BF16 */
 
@@ -53,19 +52,16 @@ template <bool BF> __device__ __forceinline__ float2 si_h2x2f(uint32_t u) {
 #endif
 
 /* KS warps share a row group (KS > 1): warp slice s sums the contiguous s-th KS-th of the row's
- * pieces, and the group's first warp adds the KS partial sums in slice order. NORM: the last CTA
- * then runs the add + RMSNorm nt (norm.cuh, cuda_gemv_add_rmsnorm). */
-template <bool BF, int NB, int R, int U, int KS, bool NORM>
+ * pieces, and the group's first warp adds the KS partial sums in slice order. */
+template <bool BF, int NB, int R, int U, int KS>
 __global__ void __launch_bounds__(GEMV_H16_WARPS * 32)
     gemv_h16_kernel(const uint4 *__restrict__ W, int M, int K, const float *__restrict__ x, int nb,
-                    float *__restrict__ y, const norm_tail nt) {
+                    float *__restrict__ y) {
     static_assert(GEMV_H16_WARPS % KS == 0 && R * NB <= 32, "KS divides the warps; a lane a sum");
-    static_assert(!NORM || GEMV_H16_WARPS * 32 == NORM_THREADS, "the tail's norm takes the CTA");
     __shared__ float part[KS > 1 ? GEMV_H16_WARPS : 1][R][NB];
-    __shared__ float red[NORM ? NORM_THREADS / 32 : 1];
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, slice = warp % KS;
     const int row0 = (blockIdx.x * (GEMV_H16_WARPS / KS) + warp / KS) * R;
-    if (KS == 1 && row0 >= M && !NORM) return;
+    if (KS == 1 && row0 >= M) return;
     const int n16 = K / 8; /* 16-byte pieces per row */
     const int c_beg = (int)((long long)n16 * slice / KS);
     const int c_end = (int)((long long)n16 * (slice + 1) / KS);
@@ -146,33 +142,24 @@ __global__ void __launch_bounds__(GEMV_H16_WARPS * 32)
             if (b < nb && row0 + r < M) y[(size_t)b * M + row0 + r] = v;
         }
     }
-    if (NORM) {
-        if (nt.out_q8) norm_tail_run<true>(nt, red);
-        else norm_tail_run<false>(nt, red);
-    }
 }
 
-/* nt: the add + RMSNorm for the last CTA, or NULL */
 template <bool BF, int NB, int R, int U, int KS>
 static void gemv_h16_launch_nb(const void *W, int M, int K, const float *x, int nb, float *y,
-                               const norm_tail *nt, cudaStream_t st) {
+                               cudaStream_t st) {
     const int grid = si_div_up(M, GEMV_H16_WARPS / KS * R);
-    if (nt)
-        si_launch_pdl(gemv_h16_kernel<BF, NB, R, U, KS, true>, grid, GEMV_H16_WARPS * 32, 0, st,
-                      (const uint4 *)W, M, K, x, nb, y, *nt);
-    else
-        si_launch_pdl(gemv_h16_kernel<BF, NB, R, U, KS, false>, grid, GEMV_H16_WARPS * 32, 0, st,
-                      (const uint4 *)W, M, K, x, nb, y, norm_tail{});
+    si_launch_pdl(gemv_h16_kernel<BF, NB, R, U, KS>, grid, GEMV_H16_WARPS * 32, 0, st,
+                  (const uint4 *)W, M, K, x, nb, y);
 }
 
 template <bool BF, int KS>
 static void gemv_h16_launch_ks(const void *W, int M, int K, const float *x, int nb, float *y,
-                               const norm_tail *nt, cudaStream_t st) {
-    if (nb <= 1 && KS == 8) gemv_h16_launch_nb<BF, 1, 1, 2, KS>(W, M, K, x, nb, y, nt, st);
-    else if (nb <= 1) gemv_h16_launch_nb<BF, 1, GEMV_H16_NB1, KS>(W, M, K, x, nb, y, nt, st);
-    else if (nb <= 2) gemv_h16_launch_nb<BF, 2, GEMV_H16_NB2, KS>(W, M, K, x, nb, y, nt, st);
-    else if (nb <= 4) gemv_h16_launch_nb<BF, 4, GEMV_H16_NB4, KS>(W, M, K, x, nb, y, nt, st);
-    else gemv_h16_launch_nb<BF, 8, GEMV_H16_NB8, KS>(W, M, K, x, nb, y, nt, st);
+                               cudaStream_t st) {
+    if (nb <= 1 && KS == 8) gemv_h16_launch_nb<BF, 1, 1, 2, KS>(W, M, K, x, nb, y, st);
+    else if (nb <= 1) gemv_h16_launch_nb<BF, 1, GEMV_H16_NB1, KS>(W, M, K, x, nb, y, st);
+    else if (nb <= 2) gemv_h16_launch_nb<BF, 2, GEMV_H16_NB2, KS>(W, M, K, x, nb, y, st);
+    else if (nb <= 4) gemv_h16_launch_nb<BF, 4, GEMV_H16_NB4, KS>(W, M, K, x, nb, y, st);
+    else gemv_h16_launch_nb<BF, 8, GEMV_H16_NB8, KS>(W, M, K, x, nb, y, st);
 }
 
 /* Timing knob, not for the engine: SI_CUDA_GEMV_H16=U,KS runs batch 1 with U pieces in flight per
@@ -186,15 +173,15 @@ static int gemv_h16_knob() {
 
 template <bool BF>
 static int gemv_h16_launch(const void *W, int M, int K, const float *x, int nb, float *y,
-                           const norm_tail *nt, cudaStream_t st) {
+                           cudaStream_t st) {
     if (K % 8 != 0) return -1;
-    const int knob = nb <= 1 && !nt ? gemv_h16_knob() : 0;
-    if (knob == 84) gemv_h16_launch_nb<BF, 1, 1, 8, 4>(W, M, K, x, nb, y, nt, st);
-    else if (knob == 44) gemv_h16_launch_nb<BF, 1, 1, 4, 4>(W, M, K, x, nb, y, nt, st);
-    else if (knob == 28) gemv_h16_launch_nb<BF, 1, 1, 2, 8>(W, M, K, x, nb, y, nt, st);
-    else if (knob == 42) gemv_h16_launch_nb<BF, 1, 1, 4, 2>(W, M, K, x, nb, y, nt, st);
-    else if (knob == 41) gemv_h16_launch_nb<BF, 1, 1, 4, 1>(W, M, K, x, nb, y, nt, st);
-    else if (K >= GEMV_H16_LONG_K) gemv_h16_launch_ks<BF, 8>(W, M, K, x, nb, y, nt, st);
-    else gemv_h16_launch_ks<BF, 4>(W, M, K, x, nb, y, nt, st);
+    const int knob = nb <= 1 ? gemv_h16_knob() : 0;
+    if (knob == 84) gemv_h16_launch_nb<BF, 1, 1, 8, 4>(W, M, K, x, nb, y, st);
+    else if (knob == 44) gemv_h16_launch_nb<BF, 1, 1, 4, 4>(W, M, K, x, nb, y, st);
+    else if (knob == 28) gemv_h16_launch_nb<BF, 1, 1, 2, 8>(W, M, K, x, nb, y, st);
+    else if (knob == 42) gemv_h16_launch_nb<BF, 1, 1, 4, 2>(W, M, K, x, nb, y, st);
+    else if (knob == 41) gemv_h16_launch_nb<BF, 1, 1, 4, 1>(W, M, K, x, nb, y, st);
+    else if (K >= GEMV_H16_LONG_K) gemv_h16_launch_ks<BF, 8>(W, M, K, x, nb, y, st);
+    else gemv_h16_launch_ks<BF, 4>(W, M, K, x, nb, y, st);
     return 0;
 }

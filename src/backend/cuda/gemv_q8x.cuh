@@ -18,7 +18,6 @@
  * The grid is persistent (at most the resident CTAs) so the x quantisation is paid once per CTA;
  * warps walk row groups of R rows (R rows share each x load). */
 #include "backend/cuda/gemv_q8x_units.cuh"
-#include "backend/cuda/norm.cuh"
 #include "backend/cuda/pdl.cuh"
 #include "backend/cuda/q8x_row.cuh"
 
@@ -82,13 +81,11 @@ __device__ __forceinline__ void q8x_quantize_x(const float *__restrict__ x, int 
 
 /* PRE: x is not f32 but already quantised, nb rows of CUDA_Q8X_ROW_BYTES(K) (cuda_ops.h), so
  * the CTA copies it instead of quantising it: every CTA used to read and quantise all of x (for
- * 4096-row shapes nearly as many bytes from L2 as the weights from HBM).
- * NORM: the last CTA then runs the add + RMSNorm nt (norm.cuh, cuda_gemv_add_rmsnorm); the CTA
- * has NORM_THREADS threads. */
-template <class T, int NB, int R, int S, bool PRE, bool NORM>
+ * 4096-row shapes nearly as many bytes from L2 as the weights from HBM). */
+template <class T, int NB, int R, int S, bool PRE>
 __global__ void __launch_bounds__(256)
     gemv_q8x_kernel(const uint8_t *__restrict__ W, int M, int K, size_t row_bytes,
-                    const float *__restrict__ x, int nb, float *__restrict__ y, const norm_tail nt) {
+                    const float *__restrict__ x, int nb, float *__restrict__ y) {
     constexpr int XUB = q8x_layout<T>::XUB, SEG = q8x_layout<T>::SEG, SEGBYTES = 32 * T::UBYTES;
     extern __shared__ __align__(16) uint8_t smem[];
     const int nwarps = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -174,66 +171,61 @@ __global__ void __launch_bounds__(256)
     }
     __syncthreads();
     int rg = blockIdx.x * nwarps + warp, seg = 0, stage = 0;
-    if (rg * R < M) { /* warps without rows skip to the tail (the norm's barriers) */
-        float acc[R][NB];
-#pragma unroll
-        for (int r = 0; r < R; r++)
-#pragma unroll
-            for (int b = 0; b < NB; b++) acc[r][b] = 0.0f;
+    if (rg * R >= M) return; /* no CTA-wide barrier below */
 
-        for (;;) {
-            produce(); /* into the stage consumed in the previous iteration */
-            si_cp_async_wait<S - 1>();
-            __syncwarp();
-            const int u = seg * 32 + lane;
-            if (u < units) {
-                uint32_t w[R][T::WORDS];
+    float acc[R][NB];
 #pragma unroll
-                for (int r = 0; r < R; r++)
-                    T::load(sw + (stage * R + r) * SEG + (seg_src(rg, r, seg) & 15), lane, w[r]);
+    for (int r = 0; r < R; r++)
+#pragma unroll
+        for (int b = 0; b < NB; b++) acc[r][b] = 0.0f;
+
+    for (;;) {
+        produce(); /* into the stage consumed in the previous iteration */
+        si_cp_async_wait<S - 1>();
+        __syncwarp();
+        const int u = seg * 32 + lane;
+        if (u < units) {
+            uint32_t w[R][T::WORDS];
+#pragma unroll
+            for (int r = 0; r < R; r++)
+                T::load(sw + (stage * R + r) * SEG + (seg_src(rg, r, seg) & 15), lane, w[r]);
+#pragma unroll
+            for (int b = 0; b < NB; b++) {
+                if (b >= nb) break;
+                uint32_t xw[8 * T::UB];
+                const uint4 *xp = (const uint4 *)(xq + ((size_t)b * units + u) * XUB);
+#pragma unroll
+                for (int i = 0; i < 2 * T::UB; i++) {
+                    const uint4 v = xp[i];
+                    xw[4 * i] = v.x; xw[4 * i + 1] = v.y; xw[4 * i + 2] = v.z; xw[4 * i + 3] = v.w;
+                }
+                float d[T::UB];
+                int sq[T::UB];
+#pragma unroll
+                for (int i = 0; i < T::UB; i++) {
+                    d[i] = xd[(size_t)b * nblk + u * T::UB + i];
+                    sq[i] = xs[(size_t)b * nblk + u * T::UB + i];
+                }
+#pragma unroll
+                for (int r = 0; r < R; r++) acc[r][b] += T::dot(w[r], xw, d, sq);
+            }
+        }
+        __syncwarp(); /* this stage is refilled by the next produce() */
+        if (seg == nseg - 1) {
+#pragma unroll
+            for (int r = 0; r < R; r++)
 #pragma unroll
                 for (int b = 0; b < NB; b++) {
-                    if (b >= nb) break;
-                    uint32_t xw[8 * T::UB];
-                    const uint4 *xp = (const uint4 *)(xq + ((size_t)b * units + u) * XUB);
-#pragma unroll
-                    for (int i = 0; i < 2 * T::UB; i++) {
-                        const uint4 v = xp[i];
-                        xw[4 * i] = v.x; xw[4 * i + 1] = v.y; xw[4 * i + 2] = v.z; xw[4 * i + 3] = v.w;
-                    }
-                    float d[T::UB];
-                    int sq[T::UB];
-#pragma unroll
-                    for (int i = 0; i < T::UB; i++) {
-                        d[i] = xd[(size_t)b * nblk + u * T::UB + i];
-                        sq[i] = xs[(size_t)b * nblk + u * T::UB + i];
-                    }
-#pragma unroll
-                    for (int r = 0; r < R; r++) acc[r][b] += T::dot(w[r], xw, d, sq);
+                    const float v = si_warp_sum(acc[r][b]);
+                    acc[r][b] = 0.0f;
+                    if (lane == 0 && b < nb && rg * R + r < M) y[(size_t)b * M + rg * R + r] = v;
                 }
-            }
-            __syncwarp(); /* this stage is refilled by the next produce() */
-            if (seg == nseg - 1) {
-#pragma unroll
-                for (int r = 0; r < R; r++)
-#pragma unroll
-                    for (int b = 0; b < NB; b++) {
-                        const float v = si_warp_sum(acc[r][b]);
-                        acc[r][b] = 0.0f;
-                        if (lane == 0 && b < nb && rg * R + r < M) y[(size_t)b * M + rg * R + r] = v;
-                    }
-            }
-            next(rg, seg);
-            if (rg * R >= M) break;
-            if (++stage == S) stage = 0;
         }
-        si_cp_async_wait<0>(); /* no copy outlives the warp (the trailing groups are empty) */
+        next(rg, seg);
+        if (rg * R >= M) break;
+        if (++stage == S) stage = 0;
     }
-    if (NORM) {
-        float *red = (float *)smem; /* every warp is past its last use of shared memory */
-        if (nt.out_q8) norm_tail_run<true>(nt, red);
-        else norm_tail_run<false>(nt, red);
-    }
+    si_cp_async_wait<0>(); /* no copy outlives the warp (the trailing groups are empty) */
 }
 
 /* At most this many CTAs per SM (0: as many as fit). Every CTA reads and quantises all of x, so
@@ -242,12 +234,9 @@ __global__ void __launch_bounds__(256)
 #define GEMV_Q8X_CTAS_PER_SM 0
 #endif
 
-/* nt (NORM): the add + RMSNorm for the last CTA; -1, nothing launched, where the CTA would
- * not have NORM_THREADS threads */
-template <class T, int NB, int R, int S, bool PRE, bool NORM = false>
+template <class T, int NB, int R, int S, bool PRE>
 static int gemv_q8x_launch_nb(const void *W, int M, int K, const float *x, int nb, float *y,
-                              cudaStream_t st, const norm_tail &nt = norm_tail{}) {
-    auto *const kernel = gemv_q8x_kernel<T, NB, R, S, PRE, NORM>;
+                              cudaStream_t st) {
     static int smem_optin = 0, n_sm = 0; /* per instance: the attribute is per kernel */
     if (!smem_optin) {
         int dev;
@@ -255,7 +244,7 @@ static int gemv_q8x_launch_nb(const void *W, int M, int K, const float *x, int n
         CUDA_CHECK(cudaDeviceGetAttribute(&n_sm, cudaDevAttrMultiProcessorCount, dev));
         int optin;
         CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-        CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, optin));
+        CUDA_CHECK(cudaFuncSetAttribute(gemv_q8x_kernel<T, NB, R, S, PRE>, cudaFuncAttributeMaxDynamicSharedMemorySize, optin));
         smem_optin = optin;
     }
     /* 8 warps, or fewer where x (nb up to 8 rows of K up to GEMV_Q8X_MAX_K) and the stages
@@ -266,14 +255,15 @@ static int gemv_q8x_launch_nb(const void *W, int M, int K, const float *x, int n
         warps /= 2;
         smem = q8x_smem_bytes<T>(K, nb, warps, R, S);
     }
-    if (smem > (size_t)smem_optin || (NORM && warps * 32 != NORM_THREADS)) return -1;
+    if (smem > (size_t)smem_optin) return -1;
     int per_sm = 0;
-    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, warps * 32, smem));
+    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, gemv_q8x_kernel<T, NB, R, S, PRE>, warps * 32, smem));
     if (GEMV_Q8X_CTAS_PER_SM > 0) per_sm = min(per_sm, GEMV_Q8X_CTAS_PER_SM);
     const int need = si_div_up(M, warps * R);
     const int grid = min(need, max(1, per_sm) * n_sm);
     const size_t row_bytes = (size_t)(K / (32 * T::UB)) * T::UBYTES; /* units x bytes */
-    si_launch_pdl(kernel, grid, warps * 32, smem, st, (const uint8_t *)W, M, K, row_bytes, x, nb, y, nt);
+    si_launch_pdl(gemv_q8x_kernel<T, NB, R, S, PRE>, grid, warps * 32, smem, st, (const uint8_t *)W, M, K,
+                  row_bytes, x, nb, y);
     return 0;
 }
 
@@ -297,21 +287,10 @@ template <int I> static constexpr int q8x_stages() {
     constexpr int s[] = {GEMV_Q8X_S};
     return s[I];
 }
-template <class T, int NB, int I, bool PRE, bool NORM>
+template <class T, int NB, int I, bool PRE>
 static int gemv_q8x_launch_case(const void *W, int M, int K, const float *x, int nb, float *y,
-                                cudaStream_t st, const norm_tail &nt) {
-    return gemv_q8x_launch_nb<T, NB, q8x_rows<I>(), q8x_stages<I>(), PRE, NORM>(W, M, K, x, nb, y, st, nt);
-}
-
-/* the batch case's variant (above) */
-template <class T, bool PRE, bool NORM>
-static int gemv_q8x_launch_cases(const void *W, int M, int K, const float *x, int nb, float *y,
-                                 cudaStream_t st, const norm_tail &nt) {
-    if (nb <= 1 && K < 8192) return gemv_q8x_launch_case<T, 1, 0, PRE, NORM>(W, M, K, x, nb, y, st, nt);
-    if (nb <= 1) return gemv_q8x_launch_case<T, 1, 1, PRE, NORM>(W, M, K, x, nb, y, st, nt);
-    if (nb <= 2) return gemv_q8x_launch_case<T, 2, 2, PRE, NORM>(W, M, K, x, nb, y, st, nt);
-    if (nb <= 4) return gemv_q8x_launch_case<T, 4, 3, PRE, NORM>(W, M, K, x, nb, y, st, nt);
-    return gemv_q8x_launch_case<T, 8, 4, PRE, NORM>(W, M, K, x, nb, y, st, nt);
+                                cudaStream_t st) {
+    return gemv_q8x_launch_nb<T, NB, q8x_rows<I>(), q8x_stages<I>(), PRE>(W, M, K, x, nb, y, st);
 }
 
 /* Timing knob, not for the engine: SI_CUDA_GEMV_Q8X=R,S runs batch 1 with R rows per warp and S
@@ -321,13 +300,11 @@ static int gemv_q8x_knob() {
     return v;
 }
 
-/* x: nb rows of K floats, or (PRE) of CUDA_Q8X_ROW_BYTES(K) quantised bytes; nt: the add +
- * RMSNorm for the last CTA, or NULL (-1, nothing launched, where the kernel cannot) */
+/* x: nb rows of K floats, or (PRE) of CUDA_Q8X_ROW_BYTES(K) quantised bytes */
 template <class T, bool PRE = false>
 static int gemv_q8x_launch(const void *W, int M, int K, const float *x, int nb, float *y,
-                           cudaStream_t st, const norm_tail *nt = NULL) {
+                           cudaStream_t st) {
     if (!gemv_q8x_ok<T>(K)) return -1;
-    if (nt) return gemv_q8x_launch_cases<T, PRE, true>(W, M, K, x, nb, y, st, *nt);
     switch (nb <= 1 ? gemv_q8x_knob() : 0) {
     case 12: return gemv_q8x_launch_nb<T, 1, 1, 2, PRE>(W, M, K, x, nb, y, st);
     case 14: return gemv_q8x_launch_nb<T, 1, 1, 4, PRE>(W, M, K, x, nb, y, st);
@@ -335,5 +312,9 @@ static int gemv_q8x_launch(const void *W, int M, int K, const float *x, int nb, 
     case 23: return gemv_q8x_launch_nb<T, 1, 2, 3, PRE>(W, M, K, x, nb, y, st);
     default: break;
     }
-    return gemv_q8x_launch_cases<T, PRE, false>(W, M, K, x, nb, y, st, norm_tail{});
+    if (nb <= 1 && K < 8192) return gemv_q8x_launch_case<T, 1, 0, PRE>(W, M, K, x, nb, y, st);
+    if (nb <= 1) return gemv_q8x_launch_case<T, 1, 1, PRE>(W, M, K, x, nb, y, st);
+    if (nb <= 2) return gemv_q8x_launch_case<T, 2, 2, PRE>(W, M, K, x, nb, y, st);
+    if (nb <= 4) return gemv_q8x_launch_case<T, 4, 3, PRE>(W, M, K, x, nb, y, st);
+    return gemv_q8x_launch_case<T, 8, 4, PRE>(W, M, K, x, nb, y, st);
 }

@@ -6,15 +6,101 @@
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/norm.cuh"
 #include "backend/cuda/pdl.cuh"
+#include "backend/cuda/q8x_row.cuh"
 
-template <int OUTH, bool ADD, bool Q8> /* rmsnorm_row's, one CTA a row */
+/* ADD: x[r] += y[r] first (the residual add of the matmul before), written back to x; the sum of
+ * squares is of the sum. A thread's elements are the same in both passes, so out may alias y.
+ * Q8: out's row also quantised to out_q8 (CUDA_Q8X_ROW_BYTES layout; n % 128 == 0, so every warp
+ * has all its lanes or none in each step) exactly as q8x_quantize_x (gemv_q8x.cuh) would.
+ *
+ * Each thread holds its (up to NORM_VEC) float4 of the row in registers: all its loads are
+ * issued before any use, so a row costs about one memory round trip, which is what a decode step
+ * pays per norm (one CTA per row). A scalar loop serves rows with n % 4 != 0 or n > the
+ * registers' reach (no Q8 there). */
+template <int OUTH, bool ADD, bool Q8> /* OUTH 0: none, 1: f16, 2: bf16 */
 __global__ void __launch_bounds__(NORM_THREADS)
     rmsnorm_kernel(float *out, void *out_h, uint8_t *out_q8, float *x, const float *y,
                    const float *__restrict__ w, int n, float eps) {
     __shared__ float red[NORM_THREADS / 32];
     si_pdl_trigger();
     si_pdl_wait();
-    rmsnorm_row<OUTH, ADD, Q8>(out, out_h, out_q8, x, y, w, n, eps, blockIdx.x, red);
+    const size_t r = blockIdx.x;
+    const int t = threadIdx.x;
+    float *xr = x + r * n;
+    const bool vec = n % 4 == 0 && n <= NORM_VEC_MAX;
+    float4 v[NORM_VEC];
+    float ss = 0.0f;
+    if (vec) {
+        const int n4 = n / 4;
+        float4 *x4 = (float4 *)xr;
+        const float4 *y4 = ADD ? (const float4 *)(y + r * n) : NULL;
+#pragma unroll
+        for (int k = 0; k < NORM_VEC; k++)
+            if (t + k * NORM_THREADS < n4) v[k] = x4[t + k * NORM_THREADS];
+        if (ADD) {
+            float4 a[NORM_VEC];
+#pragma unroll
+            for (int k = 0; k < NORM_VEC; k++)
+                if (t + k * NORM_THREADS < n4) a[k] = y4[t + k * NORM_THREADS];
+#pragma unroll
+            for (int k = 0; k < NORM_VEC; k++)
+                if (t + k * NORM_THREADS < n4) {
+                    v[k].x += a[k].x; v[k].y += a[k].y; v[k].z += a[k].z; v[k].w += a[k].w;
+                    x4[t + k * NORM_THREADS] = v[k];
+                }
+        }
+#pragma unroll
+        for (int k = 0; k < NORM_VEC; k++)
+            if (t + k * NORM_THREADS < n4)
+                ss += v[k].x * v[k].x + v[k].y * v[k].y + v[k].z * v[k].z + v[k].w * v[k].w;
+    } else {
+        for (int i = t; i < n; i += NORM_THREADS) {
+            float e = xr[i];
+            if (ADD) {
+                e += y[r * n + i];
+                xr[i] = e;
+            }
+            ss += e * e;
+        }
+    }
+    ss = si_warp_sum(ss);
+    if (t % 32 == 0) red[t / 32] = ss;
+    __syncthreads();
+    float tot = 0.0f;
+#pragma unroll
+    for (int i = 0; i < NORM_THREADS / 32; i++) tot += red[i];
+    const float scale = 1.0f / sqrtf(tot / (float)n + eps);
+    if (vec) {
+        const int n4 = n / 4;
+        const float4 *w4 = (const float4 *)w;
+#pragma unroll
+        for (int k = 0; k < NORM_VEC; k++) {
+            const int j = t + k * NORM_THREADS;
+            if (j >= n4) break;
+            const float4 g = w4[j];
+            const float4 o = make_float4(v[k].x * scale * g.x, v[k].y * scale * g.y,
+                                         v[k].z * scale * g.z, v[k].w * scale * g.w);
+            if (out) ((float4 *)(out + r * n))[j] = o;
+            if (OUTH == 1) {
+                __half2 *h = (__half2 *)out_h + (r * n) / 2 + 2 * j;
+                h[0] = __floats2half2_rn(o.x, o.y);
+                h[1] = __floats2half2_rn(o.z, o.w);
+            }
+            if (OUTH == 2) {
+                __nv_bfloat162 *h = (__nv_bfloat162 *)out_h + (r * n) / 2 + 2 * j;
+                h[0] = __floats2bfloat162_rn(o.x, o.y);
+                h[1] = __floats2bfloat162_rn(o.z, o.w);
+            }
+            if (Q8) q8x_row_store4(out_q8 + r * CUDA_Q8X_ROW_BYTES(n), n, 4 * j, o);
+        }
+    } else {
+        for (int i = t; i < n; i += NORM_THREADS) {
+            const float o = xr[i] * scale * w[i];
+            if (out) out[r * n + i] = o;
+            if (OUTH == 1) ((__half *)out_h)[r * n + i] = __float2half_rn(o);
+            if (OUTH == 2) ((__nv_bfloat16 *)out_h)[r * n + i] = __float2bfloat16_rn(o);
+        }
+    }
 }
 
 extern "C" int cuda_rmsnorm(float *out, void *out_h, si_type out_h_type, const float *x,
