@@ -238,7 +238,8 @@ __global__ void __launch_bounds__(ATTN_WARPS * 32, (attn_geo<HD, WIDE, KV>::MINB
     /* launched with PDL (pdl.cuh) after the RoPE + KV write: the kernel after this one (the
      * output matmul, whose weight loads need nothing from here) may launch at once; the row
      * lengths and block tables, which the host wrote before the step, are read before the wait,
-     * q and the cache after it */
+     * and so are the first stages of keys that earlier steps wrote (below); q and the rest of
+     * the cache after it */
     si_pdl_trigger();
     const int kvh = blockIdx.x, r = blockIdx.y, part = blockIdx.z;
     const int len = rows.row_pos ? rows.row_pos[r] + 1 : rows.seq_len[r];
@@ -263,11 +264,6 @@ __global__ void __launch_bounds__(ATTN_WARPS * 32, (attn_geo<HD, WIDE, KV>::MINB
     const int32_t *bt = block_table + (size_t)s * max_blocks;
     int bt_lane = 0;
     if (lane < nk) bt_lane = bt[(p0 + (warp + ATTN_WARPS * lane) * SK) / ATTN_KV_BLOCK];
-    si_pdl_wait();
-    const bool rotate = ROT && rope.on_read[s];
-
-    float qr[GM][8], acc[GM][8], m[GM], l[GM];
-    attn_init_rows<HD, GM>(qr, acc, m, l, q + (size_t)r * q_stride, kvh, G, dc);
 
     E *wsm = (E *)attn_smem + (size_t)warp * NS * 2 * STAGE; /* [NS][K, V][SK][HD] */
     const size_t col = (size_t)kvh * HD + dc * 8;
@@ -291,8 +287,24 @@ __global__ void __launch_bounds__(ATTN_WARPS * 32, (attn_geo<HD, WIDE, KV>::MINB
         }
         attn_cp_async_commit();
     };
+    /* Keys from `fresh` on may have been written by this step's RoPE kernel: in a decode row
+     * (one new token a sequence, no row_pos) only the last, len - 1; a streaming sequence's
+     * or a prefill row's could be anywhere. The stages wholly before it are issued before the
+     * wait (warp-uniform), while the kernels before this one may still run. */
+    const int fresh = ROT || rows.row_pos ? p0 : len - 1;
+    bool waited = false;
 #pragma unroll
-    for (int k = 0; k < NS - 1; k++) issue(k);
+    for (int k = 0; k < NS - 1; k++) {
+        if (!waited && (k >= nk || p0 + (warp + ATTN_WARPS * k + 1) * SK > fresh)) {
+            si_pdl_wait();
+            waited = true;
+        }
+        issue(k);
+    }
+    if (!waited) si_pdl_wait();
+    const bool rotate = ROT && rope.on_read[s];
+    float qr[GM][8], acc[GM][8], m[GM], l[GM];
+    attn_init_rows<HD, GM>(qr, acc, m, l, q + (size_t)r * q_stride, kvh, G, dc);
 
     for (int k = 0; k < nk; k++) {
         __syncwarp(); /* every lane is done with stage k - 1, whose buffer is refilled now */
