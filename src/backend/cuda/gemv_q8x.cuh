@@ -300,6 +300,14 @@ static int gemv_q8x_knob() {
     return v;
 }
 
+/* Timing knob, not for the engine: SI_CUDA_GEMV_Q8X_SMALL=R,S the same for batch 1 on matrices of
+ * at most 4096 x 4096 only (Llama-2-7B's output projection, which runs right after attention),
+ * instantiated: 1,2 2,2 2,3. */
+static int gemv_q8x_small_knob() {
+    static const int v = si_env_digit_pair("SI_CUDA_GEMV_Q8X_SMALL");
+    return v;
+}
+
 /* x: nb rows of K floats, or (PRE) of CUDA_Q8X_ROW_BYTES(K) quantised bytes */
 template <class T, bool PRE = false>
 static int gemv_q8x_launch(const void *W, int M, int K, const float *x, int nb, float *y,
@@ -308,6 +316,12 @@ static int gemv_q8x_launch(const void *W, int M, int K, const float *x, int nb, 
     switch (nb <= 1 ? gemv_q8x_knob() : 0) {
     case 12: return gemv_q8x_launch_nb<T, 1, 1, 2, PRE>(W, M, K, x, nb, y, st);
     case 14: return gemv_q8x_launch_nb<T, 1, 1, 4, PRE>(W, M, K, x, nb, y, st);
+    case 22: return gemv_q8x_launch_nb<T, 1, 2, 2, PRE>(W, M, K, x, nb, y, st);
+    case 23: return gemv_q8x_launch_nb<T, 1, 2, 3, PRE>(W, M, K, x, nb, y, st);
+    default: break;
+    }
+    switch (nb <= 1 && (long long)M * K <= 4096LL * 4096 ? gemv_q8x_small_knob() : 0) {
+    case 12: return gemv_q8x_launch_nb<T, 1, 1, 2, PRE>(W, M, K, x, nb, y, st);
     case 22: return gemv_q8x_launch_nb<T, 1, 2, 2, PRE>(W, M, K, x, nb, y, st);
     case 23: return gemv_q8x_launch_nb<T, 1, 2, 3, PRE>(W, M, K, x, nb, y, st);
     default: break;
