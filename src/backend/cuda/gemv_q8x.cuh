@@ -267,18 +267,25 @@ static int gemv_q8x_launch_nb(const void *W, int M, int K, const float *x, int n
     return 0;
 }
 
-/* Variants, per batch case (batch 1 with K < 8192, batch 1 with K >= 8192, batch 2, 4, 8):
+/* Variants, per batch case (batch 1 with K < 8192, batch 1 with K >= 8192, batch 2, 4, 8, and
+ * batch 1 on a matrix of at most GEMV_Q8X_SMALL_MK elements):
  * GEMV_Q8X_R rows per warp (they share each x load; more cost registers), GEMV_Q8X_S cp.async
  * stages per warp (S - 1 segments in flight while one is decoded; more cost shared memory, so
  * fewer CTAs). Batch 1 measured on the H200 in whole decode steps (scripts/gpu_gemv_sweep.sh,
  * bench/RESULTS.md 2026-11-30 s4), 7B tg128 against R, S = 1, 2 (K < 8192) and 2, 2: 2, 4
- * gave Q8_0 301 -> 331 t/s and Q4_0 411 -> 436; 1, 4 and 1, 3 gained less or nothing. */
+ * gave Q8_0 301 -> 331 t/s and Q4_0 411 -> 436; 1, 4 and 1, 3 gained less or nothing.
+ * The small case (Llama-2-7B's output projection, right after attention, whose CTAs hold 64-96
+ * KB of shared memory on 32 SMs): 2, 2 is half the shared memory of 2, 4, so that a GEMV CTA
+ * fits beside an attention CTA and starts its loads before attention ends; measured in the
+ * same device call (bench/RESULTS.md 2026-11-30 s6): Q4_0 tg128 612.3 -> 623.6 t/s, Q8_0 422.9
+ * -> 422.2 (2, 3: no gain; 1, 2: slower). */
 #ifndef GEMV_Q8X_R
-#define GEMV_Q8X_R 2, 2, 1, 2, 2
+#define GEMV_Q8X_R 2, 2, 1, 2, 2, 2
 #endif
 #ifndef GEMV_Q8X_S
-#define GEMV_Q8X_S 4, 4, 2, 2, 2
+#define GEMV_Q8X_S 4, 4, 2, 2, 2, 2
 #endif
+#define GEMV_Q8X_SMALL_MK (4096LL * 4096)
 template <int I> static constexpr int q8x_rows() {
     constexpr int r[] = {GEMV_Q8X_R};
     return r[I];
@@ -301,8 +308,7 @@ static int gemv_q8x_knob() {
 }
 
 /* Timing knob, not for the engine: SI_CUDA_GEMV_Q8X_SMALL=R,S the same for batch 1 on matrices of
- * at most 4096 x 4096 only (Llama-2-7B's output projection, which runs right after attention),
- * instantiated: 1,2 2,2 2,3. */
+ * at most GEMV_Q8X_SMALL_MK elements only (read at the first call; instantiated: 1,2 2,2 2,3). */
 static int gemv_q8x_small_knob() {
     static const int v = si_env_digit_pair("SI_CUDA_GEMV_Q8X_SMALL");
     return v;
@@ -320,12 +326,14 @@ static int gemv_q8x_launch(const void *W, int M, int K, const float *x, int nb, 
     case 23: return gemv_q8x_launch_nb<T, 1, 2, 3, PRE>(W, M, K, x, nb, y, st);
     default: break;
     }
-    switch (nb <= 1 && (long long)M * K <= 4096LL * 4096 ? gemv_q8x_small_knob() : 0) {
+    switch (nb <= 1 && (long long)M * K <= GEMV_Q8X_SMALL_MK ? gemv_q8x_small_knob() : 0) {
     case 12: return gemv_q8x_launch_nb<T, 1, 1, 2, PRE>(W, M, K, x, nb, y, st);
     case 22: return gemv_q8x_launch_nb<T, 1, 2, 2, PRE>(W, M, K, x, nb, y, st);
     case 23: return gemv_q8x_launch_nb<T, 1, 2, 3, PRE>(W, M, K, x, nb, y, st);
     default: break;
     }
+    if (nb <= 1 && (long long)M * K <= GEMV_Q8X_SMALL_MK)
+        return gemv_q8x_launch_case<T, 1, 5, PRE>(W, M, K, x, nb, y, st);
     if (nb <= 1 && K < 8192) return gemv_q8x_launch_case<T, 1, 0, PRE>(W, M, K, x, nb, y, st);
     if (nb <= 1) return gemv_q8x_launch_case<T, 1, 1, PRE>(W, M, K, x, nb, y, st);
     if (nb <= 2) return gemv_q8x_launch_case<T, 2, 2, PRE>(W, M, K, x, nb, y, st);
