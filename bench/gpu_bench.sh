@@ -38,6 +38,10 @@ BATCHED=${GPU_BENCH_BATCHED:-1}
 KV_FP8=${GPU_BENCH_KV_FP8:-1}
 KEEP=${GPU_BENCH_KEEP:-0}
 STEP_TIMEOUT=${GPU_BENCH_STEP_TIMEOUT:-300}
+# the carried host libraries (tests/cuda/host_deps.sh; .debs is relative to the repository root),
+# so that the script also runs on its own, not only under scripts/gpu_all.sh
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+pushd "$ROOT" > /dev/null && . tests/cuda/host_deps.sh && popd > /dev/null
 DEADLINE=${GPU_BENCH_DEADLINE_S:-0}
 BW_GBPS=4210 # the issue's measured H200 copy bandwidth, GB/s
 PP_BATCH_ARGS=()
