@@ -9,7 +9,9 @@
  *   - before it reads anything an earlier kernel wrote, or writes anything, each thread that
  *     does so calls si_pdl_wait() (griddepcontrol.wait: returns once every earlier kernel of the
  *     stream has completed and its writes are visible);
- *   - work before the wait touches only data no kernel of the step writes (weights);
+ *   - work before the wait touches only data no kernel of the step writes: weights, the step's
+ *     inputs the host copied in before it, KV-cache entries of earlier steps (decode attention
+ *     reads those before the wait; the step's RoPE kernel writes only its own tokens' entries);
  *   - si_pdl_trigger() (griddepcontrol.launch_dependents) lets the next PDL kernel launch early;
  *     a CTA that never calls it triggers when it exits.
  * Because each kernel waits for the one before it to complete, completion is transitive down the
