@@ -10,7 +10,8 @@
 #      AB_ENVS setting (default "SI_CUDA_PDL=0 SI_CUDA_PDL=1"; one setting may join several
 #      assignments with "+": "A=1+B=2"), all of them AB_ROUNDS times
 #      (default 2), alternating, so that drift shows.
-# Logs under $OUT/ab/ (packed into $OUT/ab.tgz), the tg lines on stdout.
+# Logs under $OUT/ab/ (packed into $OUT/ab.tgz), the tg lines on stdout. With SI_CUDA_SKIP masks
+# as the settings, scripts/ingraph_costs.py turns tg.txt into what each kernel costs in the graph.
 #
 # usage (on the GPU machine, repository root, binaries prebuilt and carried):
 #   SI_BIN_DIR=build-gpucarry AB_ENVS="A=0 A=1" scripts/gpu_decode_ab.sh
