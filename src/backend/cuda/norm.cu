@@ -16,8 +16,9 @@
  * Each thread holds its (up to NORM_VEC) float4 of the row in registers: all its loads are
  * issued before any use, so a row costs about one memory round trip, which is what a decode step
  * pays per norm (one CTA per row). The norm weight, which no kernel writes, is loaded before the
- * PDL wait, while the matmul before still runs: one round trip fewer after it. A scalar loop serves rows with n % 4 != 0 or n > the
- * registers' reach (no Q8 there). */
+ * PDL wait, while the matmul before still runs: one round trip fewer after it (on the H200,
+ * 7B tg128 F16 +2 %, Q8_0 +4 %, Q4_0 +6.5 %; bench/RESULTS.md 2026-11-30 s6). A scalar loop
+ * serves rows with n % 4 != 0 or n > the registers' reach (no Q8 there). */
 template <int OUTH, bool ADD, bool Q8> /* OUTH 0: none, 1: f16, 2: bf16 */
 __global__ void __launch_bounds__(NORM_THREADS)
     rmsnorm_kernel(float *out, void *out_h, uint8_t *out_q8, float *x, const float *y,
