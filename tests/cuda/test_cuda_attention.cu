@@ -329,12 +329,13 @@ static void test_prefill(const char *what, int hd, int n_head, int n_head_kv,
 /* ---- decode ---- */
 
 /* A decode kernel setting (attn_decode_config): version 1 or 2; version 2's keys per CTA and
- * stages per warp (0: default; 2: the 3-CTAs-per-SM variant, "s2") */
+ * stages per warp (0: default, the 3-CTAs-per-SM two-stage variant where it exists; 3: the
+ * head_dim's own, three stages at head_dim 128/256, "s3") */
 struct dcfg { int version, part, stages; };
 static const char *dcfg_name(dcfg k) {
     static char b[32];
     if (k.version == 1) snprintf(b, sizeof b, "v1 part 256");
-    else snprintf(b, sizeof b, "v2 part %d%s", k.part, k.stages == 2 ? " s2" : "");
+    else snprintf(b, sizeof b, "v2 part %d%s", k.part, k.stages == 3 ? " s3" : "");
     return b;
 }
 static void dcfg_set(dcfg k) { attn_decode_config(k.version, k.part, k.stages); }
@@ -702,14 +703,14 @@ static void fp8_tests(bool small, bool bench, bool prefill) {
         }
     }
     if (small) {
-        const std::vector<dcfg> cf = {k_dcfg_default, {2, 16, 0}, {2, 64, 2}, {1, 0, 0}};
+        const std::vector<dcfg> cf = {k_dcfg_default, {2, 16, 0}, {2, 64, 3}, {1, 0, 0}};
         test_decode(128, 8, 2, {1, 17, 70}, {1, 0, 1}, 128, true, cf, F8);
         test_decode(64, 8, 2, {50, 30}, {1, 1}, 36, true, cf, F8); /* per-element rotation path */
         test_decode(128, 32, 32, {1, 300}, {0, 0}, 128, false, cf, F8);
         test_decode(256, 4, 2, {40, 9}, {0, 0}, 256, false, cf, F8);
     } else {
-        const std::vector<dcfg> cf = {k_dcfg_default, {2, 512, 0}, {2, 16, 0}, {2, 1024, 0}, {2, 256, 2},
-                                      {2, 1024, 2}, {1, 0, 0}};
+        const std::vector<dcfg> cf = {k_dcfg_default, {2, 512, 0}, {2, 16, 0}, {2, 1024, 0}, {2, 256, 3},
+                                      {2, 1024, 3}, {1, 0, 0}};
         /* MHA: block and split edges, several 512-key parts */
         test_decode(128, 32, 32, {1, 15, 16, 17, 255, 257, 640, 1000, 1537}, std::vector<uint8_t>(9, 0), 128,
                     false, cf, F8);
@@ -725,7 +726,7 @@ static void fp8_tests(bool small, bool bench, bool prefill) {
         test_decode(256, 8, 1, {100, 900}, {0, 1}, 256, false, cf, F8);
     }
     if (bench) {
-        const std::vector<dcfg> cf = {k_dcfg_default, {2, 512, 0}, {2, 256, 2}, {2, 512, 2}};
+        const std::vector<dcfg> cf = {k_dcfg_default, {2, 512, 0}, {2, 256, 3}, {2, 512, 3}};
         bench_decode(64, 640, 32, 32, 128, false, cf, F8);
         bench_decode(1, 4096, 32, 32, 128, false, cf, F8);
         bench_decode(8, 2048, 32, 8, 128, false, cf, F8);
@@ -791,7 +792,7 @@ int main(int argc, char **argv) {
     }
     if (small) {
         /* part 16: one block per CTA (idle warps); v1: the first kernel */
-        const std::vector<dcfg> cf = {k_dcfg_default, {2, 16, 0}, {2, 64, 2}, {1, 0, 0}};
+        const std::vector<dcfg> cf = {k_dcfg_default, {2, 16, 0}, {2, 64, 3}, {1, 0, 0}};
         test_decode(128, 8, 2, {1, 17, 70}, {1, 0, 1}, 128, true, cf);
         test_decode(64, 4, 4, {40, 33}, {1, 1}, 32, false, cf);
         test_decode(64, 8, 2, {50, 30}, {1, 1}, 36, true, cf); /* rope_dim / 2 odd: per-element path */
@@ -800,9 +801,9 @@ int main(int argc, char **argv) {
         test_decode(256, 4, 2, {40, 9}, {0, 0}, 256, false, cf);
     } else {
         /* version 2 at the default split, one block per CTA, the longest split (32 stages per warp
-         * at hd 256), 64 keys, two stages; version 1 */
-        const std::vector<dcfg> cf = {k_dcfg_default, {2, 16, 0}, {2, 64, 0}, {2, 1024, 0}, {2, 256, 2},
-                                      {2, 1024, 2}, {1, 0, 0}};
+         * at hd 256), 64 keys, three stages; version 1 */
+        const std::vector<dcfg> cf = {k_dcfg_default, {2, 16, 0}, {2, 64, 0}, {2, 1024, 0}, {2, 256, 3},
+                                      {2, 1024, 3}, {1, 0, 0}};
         test_decode(128, 32, 8, {1, 17, 300, 1000}, {1, 0, 1, 1}, 128, true, cf);
         test_decode(64, 16, 2, {513, 2000}, {1, 0}, 32, false, cf);
         test_decode(256, 8, 1, {100, 70}, {0, 1}, 256, false, cf);
@@ -831,8 +832,8 @@ int main(int argc, char **argv) {
     }
     if (bench) {
         /* decode: Llama-2-7B batched (64 x 512+128), one long sequence, Llama-3-8B GQA 32/8 */
-        const std::vector<dcfg> cf = {k_dcfg_default, {2, 128, 0}, {2, 512, 0}, {2, 256, 2}, {2, 128, 2},
-                                      {2, 512, 2}, {1, 0, 0}};
+        const std::vector<dcfg> cf = {k_dcfg_default, {2, 128, 0}, {2, 512, 0}, {2, 256, 3}, {2, 128, 3},
+                                      {2, 512, 3}, {1, 0, 0}};
         bench_decode(64, 640, 32, 32, 128, false, cf);
         bench_decode(1, 4096, 32, 32, 128, false, cf);
         bench_decode(8, 2048, 32, 8, 128, false, cf);

@@ -159,8 +159,8 @@ __device__ __forceinline__ void attn_rotate_key8(float kf[8], const typename KV:
  * NSTEP warp steps per stage, NS stages per warp; MINB CTAs per SM (the register bound; shared
  * memory allows as many). Shared memory (f16): ATTN_WARPS * NS stages of K then V: hd 64 64 KB
  * (3 CTAs/SM), hd 128 and 256 96 KB (2 CTAs/SM). WIDE (hd 128/256, groups <= 4, no rotation;
- * attn_decode_config's stages = 2): two stages, 64 KB, 3 CTAs/SM: less in flight per warp, more
- * warps. FP8 (KV::BYTES 1): 2 NS - 1 stages of half the bytes: hd 64 56 KB, hd 128/256 80 KB,
+ * the default where it exists, unless attn_decode_config's stages = 3): two stages, 64 KB, 3
+ * CTAs/SM: less in flight per warp, more warps. FP8 (KV::BYTES 1): 2 NS - 1 stages of half the bytes: hd 64 56 KB, hd 128/256 80 KB,
  * WIDE 48 KB. */
 /* The end of a decode tile kernel: the ATTN_WARPS warps' partial softmax rows for the G query
  * heads of one KV head, in shared memory (maxima sm_m and sums sm_l [ATTN_WARPS][GX], unnormalised
@@ -510,7 +510,7 @@ static void attn_config_defaults(void) {
     if (g_attn_version) return;
     const char *v1 = getenv("SI_CUDA_ATTN_V1");
     const char *pk = getenv("SI_CUDA_ATTN_PART"), *st = getenv("SI_CUDA_ATTN_STAGES");
-    g_attn_stages = st && atoi(st) == 2 ? 2 : 0;
+    g_attn_stages = st && atoi(st) == 3 ? 3 : 0;
     const int k = pk ? atoi(pk) : 0;
     const bool ok = k >= ATTN_KV_BLOCK && k <= ATTN_PART_MAX && k % ATTN_KV_BLOCK == 0;
     g_attn_part = ok ? k : ATTN_PART_V2;
@@ -519,7 +519,7 @@ static void attn_config_defaults(void) {
 
 void attn_decode_config(int version, int part_keys, int stages) {
     attn_config_defaults();
-    if (stages >= 0) g_attn_stages = stages == 2 ? 2 : 0;
+    if (stages >= 0) g_attn_stages = stages == 3 ? 3 : 0;
     if (version == 1 || version == 2) g_attn_version = version;
     if (part_keys >= ATTN_KV_BLOCK && part_keys <= ATTN_PART_MAX && part_keys % ATTN_KV_BLOCK == 0)
         g_attn_part = part_keys;
@@ -619,10 +619,10 @@ static void attn_launch_tile(const attn_launch_args &a) {
 template <int HD, int GM, class KV> static void attn_launch_g(const attn_launch_args &a) {
     constexpr bool has_wide = attn_has_wide<HD, GM, false>::value;
     if (a.rope.on_read) attn_launch_tile<HD, GM, true, false, KV>(a);
-    /* fp8 takes the two-stage variant by default: on the H200 (2026-11-30 s4) 64 x 640 keys ran
-     * 133.7 -> 107.7 us a layer with it, and every other decode shape timed was as fast or
-     * faster; f16 gains nothing from it (166.8 vs 164.6 us) */
-    else if (has_wide && (g_attn_stages == 2 || KV::BYTES == 1))
+    /* the two-stage variant where it exists: on the H200, fp8 64 x 640 keys ran 133.7 -> 107.7
+     * us a layer with it (2026-11-30 s4); f16 gained 1.4-1.5 % in the 64 x (512 + 128) engine
+     * run and 0-0.7 % at batch 1 of the 7B shapes (s7, bench/RESULTS.md) */
+    else if (has_wide && (g_attn_stages != 3 || KV::BYTES == 1))
         attn_launch_tile<HD, GM, false, has_wide, KV>(a);
     else attn_launch_tile<HD, GM, false, false, KV>(a);
 }

@@ -62,12 +62,12 @@ int attn_decode_rows(float *out, const float *q, int q_stride, const void *k_cac
 /* Timing and test knob, not for the engine: the decode kernel version (1: the first kernel, one
  * softmax update per key, ATTN_PART keys per CTA, f16 caches only: FP8 caches always run version
  * 2 at its split; 2: the pipelined kernel), version 2's keys per
- * CTA (a multiple of 16, at most 1024) and its stages per warp (0: the head_dim's default, for an
- * FP8 cache the two-stage variant where it exists; 2: two stages and 3 CTAs per SM, for head_dim
- * 128/256 with groups <= 4); out-of-range values keep the
- * setting (stages: negative). Defaults: version 2, ATTN_PART keys, default stages; the
- * environment's SI_CUDA_ATTN_V1=1, SI_CUDA_ATTN_PART=N and SI_CUDA_ATTN_STAGES=2, read at the
- * first call, change them. Scratch must be sized (attn_decode_scratch_bytes) after a change.
+ * CTA (a multiple of 16, at most 1024) and its stages per warp (0: the default, two stages and 3
+ * CTAs per SM where that variant exists (head_dim 128/256, groups <= 4, no rotation on read), else
+ * the head_dim's own; 3: the head_dim's own for f16 caches, three stages at head_dim 128/256);
+ * out-of-range values keep the setting (stages: negative). Defaults: version 2, ATTN_PART keys,
+ * default stages; the environment's SI_CUDA_ATTN_V1=1, SI_CUDA_ATTN_PART=N and
+ * SI_CUDA_ATTN_STAGES=3, read at the first call, change them. Scratch must be sized (attn_decode_scratch_bytes) after a change.
  * Not thread-safe: call it while no other thread launches attention. */
 void attn_decode_config(int version, int part_keys, int stages);
 #endif

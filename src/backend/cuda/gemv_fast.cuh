@@ -162,26 +162,42 @@ static void gemv_h16_launch_ks(const void *W, int M, int K, const float *x, int 
     else gemv_h16_launch_nb<BF, 8, GEMV_H16_NB8, KS>(W, M, K, x, nb, y, st);
 }
 
-/* Timing knob, not for the engine: SI_CUDA_GEMV_H16=U,KS runs batch 1 with U pieces in flight per
- * lane and KS warps a row, every shape (read at the first call; instantiated: 8,4 4,4 2,8 4,2
- * 4,1). U never changes the per-lane order of the sums; a KS other than the shape's does (batch
- * 1 then no longer sums like 2..8 rows). */
-static int gemv_h16_knob() {
-    static const int v = si_env_digit_pair("SI_CUDA_GEMV_H16");
-    return v;
+/* Timing knobs, not for the engine, each U,KS (U pieces in flight per lane, KS warps a row; read
+ * at the first call): SI_CUDA_GEMV_H16 for batch 1 of every shape, else SI_CUDA_GEMV_H16_LONG for
+ * batch 1 of rows of GEMV_H16_LONG_K+ elements. U never changes the per-lane order of the sums; a
+ * KS other than the shape's does (batch 1 then no longer sums like 2..8 rows). */
+static int gemv_h16_knob(int which) {
+    static const int v[2] = {si_env_digit_pair("SI_CUDA_GEMV_H16"),
+                             si_env_digit_pair("SI_CUDA_GEMV_H16_LONG")};
+    return v[which];
+}
+
+/* batch 1 at a knob's (U, KS) = 10 U + KS; false when that pair is not instantiated */
+template <bool BF>
+static bool gemv_h16_launch_uks(int uks, const void *W, int M, int K, const float *x, int nb,
+                                float *y, cudaStream_t st) {
+    switch (uks) {
+    case 84: gemv_h16_launch_nb<BF, 1, 1, 8, 4>(W, M, K, x, nb, y, st); return true;
+    case 44: gemv_h16_launch_nb<BF, 1, 1, 4, 4>(W, M, K, x, nb, y, st); return true;
+    case 28: gemv_h16_launch_nb<BF, 1, 1, 2, 8>(W, M, K, x, nb, y, st); return true;
+    case 48: gemv_h16_launch_nb<BF, 1, 1, 4, 8>(W, M, K, x, nb, y, st); return true;
+    case 88: gemv_h16_launch_nb<BF, 1, 1, 8, 8>(W, M, K, x, nb, y, st); return true;
+    case 42: gemv_h16_launch_nb<BF, 1, 1, 4, 2>(W, M, K, x, nb, y, st); return true;
+    case 41: gemv_h16_launch_nb<BF, 1, 1, 4, 1>(W, M, K, x, nb, y, st); return true;
+    default: return false;
+    }
 }
 
 template <bool BF>
 static int gemv_h16_launch(const void *W, int M, int K, const float *x, int nb, float *y,
                            cudaStream_t st) {
     if (K % 8 != 0) return -1;
-    const int knob = nb <= 1 ? gemv_h16_knob() : 0;
-    if (knob == 84) gemv_h16_launch_nb<BF, 1, 1, 8, 4>(W, M, K, x, nb, y, st);
-    else if (knob == 44) gemv_h16_launch_nb<BF, 1, 1, 4, 4>(W, M, K, x, nb, y, st);
-    else if (knob == 28) gemv_h16_launch_nb<BF, 1, 1, 2, 8>(W, M, K, x, nb, y, st);
-    else if (knob == 42) gemv_h16_launch_nb<BF, 1, 1, 4, 2>(W, M, K, x, nb, y, st);
-    else if (knob == 41) gemv_h16_launch_nb<BF, 1, 1, 4, 1>(W, M, K, x, nb, y, st);
-    else if (K >= GEMV_H16_LONG_K) gemv_h16_launch_ks<BF, 8>(W, M, K, x, nb, y, st);
+    if (nb <= 1) {
+        int knob = gemv_h16_knob(0);
+        if (!knob && K >= GEMV_H16_LONG_K) knob = gemv_h16_knob(1);
+        if (gemv_h16_launch_uks<BF>(knob, W, M, K, x, nb, y, st)) return 0;
+    }
+    if (K >= GEMV_H16_LONG_K) gemv_h16_launch_ks<BF, 8>(W, M, K, x, nb, y, st);
     else gemv_h16_launch_ks<BF, 4>(W, M, K, x, nb, y, st);
     return 0;
 }

@@ -259,6 +259,10 @@ static int gemv_q8x_launch_nb(const void *W, int M, int K, const float *x, int n
     int per_sm = 0;
     CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, gemv_q8x_kernel<T, NB, R, S, PRE>, warps * 32, smem));
     if (GEMV_Q8X_CTAS_PER_SM > 0) per_sm = min(per_sm, GEMV_Q8X_CTAS_PER_SM);
+    /* Timing knob, not for the engine: SI_CUDA_GEMV_Q8X_PER_SM=n caps batch 1's CTAs per SM at n,
+     * leaving shared memory to the kernel after it (read at the first call) */
+    static const int cap = getenv("SI_CUDA_GEMV_Q8X_PER_SM") ? atoi(getenv("SI_CUDA_GEMV_Q8X_PER_SM")) : 0;
+    if (nb <= 1 && cap > 0) per_sm = min(per_sm, cap);
     const int need = si_div_up(M, warps * R);
     const int grid = min(need, max(1, per_sm) * n_sm);
     const size_t row_bytes = (size_t)(K / (32 * T::UB)) * T::UBYTES; /* units x bytes */
@@ -300,18 +304,30 @@ static int gemv_q8x_launch_case(const void *W, int M, int K, const float *x, int
     return gemv_q8x_launch_nb<T, NB, q8x_rows<I>(), q8x_stages<I>(), PRE>(W, M, K, x, nb, y, st);
 }
 
-/* Timing knob, not for the engine: SI_CUDA_GEMV_Q8X=R,S runs batch 1 with R rows per warp and S
- * cp.async stages per warp (read at the first call; instantiated: 1,2 1,4 2,2 2,3). */
-static int gemv_q8x_knob() {
-    static const int v = si_env_digit_pair("SI_CUDA_GEMV_Q8X");
-    return v;
+/* Timing knobs, not for the engine, each R,S (R rows per warp, S cp.async stages per warp; read at
+ * the first call): SI_CUDA_GEMV_Q8X for every batch-1 shape, else SI_CUDA_GEMV_Q8X_SMALL for
+ * batch 1 on matrices of at most GEMV_Q8X_SMALL_MK elements, SI_CUDA_GEMV_Q8X_LONG for batch 1
+ * with K >= 8192. gemv_q8x_launch_rs has the pairs they may name. */
+static int gemv_q8x_knob(int which) {
+    static const int v[3] = {si_env_digit_pair("SI_CUDA_GEMV_Q8X"),
+                             si_env_digit_pair("SI_CUDA_GEMV_Q8X_SMALL"),
+                             si_env_digit_pair("SI_CUDA_GEMV_Q8X_LONG")};
+    return v[which];
 }
 
-/* Timing knob, not for the engine: SI_CUDA_GEMV_Q8X_SMALL=R,S the same for batch 1 on matrices of
- * at most GEMV_Q8X_SMALL_MK elements only (read at the first call; instantiated: 1,2 2,2 2,3). */
-static int gemv_q8x_small_knob() {
-    static const int v = si_env_digit_pair("SI_CUDA_GEMV_Q8X_SMALL");
-    return v;
+/* batch 1 at a knob's (R, S) = 10 R + S; -2 when that pair is not instantiated */
+template <class T, bool PRE>
+static int gemv_q8x_launch_rs(int rs, const void *W, int M, int K, const float *x, int nb, float *y,
+                              cudaStream_t st) {
+    switch (rs) {
+    case 12: return gemv_q8x_launch_nb<T, 1, 1, 2, PRE>(W, M, K, x, nb, y, st);
+    case 13: return gemv_q8x_launch_nb<T, 1, 1, 3, PRE>(W, M, K, x, nb, y, st);
+    case 14: return gemv_q8x_launch_nb<T, 1, 1, 4, PRE>(W, M, K, x, nb, y, st);
+    case 22: return gemv_q8x_launch_nb<T, 1, 2, 2, PRE>(W, M, K, x, nb, y, st);
+    case 23: return gemv_q8x_launch_nb<T, 1, 2, 3, PRE>(W, M, K, x, nb, y, st);
+    case 24: return gemv_q8x_launch_nb<T, 1, 2, 4, PRE>(W, M, K, x, nb, y, st);
+    default: return -2;
+    }
 }
 
 /* x: nb rows of K floats, or (PRE) of CUDA_Q8X_ROW_BYTES(K) quantised bytes */
@@ -319,18 +335,12 @@ template <class T, bool PRE = false>
 static int gemv_q8x_launch(const void *W, int M, int K, const float *x, int nb, float *y,
                            cudaStream_t st) {
     if (!gemv_q8x_ok<T>(K)) return -1;
-    switch (nb <= 1 ? gemv_q8x_knob() : 0) {
-    case 12: return gemv_q8x_launch_nb<T, 1, 1, 2, PRE>(W, M, K, x, nb, y, st);
-    case 14: return gemv_q8x_launch_nb<T, 1, 1, 4, PRE>(W, M, K, x, nb, y, st);
-    case 22: return gemv_q8x_launch_nb<T, 1, 2, 2, PRE>(W, M, K, x, nb, y, st);
-    case 23: return gemv_q8x_launch_nb<T, 1, 2, 3, PRE>(W, M, K, x, nb, y, st);
-    default: break;
-    }
-    switch (nb <= 1 && (long long)M * K <= GEMV_Q8X_SMALL_MK ? gemv_q8x_small_knob() : 0) {
-    case 12: return gemv_q8x_launch_nb<T, 1, 1, 2, PRE>(W, M, K, x, nb, y, st);
-    case 22: return gemv_q8x_launch_nb<T, 1, 2, 2, PRE>(W, M, K, x, nb, y, st);
-    case 23: return gemv_q8x_launch_nb<T, 1, 2, 3, PRE>(W, M, K, x, nb, y, st);
-    default: break;
+    if (nb <= 1) {
+        int knob = gemv_q8x_knob(0);
+        if (!knob && (long long)M * K <= GEMV_Q8X_SMALL_MK) knob = gemv_q8x_knob(1);
+        if (!knob && K >= 8192) knob = gemv_q8x_knob(2);
+        const int r = gemv_q8x_launch_rs<T, PRE>(knob, W, M, K, x, nb, y, st);
+        if (r != -2) return r;
     }
     if (nb <= 1 && (long long)M * K <= GEMV_Q8X_SMALL_MK)
         return gemv_q8x_launch_case<T, 1, 5, PRE>(W, M, K, x, nb, y, st);
