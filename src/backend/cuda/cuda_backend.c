@@ -42,6 +42,17 @@
 
 /* ---- per-state memory -------------------------------------------------------------------- */
 
+/* Profiling knob, never for results: SI_CUDA_STEP_TIMING=1 times every one-token step on the
+ * GPU (events around its copies and kernels) and in the backend call (host clock), and prints
+ * the means when the state is freed. Against the bench's time per token, the two say how much
+ * of a decode step the GPU idles while the host works. */
+typedef struct step_timing {
+    bool on, open;
+    cudaEvent_t begin, end;
+    long steps;
+    double gpu_ms, call_s, t0;
+} step_timing;
+
 typedef struct cuda_state {
     si_model *m;
     cuda_weights *w;
@@ -78,7 +89,36 @@ typedef struct cuda_state {
     cuda_sample_params *h_smp;
     int32_t *h_ids;
     int32_t *out_seq; /* [max_seqs] host: the sequence of each logits row */
+    step_timing timing;
 } cuda_state;
+
+static void step_timing_begin(step_timing *t, const si_batch *b, cudaStream_t st) {
+    t->open = t->on && b->n_tokens == 1;
+    if (!t->open) return;
+    t->t0 = cuda_now_s();
+    CUDA_CHECK(cudaEventRecord(t->begin, st));
+}
+
+/* after the step's last asynchronous operation: records its end, synchronises, accumulates */
+static void step_timing_end(step_timing *t, cudaStream_t st) {
+    if (!t->open) return;
+    CUDA_CHECK(cudaEventRecord(t->end, st));
+    CUDA_CHECK(cudaEventSynchronize(t->end));
+    float ms;
+    CUDA_CHECK(cudaEventElapsedTime(&ms, t->begin, t->end));
+    t->gpu_ms += ms;
+    t->call_s += cuda_now_s() - t->t0;
+    t->steps++;
+}
+
+static void step_timing_report(const step_timing *t) {
+    if (!t->on) return;
+    if (t->steps)
+        fprintf(stderr, "cuda step timing: %ld one-token steps, mean GPU %.1f us, mean host "
+                "time in the step %.1f us\n", t->steps, 1e3 * t->gpu_ms / t->steps, 1e6 * t->call_s / t->steps);
+    CUDA_CHECK(cudaEventDestroy(t->begin));
+    CUDA_CHECK(cudaEventDestroy(t->end));
+}
 
 /* The packed batch, in int32 units: token, pos, slot, kv_len, seq [max_tokens] each, out_row
  * [max_seqs], k_unrot (bytes) [max_tokens], row_ror (bytes) and block tables
@@ -199,6 +239,7 @@ static void cuda_free_state(void *state) {
     cuda_state *c = state;
     if (!c) return;
     if (c->st) CUDA_CHECK(cudaStreamSynchronize(c->st));
+    step_timing_report(&c->timing);
     if (c->kv_buf) CUDA_CHECK(cudaFree(c->kv_buf));
     if (c->scr_buf) CUDA_CHECK(cudaFree(c->scr_buf));
     if (c->h_in) CUDA_CHECK(cudaFreeHost(c->h_in));
@@ -243,6 +284,11 @@ static si_status cuda_create(si_model *m, const backend_params *p, void **state)
         return st;
     }
     CUDA_CHECK(cudaStreamCreateWithFlags(&c->st, cudaStreamNonBlocking));
+    c->timing.on = getenv("SI_CUDA_STEP_TIMING") && atoi(getenv("SI_CUDA_STEP_TIMING")) == 1;
+    if (c->timing.on) {
+        CUDA_CHECK(cudaEventCreate(&c->timing.begin));
+        CUDA_CHECK(cudaEventCreate(&c->timing.end));
+    }
     if (cuda_gemm_create(&c->gemm) != 0) {
         cuda_free_state(c);
         return si_error(SI_ERR_INTERNAL, "cuda: cuBLASLt could not be initialised");
@@ -570,6 +616,7 @@ static int pack_step(cuda_state *c, const si_batch *b, step_shape *sh, size_t *b
 static int run_step(cuda_state *c, const si_batch *b) {
     step_shape sh;
     size_t bytes;
+    step_timing_begin(&c->timing, b, c->st);
     const int n_out = pack_step(c, b, &sh, &bytes);
     CUDA_CHECK(cudaMemcpyAsync(c->d_in, c->h_in, bytes, cudaMemcpyHostToDevice, c->st));
     graph_ctx g = {c, &sh};
@@ -587,6 +634,7 @@ static void cuda_forward(void *state, const si_batch *b, float *logits) {
     if (n_out > 0)
         CUDA_CHECK(cudaMemcpyAsync(c->h_logits, c->logits, (size_t)n_out * nv * sizeof(float),
                            cudaMemcpyDeviceToHost, c->st));
+    step_timing_end(&c->timing, c->st);
     CUDA_CHECK(cudaStreamSynchronize(c->st));
     for (int i = 0; i < n_out; i++)
         memcpy(logits + (size_t)c->out_seq[i] * nv, c->h_logits + (size_t)i * nv,
@@ -610,6 +658,7 @@ static void cuda_forward_sample(void *state, const si_batch *b, const backend_sa
         CUDA_CHECK(cudaMemcpyAsync(c->h_ids, c->d_ids, (size_t)n_out * sizeof *c->h_ids,
                            cudaMemcpyDeviceToHost, c->st));
     }
+    step_timing_end(&c->timing, c->st);
     CUDA_CHECK(cudaStreamSynchronize(c->st));
     for (int s = 0; s < b->n_seqs; s++) ids[s] = -1;
     for (int i = 0; i < n_out; i++) ids[c->out_seq[i]] = c->h_ids[i];

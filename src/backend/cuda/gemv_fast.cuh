@@ -31,7 +31,9 @@ template <bool BF> __device__ __forceinline__ float2 si_h2x2f(uint32_t u) {
  * 2026-11-30 s4), back to back, 4 warps a row beat 1 by 3-16 points of the bandwidth on every
  * Llama-2-7B shape (4096x4096 62 -> 75 %), and 8 warps (2 pieces a lane) took the 4096x11008
  * down projection from 83 to 92 % but cost the 4096-long rows 1-5 points. More warps stream
- * each row, so a short kernel ramps up sooner. */
+ * each row, so a short kernel ramps up sooner. At batch 1 those 8 warps take U = 8 pieces a
+ * lane, all of an 11008 row's slice in one round, issued before the PDL wait: 7B F16 tg128
+ * 256.6 -> 258.8 t/s against U = 2 in the same device call (bench/RESULTS.md 2026-11-30 s7). */
 #define GEMV_H16_LONG_K 8192
 /* Rows per warp R and 16-byte loads per row and lane in flight U, per batch size. Chosen on the
  * H200 (tests/cuda/LAST_RUN.md): more rows per warp share the x loads, more loads per lane are
@@ -155,7 +157,7 @@ static void gemv_h16_launch_nb(const void *W, int M, int K, const float *x, int 
 template <bool BF, int KS>
 static void gemv_h16_launch_ks(const void *W, int M, int K, const float *x, int nb, float *y,
                                cudaStream_t st) {
-    if (nb <= 1 && KS == 8) gemv_h16_launch_nb<BF, 1, 1, 2, KS>(W, M, K, x, nb, y, st);
+    if (nb <= 1 && KS == 8) gemv_h16_launch_nb<BF, 1, 1, 8, KS>(W, M, K, x, nb, y, st);
     else if (nb <= 1) gemv_h16_launch_nb<BF, 1, GEMV_H16_NB1, KS>(W, M, K, x, nb, y, st);
     else if (nb <= 2) gemv_h16_launch_nb<BF, 2, GEMV_H16_NB2, KS>(W, M, K, x, nb, y, st);
     else if (nb <= 4) gemv_h16_launch_nb<BF, 4, GEMV_H16_NB4, KS>(W, M, K, x, nb, y, st);
