@@ -34,6 +34,8 @@ __global__ void __launch_bounds__(ROPE_THREADS)
     /* the angles first (pos is the host's, written before the step): each pair's rotation once
      * per CTA, not once per head, while the matmul before may still run */
     const float p = (float)pos[t];
+    const int s = slot[t]; /* the host's too */
+    const bool rotate_k = !(k_unrotated && k_unrotated[t]);
     for (int i = threadIdx.x; i < half; i += ROPE_THREADS) {
         float sn, cs;
         sincosf(rope_theta(p, i, a.theta_scale, a.freq_scale, a.freq_factors), &sn, &cs);
@@ -41,17 +43,18 @@ __global__ void __launch_bounds__(ROPE_THREADS)
     }
     __syncthreads();
     si_pdl_wait();
-    const int s = slot[t];
     float *qt = q + (size_t)t * q_stride;
     float *kt = k + (size_t)t * k_stride;
     const float *vt = v + (size_t)t * v_stride;
     T *kc = s >= 0 ? k_cache + (size_t)s * kv_dim : NULL;
     T *vc = s >= 0 ? v_cache + (size_t)s * kv_dim : NULL;
-    const bool rotate_k = !(k_unrotated && k_unrotated[t]);
     const int n_pairs = (rotate_k ? a.n_head + a.n_head_kv : a.n_head) * half;
     /* the token's work is spread over gridDim.y CTAs: a decode step's one token would otherwise
      * be one CTA walking 4096 pairs with a round trip each */
     const int i0 = blockIdx.y * ROPE_THREADS + threadIdx.x, step = gridDim.y * ROPE_THREADS;
+    /* this thread's first element of v, loaded beside the pairs' elements: after the rotation's
+     * stores it would be a second round trip (the compiler must assume v aliases q and k) */
+    const float v_first = kc && i0 < kv_dim ? vt[i0] : 0.0f;
     for (int idx = i0; idx < n_pairs; idx += step) {
         const int h = idx / half, i = idx % half;
         const float cs = rot[i].x, sn = rot[i].y;
@@ -81,7 +84,7 @@ __global__ void __launch_bounds__(ROPE_THREADS)
         const int hk = idx / tail, d = d0 + idx % tail;
         kc[hk * hd + d] = KV::from_float(kt[hk * hd + d]);
     }
-    for (int idx = i0; idx < kv_dim; idx += step) vc[idx] = KV::from_float(vt[idx]);
+    for (int idx = i0; idx < kv_dim; idx += step) vc[idx] = KV::from_float(idx == i0 ? v_first : vt[idx]);
 }
 
 static rope_args rope_args_of(const cuda_rope_params *p) {
