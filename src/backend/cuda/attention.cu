@@ -160,8 +160,8 @@ __device__ __forceinline__ void attn_rotate_key8(float kf[8], const typename KV:
  * memory allows as many). Shared memory (f16): ATTN_WARPS * NS stages of K then V: hd 64 64 KB
  * (3 CTAs/SM), hd 128 and 256 96 KB (2 CTAs/SM). WIDE (hd 128/256, groups <= 4, no rotation;
  * the default where it exists, unless attn_decode_config's stages = 3): two stages, 64 KB, 3
- * CTAs/SM: less in flight per warp, more warps. FP8 (KV::BYTES 1): 2 NS - 1 stages of half the bytes: hd 64 56 KB, hd 128/256 80 KB,
- * WIDE 48 KB. */
+ * CTAs/SM: less in flight per warp, more warps. FP8 (KV::BYTES 1): 2 NS - 1 stages of half the
+ * bytes: hd 64 56 KB, hd 128/256 80 KB, WIDE 48 KB. */
 /* The end of a decode tile kernel: the ATTN_WARPS warps' partial softmax rows for the G query
  * heads of one KV head, in shared memory (maxima sm_m and sums sm_l [ATTN_WARPS][GX], unnormalised
  * outputs sm_acc [ATTN_WARPS][GX][HD] flat), merged in warp order with ex (exp2 for base-2

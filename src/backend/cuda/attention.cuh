@@ -67,7 +67,8 @@ int attn_decode_rows(float *out, const float *q, int q_stride, const void *k_cac
  * the head_dim's own; 3: the head_dim's own for f16 caches, three stages at head_dim 128/256);
  * out-of-range values keep the setting (stages: negative). Defaults: version 2, ATTN_PART keys,
  * default stages; the environment's SI_CUDA_ATTN_V1=1, SI_CUDA_ATTN_PART=N and
- * SI_CUDA_ATTN_STAGES=3, read at the first call, change them. Scratch must be sized (attn_decode_scratch_bytes) after a change.
+ * SI_CUDA_ATTN_STAGES=3, read at the first call, change them. Scratch must be sized
+ * (attn_decode_scratch_bytes) after a change.
  * Not thread-safe: call it while no other thread launches attention. */
 void attn_decode_config(int version, int part_keys, int stages);
 #endif

@@ -115,7 +115,8 @@ static void step_timing_report(const step_timing *t) {
     if (!t->on) return;
     if (t->steps)
         fprintf(stderr, "cuda step timing: %ld one-token steps, mean GPU %.1f us, mean host "
-                "time in the step %.1f us\n", t->steps, 1e3 * t->gpu_ms / t->steps, 1e6 * t->call_s / t->steps);
+                "time in the step %.1f us\n", t->steps, 1e3 * t->gpu_ms / t->steps,
+                1e6 * t->call_s / t->steps);
     CUDA_CHECK(cudaEventDestroy(t->begin));
     CUDA_CHECK(cudaEventDestroy(t->end));
 }

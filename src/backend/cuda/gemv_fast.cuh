@@ -33,7 +33,8 @@ template <bool BF> __device__ __forceinline__ float2 si_h2x2f(uint32_t u) {
  * down projection from 83 to 92 % but cost the 4096-long rows 1-5 points. More warps stream
  * each row, so a short kernel ramps up sooner. At batch 1 those 8 warps take U = 8 pieces a
  * lane, all of an 11008 row's slice in one round, issued before the PDL wait: 7B F16 tg128
- * 256.6 -> 258.8 t/s against U = 2 in the same device call (bench/RESULTS.md 2026-11-30 s7). */
+ * 256.7 -> 258.8 and 265.7 -> 268.5 t/s against U = 2, each pair in one device call
+ * (bench/RESULTS.md 2026-11-30 s7). */
 #define GEMV_H16_LONG_K 8192
 /* Rows per warp R and 16-byte loads per row and lane in flight U, per batch size. Chosen on the
  * H200 (tests/cuda/LAST_RUN.md): more rows per warp share the x loads, more loads per lane are

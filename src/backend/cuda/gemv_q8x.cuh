@@ -259,10 +259,6 @@ static int gemv_q8x_launch_nb(const void *W, int M, int K, const float *x, int n
     int per_sm = 0;
     CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, gemv_q8x_kernel<T, NB, R, S, PRE>, warps * 32, smem));
     if (GEMV_Q8X_CTAS_PER_SM > 0) per_sm = min(per_sm, GEMV_Q8X_CTAS_PER_SM);
-    /* Timing knob, not for the engine: SI_CUDA_GEMV_Q8X_PER_SM=n caps batch 1's CTAs per SM at n,
-     * leaving shared memory to the kernel after it (read at the first call) */
-    static const int cap = getenv("SI_CUDA_GEMV_Q8X_PER_SM") ? atoi(getenv("SI_CUDA_GEMV_Q8X_PER_SM")) : 0;
-    if (nb <= 1 && cap > 0) per_sm = min(per_sm, cap);
     const int need = si_div_up(M, warps * R);
     const int grid = min(need, max(1, per_sm) * n_sm);
     const size_t row_bytes = (size_t)(K / (32 * T::UB)) * T::UBYTES; /* units x bytes */

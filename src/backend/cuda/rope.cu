@@ -84,7 +84,8 @@ __global__ void __launch_bounds__(ROPE_THREADS)
         const int hk = idx / tail, d = d0 + idx % tail;
         kc[hk * hd + d] = KV::from_float(kt[hk * hd + d]);
     }
-    for (int idx = i0; idx < kv_dim; idx += step) vc[idx] = KV::from_float(idx == i0 ? v_first : vt[idx]);
+    for (int idx = i0; idx < kv_dim; idx += step)
+        vc[idx] = KV::from_float(idx == i0 ? v_first : vt[idx]);
 }
 
 static rope_args rope_args_of(const cuda_rope_params *p) {
