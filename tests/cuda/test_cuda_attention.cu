@@ -35,6 +35,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -405,6 +406,111 @@ static void test_decode(int hd, int n_head, int n_head_kv, const std::vector<int
     dcfg_set(k_dcfg_default);
     CUDA_CHECK(cudaFree(dq)); CUDA_CHECK(cudaFree(dout)); CUDA_CHECK(cudaFree(dalone));
     CUDA_CHECK(cudaFree(dlen));
+    free_paged(c);
+}
+
+/* ---- decode with the RoPE + KV write folded in (cuda_attention_decode_rope) ---- */
+
+/* A decode step of n_seqs sequences whose last slot, len[s] - 1, is the step's new token (q, k,
+ * v in fused-QKV rows; RoPE position len[s] - 1 + 5 (s % 3), so the angles follow pos, not the
+ * slot), two ways on copies of one cache: cuda_rope_kv_write then cuda_attention_decode, and the
+ * fused kernel. Both caches must be equal byte for byte, the outputs bit for bit, the fused call
+ * must leave q, k and v as given, and its output must match the reference over the two-kernel
+ * path's cache and rotated q. Under version 1 with f16 caches (and for rope_dim % 16 != 0) the
+ * fused call must decline (1) and write nothing. */
+static void test_decode_fused(int hd, int n_head, int n_head_kv, const std::vector<int> &len,
+                              int rope_dim, bool neox, const std::vector<dcfg> &cfgs,
+                              int kv_dtype = SI_KV_F16) {
+    const int n = (int)len.size();
+    paged c = make_paged(hd, n_head, n_head_kv, len, std::vector<uint8_t>(n, 0), rope_dim, neox,
+                         kv_dtype);
+    const bool fp8 = kv_dtype == SI_KV_FP8_E4M3;
+    const int q_dim = n_head * hd, qs = q_dim + 2 * c.kvd, max_kv = *std::max_element(len.begin(), len.end());
+    std::vector<float> qkv((size_t)n * qs);
+    for (auto &x : qkv) x = rnd_f();
+    std::vector<int32_t> pos(n), slot(n);
+    for (int s = 0; s < n; s++) {
+        const int j = len[s] - 1;
+        pos[s] = j + 5 * (s % 3);
+        slot[s] = c.bt[(size_t)s * c.max_blocks + j / 16] * 16 + j % 16;
+    }
+    const size_t cache_bytes = c.kc.size() * (fp8 ? 1 : 2), out_n = (size_t)n * q_dim;
+    float *dqa = dcopy(qkv), *dqb = dcopy(qkv), *da = dmalloc<float>(out_n), *db = dmalloc<float>(out_n);
+    int32_t *dpos = dcopy(pos), *dslot = dcopy(slot), *dlen = dcopy(std::vector<int32_t>(len.begin(), len.end()));
+    uint8_t *kca = dmalloc<uint8_t>(cache_bytes), *vca = dmalloc<uint8_t>(cache_bytes);
+    uint8_t *kcb = dmalloc<uint8_t>(cache_bytes), *vcb = dmalloc<uint8_t>(cache_bytes);
+    const float scale = 1.0f / sqrtf((float)hd);
+    const cuda_attn_params p = {n_head, n_head_kv, hd, c.max_blocks, scale, kv_dtype};
+    const cuda_rope_params rp = rope_of(c);
+    std::vector<int> row_seq(n);
+    for (int s = 0; s < n; s++) row_seq[s] = s;
+    char name[200];
+    for (const dcfg &k : cfgs) {
+        dcfg_set(k);
+        const size_t sb = cuda_attention_scratch_bytes(&p, n, max_kv);
+        uint8_t *ds = dmalloc<uint8_t>(sb);
+        CUDA_CHECK(cudaMemcpy(dqa, qkv.data(), qkv.size() * sizeof(float), cudaMemcpyHostToDevice));
+        CUDA_CHECK(cudaMemcpy(dqb, qkv.data(), qkv.size() * sizeof(float), cudaMemcpyHostToDevice));
+        for (uint8_t *d : {kca, kcb}) CUDA_CHECK(cudaMemcpy(d, c.dkc, cache_bytes, cudaMemcpyDeviceToDevice));
+        for (uint8_t *d : {vca, vcb}) CUDA_CHECK(cudaMemcpy(d, c.dvc, cache_bytes, cudaMemcpyDeviceToDevice));
+        poison(da, out_n);
+        poison(db, out_n);
+        poison(ds, sb);
+        cuda_rope_kv_write(dqa, qs, dqa + q_dim, qs, dqa + q_dim + c.kvd, qs, dpos, dslot, NULL, n, kca, vca,
+                           &rp, g_st);
+        const int rca = cuda_attention_decode(da, dqa, qs, kca, vca, c.dbt, dlen, n, max_kv, NULL, &rp, &p, ds,
+                                              g_st);
+        poison(ds, sb);
+        const int rc = cuda_attention_decode_rope(db, dqb, qs, dqb + q_dim, qs, dqb + q_dim + c.kvd, qs, dpos,
+                                                  dslot, kcb, vcb, c.dbt, dlen, n, max_kv, &rp, &p, ds, g_st);
+        const std::vector<float> oa = fetch(da, out_n), ob = fetch(db, out_n);
+        const std::vector<float> qa = fetch(dqa, qkv.size()), qb = fetch(dqb, qkv.size());
+        const std::vector<uint8_t> ka = fetch(kca, cache_bytes), kb = fetch(kcb, cache_bytes);
+        const std::vector<uint8_t> va = fetch(vca, cache_bytes), vb = fetch(vcb, cache_bytes);
+        snprintf(name, sizeof name, "decode+rope%s %s %s rd=%d: hd=%d H=%d/%d seqs=%d max_len=%d", kv_name(kv_dtype),
+                 dcfg_name(k), neox ? "neox" : "norm", rope_dim, hd, n_head, n_head_kv, n, max_kv);
+        /* version 1 reads f16 only: FP8 caches run version 2 under it (attn_version) */
+        const bool declines = (k.version == 1 && !fp8) || rope_dim % 16 != 0;
+        if (declines) { /* 1 and nothing written: the output stays poisoned, the cache as it was */
+            bool untouched = kb == fetch((const uint8_t *)c.dkc, cache_bytes) &&
+                             vb == fetch((const uint8_t *)c.dvc, cache_bytes);
+            for (size_t i = 0; i < out_n; i++) { /* still the 0xFF poison */
+                uint32_t bits;
+                memcpy(&bits, &ob[i], 4);
+                untouched &= bits == 0xFFFFFFFFu;
+            }
+            snprintf(name + strlen(name), sizeof name - strlen(name), ": declines (rc 1, nothing written)");
+            report(name, rc == 1 && untouched ? 0 : NAN, 0);
+            CUDA_CHECK(cudaFree(ds));
+            continue;
+        }
+        double n_diff = rc || rca ? NAN : 0;
+        for (size_t i = 0; i < out_n && !rc; i++) n_diff += memcmp(&oa[i], &ob[i], sizeof(float)) != 0;
+        report((std::string(name) + ": output == two kernels' (bitwise)").c_str(), n_diff, 0);
+        double c_diff = 0;
+        for (size_t i = 0; i < cache_bytes; i++) c_diff += (ka[i] != kb[i]) + (va[i] != vb[i]);
+        report((std::string(name) + ": caches == two kernels' (bytes)").c_str(), c_diff, 0);
+        report((std::string(name) + ": q, k, v left as given").c_str(),
+               memcmp(qb.data(), qkv.data(), qkv.size() * sizeof(float)) ? NAN : 0, 0);
+        /* the reference over the two-kernel path's cache (rotated k, v at each new slot) and q */
+        if (fp8) {
+            c.kc8 = ka;
+            c.vc8 = va;
+            for (size_t i = 0; i < ka.size(); i++) {
+                c.kc[i] = fp32_to_fp16(from_e4m3(ka[i]));
+                c.vc[i] = fp32_to_fp16(from_e4m3(va[i]));
+            }
+        } else {
+            memcpy(c.kc.data(), ka.data(), cache_bytes);
+            memcpy(c.vc.data(), va.data(), cache_bytes);
+        }
+        const std::vector<double> ref = ref_attention(c, qa, qs, row_seq, len, scale);
+        report((std::string(name) + ": vs reference").c_str(), max_abs_err(ob, ref), 1e-4);
+        CUDA_CHECK(cudaFree(ds));
+    }
+    dcfg_set(k_dcfg_default);
+    for (void *d : std::initializer_list<void *>{dqa, dqb, da, db, dpos, dslot, dlen, kca, vca, kcb, vcb})
+        CUDA_CHECK(cudaFree(d));
     free_paged(c);
 }
 
@@ -820,6 +926,33 @@ int main(int argc, char **argv) {
         test_decode(64, 14, 2, {100, 31}, std::vector<uint8_t>(2, 0), 64, false, cf); /* G = 7 */
         test_decode(256, 8, 8, {600, 16}, std::vector<uint8_t>(2, 0), 256, false, cf);
         test_decode(256, 16, 2, {300, 1025}, std::vector<uint8_t>(2, 0), 256, false, cf);
+    }
+
+    /* decode with RoPE + KV write fused: MHA at block and part edges, GQA, NEOX, partial rope,
+     * each head_dim; rope_dim 36 and version 1 decline */
+    {
+        const std::vector<dcfg> cf = small ? std::vector<dcfg>{k_dcfg_default, {2, 16, 0}, {2, 64, 3}, {1, 0, 0}}
+                                           : std::vector<dcfg>{k_dcfg_default, {2, 16, 0}, {2, 1024, 0},
+                                                               {2, 256, 3}, {1, 0, 0}};
+        for (int F : {SI_KV_F16, SI_KV_FP8_E4M3}) {
+            if (small) {
+                test_decode_fused(128, 8, 2, {1, 17, 70}, 128, false, cf, F);
+                test_decode_fused(64, 8, 2, {50, 16}, 32, true, cf, F);
+                test_decode_fused(256, 4, 4, {40, 9}, 256, true, cf, F);
+                test_decode_fused(64, 9, 3, {5, 40, 16}, 64, false, cf, F); /* SmolLM2: G = 3 */
+                test_decode_fused(64, 8, 2, {30}, 36, false, {k_dcfg_default}, F);
+            } else {
+                test_decode_fused(128, 32, 32, {1, 15, 16, 17, 255, 512, 513, 640, 1537}, 128, false, cf, F);
+                test_decode_fused(128, 32, 8, {2048, 1, 700, 33}, 128, true, cf, F);
+                test_decode_fused(128, 12, 4, {300, 5, 1024}, 64, false, cf, F); /* G = 3, partial */
+                test_decode_fused(64, 16, 2, {1023, 64, 1}, 64, true, cf, F);
+                test_decode_fused(64, 14, 2, {100, 31}, 32, false, cf, F); /* G = 7 */
+                test_decode_fused(64, 9, 3, {1, 200, 513, 48}, 64, false, cf, F); /* SmolLM2 */
+                test_decode_fused(256, 16, 2, {300, 1025}, 256, true, cf, F);
+                test_decode_fused(256, 8, 8, {600, 16}, 128, false, cf, F);
+                test_decode_fused(64, 8, 2, {50, 300}, 36, true, {k_dcfg_default}, F);
+            }
+        }
     }
 
     if (bench && prefill) {

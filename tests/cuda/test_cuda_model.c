@@ -11,7 +11,11 @@
  *    one at a time and then all at once, with steps of at most 8 tokens (continuous batching:
  *    mixed prefill chunks and decodes through the decode-step CUDA graphs of 1, 2, 4 and 8
  *    rows; greedy ids picked on the GPU by forward_sample): the ids must be identical, as every
- *    matmul of 1..8 rows is a GEMV whose rows are summed the same way for any row count.
+ *    matmul of 1..8 rows is a GEMV whose rows are summed the same way for any row count, and
+ *    attention over steps of 1..8 tokens is the decode kernel, one query row per token (a
+ *    token decoded beside another request's prompt chunk gets the arithmetic it gets alone;
+ *    before, such mixed steps took the tensor-core prefill kernel, and a change in the last bit
+ *    of RoPE once parted one request of eight here).
  *    NOTE: steps of more rows take other kernels (the int8 tensor-core matmul for 9-64 rows
  *    of quantised weights, cuBLASLt beyond or for F16), whose sums for a row differ in the
  *    last bits from the GEMV's, so a request batched with others into such steps can part from

@@ -62,12 +62,15 @@ __device__ __forceinline__ float attn_exp2(float x) {
 }
 
 /* The online-softmax state (max m, sum l, output acc) cleared, and this lane's 8 dimensions
- * (dc * 8 ..) of the GM query heads of KV head kvh's group from q_row, rounded to f16 as the CPU
- * reference (and ggml's f16 K matmul) does; heads past G (G < GM) get q = 0 and are not written. */
+ * (dc * 8 ..) of the GM query heads of KV head kvh's group from q_row, rotated by rot (the
+ * fused decode step: rot[i] the angles of pair i, half of them) when rot is not NULL, then
+ * rounded to f16 as the CPU reference (and ggml's f16 K matmul) does; heads past G (G < GM)
+ * get q = 0 and are not written. */
 template <int HD, int GM>
 __device__ __forceinline__ void attn_init_rows(float (&qr)[GM][8], float (&acc)[GM][8],
                                                float (&m)[GM], float (&l)[GM],
-                                               const float *q_row, int kvh, int G, int dc) {
+                                               const float *q_row, int kvh, int G, int dc,
+                                               const float2 *rot, int half, int neox) {
 #pragma unroll
     for (int g = 0; g < GM; g++) {
         m[g] = -INFINITY;
@@ -75,9 +78,19 @@ __device__ __forceinline__ void attn_init_rows(float (&qr)[GM][8], float (&acc)[
 #pragma unroll
         for (int j = 0; j < 8; j++) {
             acc[g][j] = 0.0f;
-            qr[g][j] = g < G ? __half2float(__float2half_rn(q_row[(kvh * G + g) * HD + dc * 8 + j]))
-                             : 0.0f;
+            qr[g][j] = 0.0f;
         }
+        if (g >= G) continue;
+        const float *qh = q_row + (kvh * G + g) * HD;
+#pragma unroll
+        for (int j = 0; j < 8; j++) qr[g][j] = qh[dc * 8 + j];
+        if (rot)
+            rope_rotate8(qr[g], dc * 8, rot, half, neox, [=](int d, float p[8]) {
+#pragma unroll
+                for (int j = 0; j < 8; j++) p[j] = qh[d + j];
+            });
+#pragma unroll
+        for (int j = 0; j < 8; j++) qr[g][j] = __half2float(__float2half_rn(qr[g][j]));
     }
 }
 
@@ -119,38 +132,66 @@ __device__ __forceinline__ void attn_h8_to_f(uint4 u, float f[8]) {
 
 /* Rotates the 8 elements d0..d0+7 of a key that a lane holds (kf, stored un-rotated; the head's
  * row is krow, in global or shared memory) to slot j, rounded to f16: attn_rotated_key's values,
- * from registers and vector loads where the pairing allows (NORM: the pairs are inside the 8;
- * NEOX with rope_dim / 2 a multiple of 8: the partners are the 8 elements half away). */
+ * from registers and vector loads where the pairing allows (rope_rotate8: NORM with the 8 inside
+ * rope_dim; NEOX with rope_dim / 2 a multiple of 8), else element by element. */
 template <class KV>
 __device__ __forceinline__ void attn_rotate_key8(float kf[8], const typename KV::T *krow, int d0,
                                                  int j, const attn_rope &r) {
     if (d0 >= 2 * r.half) return; /* past rope_dim: not rotated */
-    const float2 *cs = r.table + (size_t)j * r.half;
-    float y0, y1;
-    if (!r.neox && d0 + 8 <= 2 * r.half) {
+    if (r.neox ? r.half % 8 == 0 : d0 + 8 <= 2 * r.half) {
+        rope_rotate8(kf, d0, r.table + (size_t)j * r.half, r.half, r.neox,
+                     [=](int d, float p[8]) { attn_h8_to_f(KV::load_h8(krow + d), p); });
 #pragma unroll
-        for (int k = 0; k < 4; k++) {
-            const float2 c = cs[d0 / 2 + k];
-            rope_rotate(kf[2 * k], kf[2 * k + 1], c.x, c.y, &y0, &y1);
-            kf[2 * k] = __half2float(__float2half_rn(y0));
-            kf[2 * k + 1] = __half2float(__float2half_rn(y1));
-        }
-    } else if (r.neox && r.half % 8 == 0) {
-        const bool first = d0 < r.half; /* e0 of its pairs, else e1 */
-        const int i0 = first ? d0 : d0 - r.half;
-        const uint4 pv = KV::load_h8(krow + (first ? d0 + r.half : d0 - r.half));
-        const __half *ph = (const __half *)&pv;
-#pragma unroll
-        for (int k = 0; k < 8; k++) {
-            const float2 c = cs[i0 + k];
-            const float partner = __half2float(ph[k]);
-            if (first) rope_rotate(kf[k], partner, c.x, c.y, &y0, &y1);
-            else rope_rotate(partner, kf[k], c.x, c.y, &y0, &y1);
-            kf[k] = __half2float(__float2half_rn(first ? y0 : y1));
-        }
+        for (int k = 0; k < 8; k++) kf[k] = __half2float(__float2half_rn(kf[k]));
     } else {
 #pragma unroll
         for (int k = 0; k < 8; k++) kf[k] = attn_rotated_key<KV>(krow, d0 + k, j, r);
+    }
+}
+
+/* 8 floats from p (16-byte aligned) */
+__device__ __forceinline__ void attn_load_f8(const float *p, float x[8]) {
+    const float4 a = *(const float4 *)p, b = *(const float4 *)(p + 4);
+    x[0] = a.x; x[1] = a.y; x[2] = a.z; x[3] = a.w;
+    x[4] = b.x; x[5] = b.y; x[6] = b.z; x[7] = b.w;
+}
+
+/* 8 elements of the cache's type from floats, as one 16-byte (f16) or 8-byte (FP8) word */
+template <class KV> struct alignas(8 * KV::BYTES) attn_pack8 {
+    typename KV::T e[8];
+};
+template <class KV> __device__ __forceinline__ attn_pack8<KV> attn_to_kv8(const float x[8]) {
+    attn_pack8<KV> w;
+#pragma unroll
+    for (int k = 0; k < 8; k++) w.e[k] = KV::from_float(x[k]);
+    return w;
+}
+
+/* The fused decode step's new key and value of KV head kvh, query row r (attn_fresh): chunk c
+ * of 2 * HD / 8 (k's chunks, then v's) per lane of one warp; k rotated to pos[r] (angles rot),
+ * both written to the caches at slot[r] and to sm_new[0] (k) and sm_new[1] (v), where the
+ * warp's stage holding key len - 1 reads them. The same values as rope_kv_kernel writes. */
+template <int HD, class KV>
+__device__ __forceinline__ void attn_write_new(const attn_fresh &f, int r, int kvh, int kv_dim,
+                                               int slot, const float2 *rot,
+                                               typename KV::T (*sm_new)[HD], int lane) {
+    using W = attn_pack8<KV>;
+    for (int c = lane; c < 2 * (HD / 8); c += 32) {
+        const bool is_k = c < HD / 8;
+        const int d0 = (is_k ? c : c - HD / 8) * 8;
+        const float *row = (is_k ? f.k + (size_t)r * f.k_stride : f.v + (size_t)r * f.v_stride) +
+                           (size_t)kvh * HD;
+        float x[8];
+        attn_load_f8(row + d0, x);
+        if (is_k)
+            rope_rotate8(x, d0, rot, f.rope.rope_dim / 2, f.rope.neox,
+                         [=](int d, float p[8]) { attn_load_f8(row + d, p); });
+        const W w = attn_to_kv8<KV>(x);
+        *(W *)&sm_new[is_k ? 0 : 1][d0] = w;
+        if (slot >= 0) {
+            typename KV::T *cache = (typename KV::T *)(is_k ? f.k_cache : f.v_cache);
+            *(W *)(cache + (size_t)slot * kv_dim + (size_t)kvh * HD + d0) = w;
+        }
     }
 }
 
@@ -220,11 +261,11 @@ static_assert(ATTN_PART_MAX <= 32 * ATTN_WARPS * 8, "<= 32 stages per warp (SK >
  * reads only the parts a row has). n_parts == 1: out gets the normalised rows (no combine). */
 template <int HD, int GM, bool ROT, bool WIDE, class KV>
 __global__ void __launch_bounds__(ATTN_WARPS * 32, (attn_geo<HD, WIDE, KV>::MINB))
-    attn_decode_tile(const float *__restrict__ q, int q_stride,
-                     const typename KV::T *__restrict__ kc, const typename KV::T *__restrict__ vc,
-                     const int32_t *__restrict__ block_table, attn_rows rows, int n_head,
-                     int n_head_kv, int max_blocks, float scale2, attn_rope rope, int part_keys,
-                     int n_parts, float *part_acc, float *part_ml, float *out) {
+    attn_decode_tile(const float *__restrict__ q, int q_stride, const typename KV::T *kc,
+                     const typename KV::T *vc, const int32_t *__restrict__ block_table,
+                     attn_rows rows, int n_head, int n_head_kv, int max_blocks, float scale2,
+                     attn_rope rope, attn_fresh fresh, int part_keys, int n_parts,
+                     float *part_acc, float *part_ml, float *out) {
     using geo = attn_geo<HD, WIDE, KV>;
     using E = typename KV::T; /* the cache's element */
     constexpr int CP = 8 * KV::BYTES; /* bytes a lane copies per key (8 elements) */
@@ -235,11 +276,14 @@ __global__ void __launch_bounds__(ATTN_WARPS * 32, (attn_geo<HD, WIDE, KV>::MINB
     static_assert(NSTEP % T == 0, "whole updates per stage");
     extern __shared__ __align__(16) unsigned char attn_smem[];
     __shared__ float sm_m[ATTN_WARPS][GM], sm_l[ATTN_WARPS][GM];
-    /* launched with PDL (pdl.cuh) after the RoPE + KV write: the kernel after this one (the
-     * output matmul, whose weight loads need nothing from here) may launch at once; the row
-     * lengths and block tables, which the host wrote before the step, are read before the wait,
-     * and so are the first stages of keys that earlier steps wrote (below); q and the rest of
-     * the cache after it */
+    /* the fused step's new token (attn_fresh): its angles, its k and v as the cache holds them */
+    __shared__ float2 sm_rot[HD / 2];
+    __shared__ __align__(16) E sm_new[2][HD];
+    /* launched with PDL (pdl.cuh) after the RoPE + KV write (or, fused, the QKV matmul): the
+     * kernel after this one (the output matmul, whose weight loads need nothing from here) may
+     * launch at once; the row lengths and block tables, which the host wrote before the step,
+     * are read before the wait, and so are the first stages of keys that earlier steps wrote
+     * (below); q and the rest of the cache after it */
     si_pdl_trigger();
     const int kvh = blockIdx.x, r = blockIdx.y, part = blockIdx.z;
     const int len = rows.row_pos ? rows.row_pos[r] + 1 : rows.seq_len[r];
@@ -256,6 +300,15 @@ __global__ void __launch_bounds__(ATTN_WARPS * 32, (attn_geo<HD, WIDE, KV>::MINB
     const int p1 = min(p0 + part_keys, len);
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int tsub = lane / LPT, dc = lane % LPT;
+    /* fused: key len - 1 is this step's, taken from sm_new, never copied from the cache */
+    const bool fuse = !ROT && fresh.k;
+    const int new_key = fuse ? len - 1 : -1;
+    int new_slot = -1;
+    if (fuse) { /* the host's inputs: the angles before the wait */
+        new_slot = fresh.slot[r];
+        rope_fill_angles(sm_rot, (float)fresh.pos[r], fresh.rope);
+        __syncthreads();
+    }
 
     /* the warp's stages: k = 0..nk-1 holds keys p0 + (warp + ATTN_WARPS * k) * SK + [0, SK);
      * lane k reads stage k's block-table entry ahead */
@@ -280,22 +333,23 @@ __global__ void __launch_bounds__(ATTN_WARPS * 32, (attn_geo<HD, WIDE, KV>::MINB
             for (int i = 0; i < NSTEP; i++) {
                 const int t = i * TPW + tsub;
                 const size_t off = (row0 + t) * kv_dim + col;
-                const int nb = key0 + t < p1 ? CP : 0;
+                const int nb = key0 + t < p1 && key0 + t != new_key ? CP : 0;
                 attn_cp_async<CP>(kd + t * HD + dc * 8, kc + off, nb);
                 attn_cp_async<CP>(vd + t * HD + dc * 8, vc + off, nb);
             }
         }
         attn_cp_async_commit();
     };
-    /* Keys from `fresh` on may have been written by this step's RoPE kernel: in a decode row
-     * (one new token a sequence, no row_pos) only the last, len - 1; a streaming sequence's
-     * or a prefill row's could be anywhere. The stages wholly before it are issued before the
-     * wait (warp-uniform), while the kernels before this one may still run. */
-    const int fresh = ROT || rows.row_pos ? p0 : len - 1;
+    /* Keys from `written` on may have been written by this step's RoPE kernel: in a decode row
+     * (one new token a sequence, no row_pos) only the last, len - 1 (none when fused: that one
+     * is not copied); a streaming sequence's or a prefill row's could be anywhere. The stages
+     * wholly before it are issued before the wait (warp-uniform), while the kernels before this
+     * one may still run. */
+    const int written = ROT || rows.row_pos ? p0 : fuse ? len : len - 1;
     bool waited = false;
 #pragma unroll
     for (int k = 0; k < NS - 1; k++) {
-        if (!waited && (k >= nk || p0 + (warp + ATTN_WARPS * k + 1) * SK > fresh)) {
+        if (!waited && (k >= nk || p0 + (warp + ATTN_WARPS * k + 1) * SK > written)) {
             si_pdl_wait();
             waited = true;
         }
@@ -303,8 +357,13 @@ __global__ void __launch_bounds__(ATTN_WARPS * 32, (attn_geo<HD, WIDE, KV>::MINB
     }
     if (!waited) si_pdl_wait();
     const bool rotate = ROT && rope.on_read[s];
+    /* the warp whose stage holds the new key writes it (its own stage reads it after a
+     * __syncwarp of the loop below) */
+    if (fuse && new_key >= p0 && new_key < p1 && warp == (new_key - p0) / SK % ATTN_WARPS)
+        attn_write_new<HD, KV>(fresh, r, kvh, kv_dim, new_slot, sm_rot, sm_new, lane);
     float qr[GM][8], acc[GM][8], m[GM], l[GM];
-    attn_init_rows<HD, GM>(qr, acc, m, l, q + (size_t)r * q_stride, kvh, G, dc);
+    attn_init_rows<HD, GM>(qr, acc, m, l, q + (size_t)r * q_stride, kvh, G, dc,
+                           fuse ? sm_rot : NULL, fresh.rope.rope_dim / 2, fresh.rope.neox);
 
     for (int k = 0; k < nk; k++) {
         __syncwarp(); /* every lane is done with stage k - 1, whose buffer is refilled now */
@@ -321,7 +380,8 @@ __global__ void __launch_bounds__(ATTN_WARPS * 32, (attn_geo<HD, WIDE, KV>::MINB
                 const int t = (i0 + i) * TPW + tsub;
                 const bool valid = key0 + t < p1;
                 float kf[8];
-                attn_h8_to_f(KV::load_h8(kd + t * HD + dc * 8), kf);
+                attn_h8_to_f(KV::load_h8((key0 + t == new_key ? sm_new[0] : kd + t * HD) + dc * 8),
+                             kf);
                 if (ROT && rotate && valid)
                     attn_rotate_key8<KV>(kf, kd + t * HD, dc * 8, key0 + t, rope);
 #pragma unroll
@@ -356,7 +416,8 @@ __global__ void __launch_bounds__(ATTN_WARPS * 32, (attn_geo<HD, WIDE, KV>::MINB
             for (int i = 0; i < T; i++) {
                 const int t = (i0 + i) * TPW + tsub;
                 float vf[8];
-                attn_h8_to_f(KV::load_h8(vd + t * HD + dc * 8), vf);
+                attn_h8_to_f(KV::load_h8((key0 + t == new_key ? sm_new[1] : vd + t * HD) + dc * 8),
+                             vf);
 #pragma unroll
                 for (int g = 0; g < GM; g++)
 #pragma unroll
@@ -411,7 +472,8 @@ __global__ void __launch_bounds__(ATTN_WARPS * 32, ROT || HD > 128 ? 2 : 3)
     const int p0 = part * ATTN_PART, p1 = min(p0 + ATTN_PART, len);
 
     float qr[ATTN_MAXG][8], acc[ATTN_MAXG][8], m[ATTN_MAXG], l[ATTN_MAXG];
-    attn_init_rows<HD, ATTN_MAXG>(qr, acc, m, l, q + (size_t)r * q_stride, kvh, G, dc);
+    attn_init_rows<HD, ATTN_MAXG>(qr, acc, m, l, q + (size_t)r * q_stride, kvh, G, dc, NULL, 0,
+                                  0);
     const int32_t *bt = block_table + (size_t)s * max_blocks;
     for (int p = p0 + warp * TPW + tsub; p - tsub < p1; p += ATTN_WARPS * TPW) {
         const bool valid = p < p1;
@@ -599,6 +661,7 @@ struct attn_launch_args {
     attn_rows rows;
     int n_rows, n_parts, part_keys;
     attn_rope rope;
+    attn_fresh fresh;
     const cuda_attn_params *p;
     float *part_acc, *part_ml;
     cudaStream_t st;
@@ -612,8 +675,8 @@ static void attn_launch_tile(const attn_launch_args &a) {
     si_launch_pdl(attn_decode_tile<HD, GM, ROT, WIDE, KV>, grid, ATTN_WARPS * 32,
                   attn_geo<HD, WIDE, KV>::SMEM, a.st, a.q, a.q_stride, (const T *)a.kc,
                   (const T *)a.vc, a.bt, a.rows, p->n_head, p->n_head_kv, p->max_blocks,
-                  p->scale * 1.4426950408889634f, a.rope, a.part_keys, a.n_parts, a.part_acc,
-                  a.part_ml, a.out);
+                  p->scale * 1.4426950408889634f, a.rope, a.fresh, a.part_keys, a.n_parts,
+                  a.part_acc, a.part_ml, a.out);
 }
 
 template <int HD, int GM, class KV> static void attn_launch_g(const attn_launch_args &a) {
@@ -664,7 +727,7 @@ int attn_decode_rows(float *out, const float *q, int q_stride, const void *k_cac
                      const void *v_cache, const int32_t *block_table, attn_rows rows,
                      int n_rows, int max_kv_len, const uint8_t *rope_on_read,
                      const cuda_rope_params *rope, const cuda_attn_params *p, void *scratch,
-                     cudaStream_t stream) {
+                     cudaStream_t stream, const attn_fresh *fresh) {
     if (n_rows <= 0) return 0;
     if (p->n_head_kv <= 0 || p->n_head % p->n_head_kv || p->n_head / p->n_head_kv > ATTN_MAXG)
         return -1;
@@ -687,8 +750,9 @@ int attn_decode_rows(float *out, const float *q, int q_stride, const void *k_cac
     const attn_rope ar = {rope_on_read, table, rope_on_read ? rope->rope_dim / 2 : 0,
                           rope_on_read ? rope->neox : 0};
     if (rope_on_read) rope_cos_sin_table(table, n_kv, rope, stream);
+    attn_fresh none = {};
     attn_launch_args a = {out, q, q_stride, k_cache, v_cache, block_table, rows, n_rows,
-                          n_parts, part_keys, ar, p, part_acc,
+                          n_parts, part_keys, ar, fresh ? *fresh : none, p, part_acc,
                           part_acc + (size_t)n_rows * p->n_head * n_parts * p->head_dim, stream};
     launch(a, version);
     return 0;
@@ -702,5 +766,25 @@ extern "C" int cuda_attention_decode(float *out, const float *q, int q_stride,
                                      void *scratch, cudaStream_t stream) {
     const attn_rows rows = {seq_len, NULL, NULL};
     return attn_decode_rows(out, q, q_stride, k_cache, v_cache, block_table, rows, n_seqs,
-                            max_kv_len, rope_on_read, rope, p, scratch, stream);
+                            max_kv_len, rope_on_read, rope, p, scratch, stream, NULL);
+}
+
+extern "C" int cuda_attention_decode_rope(float *out, const float *q, int q_stride,
+                                          const float *k, int k_stride, const float *v,
+                                          int v_stride, const int32_t *pos, const int32_t *slot,
+                                          void *k_cache, void *v_cache,
+                                          const int32_t *block_table, const int32_t *seq_len,
+                                          int n_seqs, int max_kv_len,
+                                          const cuda_rope_params *rope,
+                                          const cuda_attn_params *p, void *scratch,
+                                          cudaStream_t stream) {
+    /* the tile kernel (version 2) with its 8-element rotation: rope_dim a multiple of 16 */
+    if (attn_version(p) != 2 || rope->kv_dtype != p->kv_dtype || rope->rope_dim <= 0 ||
+        rope->rope_dim > p->head_dim || rope->rope_dim % 16)
+        return 1;
+    const attn_rows rows = {seq_len, NULL, NULL};
+    const attn_fresh fresh = {k, v, k_stride, v_stride, pos, slot, k_cache, v_cache,
+                              rope_args_of(rope)};
+    return attn_decode_rows(out, q, q_stride, k_cache, v_cache, block_table, rows, n_seqs,
+                            max_kv_len, NULL, rope, p, scratch, stream, &fresh);
 }

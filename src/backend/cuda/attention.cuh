@@ -46,6 +46,20 @@ struct attn_rows {
     const int32_t *seq_len, *row_seq, *row_pos;
 };
 
+/* A decode step's new token of each query row, for the decode kernel that does the RoPE + KV
+ * write's work too (cuda_attention_decode_rope): row r's q is rotated to pos[r] as it is loaded
+ * (q stays as given in memory); its k (rotated) and v, f32 rows at k + r * k_stride and
+ * v + r * v_stride, are written into the caches at slot[r] (not when < 0) by the CTA whose part
+ * holds the row's last key, len - 1, which reads them from shared memory, not back from the
+ * cache. k == NULL: no new token (every key is in the cache). */
+struct attn_fresh {
+    const float *k, *v;
+    int k_stride, v_stride;
+    const int32_t *pos, *slot;
+    void *k_cache, *v_cache;
+    rope_args rope;
+};
+
 /* Bytes of decode scratch for n_rows query rows of at most max_kv_len keys, for the kernel
  * version and split in force (attn_decode_config). Also lets the decode kernels use more than
  * 48 KB of shared memory (once per process): call it before capturing a graph. */
@@ -57,7 +71,7 @@ int attn_decode_rows(float *out, const float *q, int q_stride, const void *k_cac
                      const void *v_cache, const int32_t *block_table, attn_rows rows,
                      int n_rows, int max_kv_len, const uint8_t *rope_on_read,
                      const cuda_rope_params *rope, const cuda_attn_params *p, void *scratch,
-                     cudaStream_t stream);
+                     cudaStream_t stream, const attn_fresh *fresh);
 
 /* Timing and test knob, not for the engine: the decode kernel version (1: the first kernel, one
  * softmax update per key, ATTN_PART keys per CTA, f16 caches only: FP8 caches always run version

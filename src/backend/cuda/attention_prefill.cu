@@ -20,10 +20,19 @@
  * double-buffered byte staging area, and once a step has landed the CTA widens it, exactly, into
  * a single f16 K/V tile for ldmatrix (one more pass through shared memory and one more barrier
  * per step; the copies still overlap the previous step's products). Streaming sequences' keys
- * are rotated by slot in shared memory once a step has landed (attn_rotated_key's arithmetic). head_dims other than 64 and 128 run the decode
+ * are rotated by slot in shared memory once a step has landed (attn_rotated_key's arithmetic).
+ * head_dims other than 64 and 128, and steps of at most PF_FEW_TOKENS tokens, run the decode
  * kernels with one query row per token (attn_decode_rows). */
+#include <algorithm>
+
 #include "backend/cuda/attention.cuh"
 
+/* Steps of this many tokens or fewer (a decode step's size, or decodes mixed with a short prompt
+ * chunk) run the decode kernel, one query row per token: a token then gets the arithmetic of a
+ * decode step, bit for bit, whatever it is batched with (so a request's greedy ids do not
+ * depend on which prompt chunks shared its steps: test_cuda_model's engine exactness), and no
+ * 64-row tile runs nearly empty. GEMV_ROWS_MAX: the matmuls' own row-count boundary. */
+#define PF_FEW_TOKENS GEMV_ROWS_MAX
 #define PF_BM 64 /* query rows per CTA */
 #define PF_BN 64 /* keys per step; == PF_BM so only a tile's last step is masked */
 #define PF_WARPS (PF_BM / 16)
@@ -428,10 +437,12 @@ static void pf_raise_smem_limit(void) {
 
 extern "C" size_t cuda_attention_prefill_scratch_bytes(const cuda_attn_params *p, int max_tokens,
                                                        int max_seqs) {
-    if (!pf_supported(p->head_dim))
-        return attn_decode_scratch_bytes(p, max_tokens, p->max_blocks * ATTN_KV_BLOCK);
+    const int max_kv = p->max_blocks * ATTN_KV_BLOCK;
+    if (!pf_supported(p->head_dim)) return attn_decode_scratch_bytes(p, max_tokens, max_kv);
     pf_raise_smem_limit();
-    return pf_table_bytes(p) + pf_tile_list_bytes(pf_max_tiles(max_tokens, max_seqs));
+    const size_t pf = pf_table_bytes(p) + pf_tile_list_bytes(pf_max_tiles(max_tokens, max_seqs));
+    const size_t few = attn_decode_scratch_bytes(p, std::min(max_tokens, PF_FEW_TOKENS), max_kv);
+    return std::max(pf, few);
 }
 
 template <int D, class KV>
@@ -456,10 +467,10 @@ extern "C" int cuda_attention_prefill(float *out, const float *q, int q_stride,
                                       void *scratch, cudaStream_t stream) {
     if (n_tokens <= 0) return 0;
     if (n_seqs <= 0 || max_kv_len > p->max_blocks * ATTN_KV_BLOCK) return -1;
-    if (!pf_supported(p->head_dim)) {
+    if (!pf_supported(p->head_dim) || n_tokens <= PF_FEW_TOKENS) {
         const attn_rows rows = {NULL, seq, pos};
         return attn_decode_rows(out, q, q_stride, k_cache, v_cache, block_table, rows, n_tokens,
-                                max_kv_len, rope_on_read, rope, p, scratch, stream);
+                                max_kv_len, rope_on_read, rope, p, scratch, stream, NULL);
     }
     if (p->n_head_kv <= 0 || p->n_head % p->n_head_kv || p->n_head / p->n_head_kv > ATTN_MAXG)
         return -1;

@@ -373,6 +373,18 @@ static bool skip(int what) {
     return (mask & what) != 0;
 }
 
+/* Whether a decode step's RoPE + KV write runs inside the attention kernel
+ * (cuda_attention_decode_rope): yes unless SI_CUDA_ATTN_FUSE=0, the timing knob for the two
+ * kernels (the same results). */
+static bool attn_fuse_on(void) {
+    static int on = -1;
+    if (on < 0) {
+        const char *e = getenv("SI_CUDA_ATTN_FUSE");
+        on = !(e && atoi(e) == 0);
+    }
+    return on != 0;
+}
+
 /* Whether the norm before a matmul of w over n rows should also quantise its output for it: the
  * GEMV would quantise x itself (cuda_gemv_pre_ok), once in every CTA. */
 static bool pre_quant(const dev_mat *w, int n) { return cuda_gemv_pre_ok(w->type, w->K, n); }
@@ -459,20 +471,31 @@ static void attention_block(cuda_state *c, const dev_layer *D, int il, const ste
             cuda_fwd_add_bias(v.v, D->b_qkv + q_dim + kv_dim, kv_dim, n, st);
         }
     }
-    if (!skip(4))
-        cuda_rope_kv_write(v.q, v.qs, v.k, v.ks, v.v, v.vs, d_pos, c->d_in + L.slot, k_unrot, n,
-                           kc, vc, &c->rope, st);
     cuda_attn_params ap = c->attn;
     ap.max_blocks = sh->bt_stride;
-    if (skip(8)) {
-    } else if (sh->decode) {
-        SI_ASSERT(cuda_attention_decode(c->att, v.q, v.qs, kc, vc, d_bt, c->d_in + L.kv_len, n,
-                                        sh->kv_cap, row_ror, &c->rope, &ap, c->attn_scr,
-                                        st) == 0);
-    } else {
-        SI_ASSERT(cuda_attention_prefill(c->att, v.q, v.qs, kc, vc, d_bt, c->d_in + L.seq,
-                                         d_pos, n, sh->n_seqs, sh->kv_cap, row_ror, &c->rope,
-                                         &ap, c->attn_scr, st) == 0);
+    /* a decode step rotates and caches the new tokens inside attention's kernel where it can
+     * (1: it cannot, the two kernels run) */
+    int fused = 1;
+    if (sh->decode && !sh->streaming && attn_fuse_on() && !skip(4) && !skip(8)) {
+        fused = cuda_attention_decode_rope(c->att, v.q, v.qs, v.k, v.ks, v.v, v.vs, d_pos,
+                                           c->d_in + L.slot, kc, vc, d_bt, c->d_in + L.kv_len, n,
+                                           sh->kv_cap, &c->rope, &ap, c->attn_scr, st);
+        SI_ASSERT(fused >= 0);
+    }
+    if (fused != 0) {
+        if (!skip(4))
+            cuda_rope_kv_write(v.q, v.qs, v.k, v.ks, v.v, v.vs, d_pos, c->d_in + L.slot, k_unrot,
+                               n, kc, vc, &c->rope, st);
+        if (skip(8)) {
+        } else if (sh->decode) {
+            SI_ASSERT(cuda_attention_decode(c->att, v.q, v.qs, kc, vc, d_bt, c->d_in + L.kv_len,
+                                            n, sh->kv_cap, row_ror, &c->rope, &ap, c->attn_scr,
+                                            st) == 0);
+        } else {
+            SI_ASSERT(cuda_attention_prefill(c->att, v.q, v.qs, kc, vc, d_bt, c->d_in + L.seq,
+                                             d_pos, n, sh->n_seqs, sh->kv_cap, row_ror,
+                                             &c->rope, &ap, c->attn_scr, st) == 0);
+        }
     }
     if (!skip(16)) matmul(c, &D->wo, c->att, n, c->xb); /* its residual add: ffn_block's norm */
 }

@@ -177,6 +177,23 @@ int cuda_attention_decode(float *out, const float *q, int q_stride, const void *
                           const uint8_t *rope_on_read, const cuda_rope_params *rope,
                           const cuda_attn_params *p, void *scratch, cudaStream_t stream);
 
+/* cuda_rope_kv_write and then cuda_attention_decode in one kernel, for a decode step of
+ * sequences none of which is streaming (no rope_on_read): row s's query token is the
+ * sequence's last position, seq_len[s] - 1, at RoPE position pos[s]; its q (as for
+ * cuda_attention_decode, un-rotated) is rotated as attention loads it, its k (f32, row stride
+ * k_stride) rotated and written with v (stride v_stride) into slot slot[s] of the caches (not
+ * when < 0). The same cache contents and outputs, bit for bit, as the two calls; q and k stay
+ * as given in memory. Returns 0 when it ran, 1 when the kernel does not cover the shapes
+ * (decode kernel version 1, rope_dim not a multiple of 16, caches of another type than rope's):
+ * run the two calls instead; -1 on bad parameters, as cuda_attention_decode. scratch: as for
+ * cuda_attention_decode. */
+int cuda_attention_decode_rope(float *out, const float *q, int q_stride, const float *k,
+                               int k_stride, const float *v, int v_stride, const int32_t *pos,
+                               const int32_t *slot, void *k_cache, void *v_cache,
+                               const int32_t *block_table, const int32_t *seq_len, int n_seqs,
+                               int max_kv_len, const cuda_rope_params *rope,
+                               const cuda_attn_params *p, void *scratch, cudaStream_t stream);
+
 /* Prefill attention on tensor cores. Query row t (of n_tokens; q f32, row stride q_stride floats,
  * rotated) belongs to sequence seq[t] at cache position pos[t] and attends causally to slots
  * 0..pos[t] of that sequence (written before the call), read through block_table[seq[t]]
@@ -186,7 +203,8 @@ int cuda_attention_decode(float *out, const float *q, int q_stride, const void *
  * max_kv_len: host bound on pos[t] + 1, at most p->max_blocks * KV_BLOCK_SIZE. head_dim 64 and
  * 128 run the tensor-core kernel (q and the softmax weights rounded to f16, f32 accumulation;
  * FP8 K/V tiles are widened to f16, exactly, in shared memory);
- * other head_dims run the decode kernel with one query row per token. The grid depends on
+ * other head_dims, and steps of at most GEMV_ROWS_MAX tokens (where each token then gets a
+ * decode step's arithmetic, bit for bit), run the decode kernel with one query row per token. The grid depends on
  * n_tokens, n_seqs and max_kv_len only (the query tiles are listed on the device), so the
  * launch can be captured into a CUDA graph. scratch: cuda_attention_prefill_scratch_bytes for
  * n_tokens <= max_tokens and n_seqs <= max_seqs; that call also raises the kernel's shared

@@ -15,12 +15,6 @@ extern "C" {
 }
 static_assert(ROPE_KV_BLOCK == KV_BLOCK_SIZE, "paged block size");
 
-struct rope_args {
-    int n_head, n_head_kv, head_dim, rope_dim, neox;
-    float freq_scale, theta_scale;
-    const float *freq_factors;
-};
-
 template <class KV>
 __global__ void __launch_bounds__(ROPE_THREADS)
     rope_kv_kernel(float *q, int q_stride, float *k, int k_stride, const float *v, int v_stride,
@@ -36,11 +30,7 @@ __global__ void __launch_bounds__(ROPE_THREADS)
     const float p = (float)pos[t];
     const int s = slot[t]; /* the host's too */
     const bool rotate_k = !(k_unrotated && k_unrotated[t]);
-    for (int i = threadIdx.x; i < half; i += ROPE_THREADS) {
-        float sn, cs;
-        sincosf(rope_theta(p, i, a.theta_scale, a.freq_scale, a.freq_factors), &sn, &cs);
-        rot[i] = make_float2(cs, sn);
-    }
+    rope_fill_angles(rot, p, a);
     __syncthreads();
     si_pdl_wait();
     float *qt = q + (size_t)t * q_stride;
@@ -88,7 +78,7 @@ __global__ void __launch_bounds__(ROPE_THREADS)
         vc[idx] = KV::from_float(idx == i0 ? v_first : vt[idx]);
 }
 
-static rope_args rope_args_of(const cuda_rope_params *p) {
+rope_args rope_args_of(const cuda_rope_params *p) {
     rope_args a;
     a.n_head = p->n_head;
     a.n_head_kv = p->n_head_kv;
