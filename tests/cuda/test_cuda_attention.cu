@@ -411,12 +411,36 @@ static void test_decode(int hd, int n_head, int n_head_kv, const std::vector<int
 
 /* ---- decode with the RoPE + KV write folded in (cuda_attention_decode_rope) ---- */
 
+/* Row x[n] quantised as the GEMVs' x (CUDA_Q8X_ROW_BYTES(n): int8 q, f32 d rounded to f16, int32
+ * sums of q per 32), by ggml's quantize_row_q8_0_ref arithmetic (d = amax / 127, q = round(x / d)
+ * through 1 / d) */
+static std::vector<uint8_t> ref_q8x_row(const float *x, int n) {
+    std::vector<uint8_t> row(CUDA_Q8X_ROW_BYTES(n));
+    float *dd = (float *)(row.data() + n);
+    int32_t *ss = (int32_t *)(dd + n / 32);
+    for (int b = 0; b < n / 32; b++) {
+        float amax = 0;
+        for (int j = 0; j < 32; j++) amax = std::max(amax, std::fabs(x[32 * b + j]));
+        const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+        int sum = 0;
+        for (int j = 0; j < 32; j++) {
+            const int q = (int)roundf(x[32 * b + j] * id);
+            row[32 * b + j] = (uint8_t)(int8_t)q;
+            sum += q;
+        }
+        dd[b] = round_f16(d);
+        ss[b] = sum;
+    }
+    return row;
+}
+
 /* A decode step of n_seqs sequences whose last slot, len[s] - 1, is the step's new token (q, k,
  * v in fused-QKV rows; RoPE position len[s] - 1 + 5 (s % 3), so the angles follow pos, not the
  * slot), two ways on copies of one cache: cuda_rope_kv_write then cuda_attention_decode, and the
  * fused kernel. Both caches must be equal byte for byte, the outputs bit for bit, the fused call
  * must leave q, k and v as given, and its output must match the reference over the two-kernel
- * path's cache and rotated q. Under version 1 with f16 caches (and for rope_dim % 16 != 0) the
+ * path's cache and rotated q; its quantised output (out_q8) must be ref_q8x_row of its output,
+ * byte for byte. Under version 1 with f16 caches (and for rope_dim % 16 != 0) the
  * fused call must decline (1) and write nothing. */
 static void test_decode_fused(int hd, int n_head, int n_head_kv, const std::vector<int> &len,
                               int rope_dim, bool neox, const std::vector<dcfg> &cfgs,
@@ -439,6 +463,9 @@ static void test_decode_fused(int hd, int n_head, int n_head_kv, const std::vect
     int32_t *dpos = dcopy(pos), *dslot = dcopy(slot), *dlen = dcopy(std::vector<int32_t>(len.begin(), len.end()));
     uint8_t *kca = dmalloc<uint8_t>(cache_bytes), *vca = dmalloc<uint8_t>(cache_bytes);
     uint8_t *kcb = dmalloc<uint8_t>(cache_bytes), *vcb = dmalloc<uint8_t>(cache_bytes);
+    const bool with_q8 = q_dim % 128 == 0; /* out_q8's condition */
+    const size_t q8_bytes = (size_t)n * CUDA_Q8X_ROW_BYTES(q_dim);
+    uint8_t *dq8 = dmalloc<uint8_t>(q8_bytes);
     const float scale = 1.0f / sqrtf((float)hd);
     const cuda_attn_params p = {n_head, n_head_kv, hd, c.max_blocks, scale, kv_dtype};
     const cuda_rope_params rp = rope_of(c);
@@ -461,8 +488,11 @@ static void test_decode_fused(int hd, int n_head, int n_head_kv, const std::vect
         const int rca = cuda_attention_decode(da, dqa, qs, kca, vca, c.dbt, dlen, n, max_kv, NULL, &rp, &p, ds,
                                               g_st);
         poison(ds, sb);
+        poison(dq8, q8_bytes);
         const int rc = cuda_attention_decode_rope(db, dqb, qs, dqb + q_dim, qs, dqb + q_dim + c.kvd, qs, dpos,
-                                                  dslot, kcb, vcb, c.dbt, dlen, n, max_kv, &rp, &p, ds, g_st);
+                                                  dslot, kcb, vcb, c.dbt, dlen, n, max_kv, &rp, &p,
+                                                  with_q8 ? dq8 : NULL, ds, g_st);
+        const std::vector<uint8_t> q8 = fetch(dq8, q8_bytes);
         const std::vector<float> oa = fetch(da, out_n), ob = fetch(db, out_n);
         const std::vector<float> qa = fetch(dqa, qkv.size()), qb = fetch(dqb, qkv.size());
         const std::vector<uint8_t> ka = fetch(kca, cache_bytes), kb = fetch(kcb, cache_bytes);
@@ -492,6 +522,12 @@ static void test_decode_fused(int hd, int n_head, int n_head_kv, const std::vect
         report((std::string(name) + ": caches == two kernels' (bytes)").c_str(), c_diff, 0);
         report((std::string(name) + ": q, k, v left as given").c_str(),
                memcmp(qb.data(), qkv.data(), qkv.size() * sizeof(float)) ? NAN : 0, 0);
+        double q8_diff = 0; /* bytes differing from the output's quantisation */
+        for (int r = 0; r < n && with_q8; r++) {
+            const std::vector<uint8_t> want = ref_q8x_row(&ob[(size_t)r * q_dim], q_dim);
+            for (size_t i = 0; i < want.size(); i++) q8_diff += q8[r * want.size() + i] != want[i];
+        }
+        if (with_q8) report((std::string(name) + ": out_q8 == q8 of out (bytes)").c_str(), q8_diff, 0);
         /* the reference over the two-kernel path's cache (rotated k, v at each new slot) and q */
         if (fp8) {
             c.kc8 = ka;
@@ -509,7 +545,7 @@ static void test_decode_fused(int hd, int n_head, int n_head_kv, const std::vect
         CUDA_CHECK(cudaFree(ds));
     }
     dcfg_set(k_dcfg_default);
-    for (void *d : std::initializer_list<void *>{dqa, dqb, da, db, dpos, dslot, dlen, kca, vca, kcb, vcb})
+    for (void *d : std::initializer_list<void *>{dqa, dqb, da, db, dpos, dslot, dlen, kca, vca, kcb, vcb, dq8})
         CUDA_CHECK(cudaFree(d));
     free_paged(c);
 }

@@ -32,6 +32,7 @@
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/attention.cuh"
 #include "backend/cuda/pdl.cuh"
+#include "backend/cuda/q8x_row.cuh"
 
 /* N-byte (16 or 8) global->shared copy; src_bytes 0 writes zeros (keys past the part). 16 bytes
  * bypass L1 (.cg); 8 bytes (FP8 keys) can only go through it (.ca). */
@@ -195,6 +196,21 @@ __device__ __forceinline__ void attn_write_new(const attn_fresh &f, int r, int k
     }
 }
 
+/* Where the decode kernels also write their output quantised for the output projection's GEMV
+ * (cuda_gemv_pre; q8x_row.cuh): row r's element i at q8_row(r), CUDA_Q8X_ROW_BYTES(n) bytes a
+ * row of n = n_head * head_dim. store() is called by all 32 lanes of a warp with 32
+ * consecutive elements (i from `base`, a multiple of 32 as head_dim is). */
+struct attn_q8_out {
+    uint8_t *row; /* this row's, or NULL: no quantised output */
+    int base, n;
+    __device__ __forceinline__ void store(int i, float v) const {
+        if (row) q8x_row_store1(row, n, base + i, v);
+    }
+};
+__device__ __forceinline__ attn_q8_out attn_q8_of(uint8_t *out_q8, int r, int n, int base) {
+    return {out_q8 ? out_q8 + (size_t)r * CUDA_Q8X_ROW_BYTES(n) : NULL, base, n};
+}
+
 /* Geometry of attn_decode_tile for a head_dim: LPT lanes per key (8 elements of K and of V
  * each: 16 bytes of f16), TPW keys per warp step, SK keys per stage (inside one paged block),
  * NSTEP warp steps per stage, NS stages per warp; MINB CTAs per SM (the register bound; shared
@@ -208,12 +224,13 @@ __device__ __forceinline__ void attn_write_new(const attn_fresh &f, int r, int k
  * outputs sm_acc [ATTN_WARPS][GX][HD] flat), merged in warp order with ex (exp2 for base-2
  * maxima, __expf for natural ones) and stored as part `part` of rows (row0 + g) * n_parts + part
  * (part_acc, part_ml); a row of one part is normalised into out instead when out is not NULL
- * (the combine kernel would do the same with c = 1). */
+ * (the combine kernel would do the same with c = 1), and quantised into q8 too. */
 template <int HD, int GX, class E>
 __device__ __forceinline__ void attn_store_merged(const float (*sm_m)[GX], const float (*sm_l)[GX],
                                                   const float *sm_acc, int G, size_t row0,
                                                   int n_parts, int part, float *out,
-                                                  float *part_acc, float *part_ml, E ex) {
+                                                  attn_q8_out q8, float *part_acc,
+                                                  float *part_ml, E ex) {
     for (int idx = threadIdx.x; idx < G * HD; idx += ATTN_WARPS * 32) {
         const int g = idx / HD, d = idx % HD;
         float mx = -INFINITY;
@@ -228,7 +245,9 @@ __device__ __forceinline__ void attn_store_merged(const float (*sm_m)[GX], const
         }
         const size_t row = (row0 + g) * n_parts + part;
         if (out && n_parts == 1) {
-            out[row * HD + d] = ls > 0.0f ? a / ls : 0.0f;
+            const float o = ls > 0.0f ? a / ls : 0.0f;
+            out[row * HD + d] = o;
+            q8.store(idx, o); /* a warp holds 32 consecutive d: one Q8_0 block */
             continue;
         }
         part_acc[row * HD + d] = a;
@@ -265,7 +284,7 @@ __global__ void __launch_bounds__(ATTN_WARPS * 32, (attn_geo<HD, WIDE, KV>::MINB
                      const typename KV::T *vc, const int32_t *__restrict__ block_table,
                      attn_rows rows, int n_head, int n_head_kv, int max_blocks, float scale2,
                      attn_rope rope, attn_fresh fresh, int part_keys, int n_parts,
-                     float *part_acc, float *part_ml, float *out) {
+                     float *part_acc, float *part_ml, float *out, uint8_t *out_q8) {
     using geo = attn_geo<HD, WIDE, KV>;
     using E = typename KV::T; /* the cache's element */
     constexpr int CP = 8 * KV::BYTES; /* bytes a lane copies per key (8 elements) */
@@ -292,9 +311,13 @@ __global__ void __launch_bounds__(ATTN_WARPS * 32, (attn_geo<HD, WIDE, KV>::MINB
     const int G = n_head / n_head_kv, kv_dim = n_head_kv * HD;
     if (p0 >= len) {
         si_pdl_wait();
-        if (n_parts == 1) /* a row with no keys: zeros, as the combine writes */
-            for (int i = threadIdx.x; i < G * HD; i += ATTN_WARPS * 32)
+        if (n_parts == 1) { /* a row with no keys: zeros, as the combine writes */
+            const attn_q8_out q8 = attn_q8_of(out_q8, r, n_head * HD, kvh * G * HD);
+            for (int i = threadIdx.x; i < G * HD; i += ATTN_WARPS * 32) {
                 out[((size_t)r * n_head + kvh * G) * HD + i] = 0.0f;
+                q8.store(i, 0.0f);
+            }
+        }
         return;
     }
     const int p1 = min(p0 + part_keys, len);
@@ -445,7 +468,8 @@ __global__ void __launch_bounds__(ATTN_WARPS * 32, (attn_geo<HD, WIDE, KV>::MINB
     }
     __syncthreads();
     attn_store_merged<HD, GM>(sm_m, sm_l, sm_acc, G, (size_t)r * n_head + kvh * G, n_parts, part,
-                              out, part_acc, part_ml, [](float x) { return attn_exp2(x); });
+                              out, attn_q8_of(out_q8, r, n_head * HD, kvh * G * HD), part_acc,
+                              part_ml, [](float x) { return attn_exp2(x); });
 }
 
 /* Version 1 (SI_CUDA_ATTN_V1=1, for comparison): one key per lane group per step, an online-
@@ -527,8 +551,8 @@ __global__ void __launch_bounds__(ATTN_WARPS * 32, ROT || HD > 128 ? 2 : 3)
     __syncthreads();
     /* version 1 always leaves the combine to its kernel: no out */
     attn_store_merged<HD, ATTN_MAXG>(sm_m, sm_l, &sm_acc[0][0][0], G, (size_t)r * n_head + kvh * G,
-                                     n_parts, part, (float *)NULL, part_acc, part_ml,
-                                     [](float x) { return __expf(x); });
+                                     n_parts, part, (float *)NULL, attn_q8_out{NULL, 0, 0},
+                                     part_acc, part_ml, [](float x) { return __expf(x); });
 }
 
 /* Out row r, head blockIdx.x: the row's parts (those holding keys: ceil(len / part_keys)) merged
@@ -537,8 +561,9 @@ __global__ void __launch_bounds__(ATTN_WARPS * 32, ROT || HD > 128 ? 2 : 3)
  * long sequence has 16+ parts); the sums run in part order, whatever the batch. */
 template <int HD, bool LOG2>
 __global__ void __launch_bounds__(HD)
-    attn_decode_combine(float *out, const float *part_acc, const float *part_ml, attn_rows rows,
-                        int n_head, int part_keys, int n_parts) {
+    attn_decode_combine(float *out, uint8_t *out_q8, const float *part_acc,
+                        const float *part_ml, attn_rows rows, int n_head, int part_keys,
+                        int n_parts) {
     __shared__ float sm_mx[HD / 32];
     si_pdl_trigger(); /* the output matmul after it may launch now (pdl.cuh) */
     const int h = blockIdx.x, r = blockIdx.y, d = threadIdx.x;
@@ -560,7 +585,9 @@ __global__ void __launch_bounds__(HD)
         a += part_acc[(row0 + p) * HD + d] * c;
         ls += ml.y * c;
     }
-    out[((size_t)r * n_head + h) * HD + d] = ls > 0.0f ? a / ls : 0.0f;
+    const float o = ls > 0.0f ? a / ls : 0.0f;
+    out[((size_t)r * n_head + h) * HD + d] = o;
+    attn_q8_of(out_q8, r, n_head * HD, h * HD).store(d, o);
 }
 
 /* ---- host side ---- */
@@ -662,6 +689,7 @@ struct attn_launch_args {
     int n_rows, n_parts, part_keys;
     attn_rope rope;
     attn_fresh fresh;
+    uint8_t *out_q8;
     const cuda_attn_params *p;
     float *part_acc, *part_ml;
     cudaStream_t st;
@@ -676,7 +704,7 @@ static void attn_launch_tile(const attn_launch_args &a) {
                   attn_geo<HD, WIDE, KV>::SMEM, a.st, a.q, a.q_stride, (const T *)a.kc,
                   (const T *)a.vc, a.bt, a.rows, p->n_head, p->n_head_kv, p->max_blocks,
                   p->scale * 1.4426950408889634f, a.rope, a.fresh, a.part_keys, a.n_parts,
-                  a.part_acc, a.part_ml, a.out);
+                  a.part_acc, a.part_ml, a.out, a.out_q8);
 }
 
 template <int HD, int GM, class KV> static void attn_launch_g(const attn_launch_args &a) {
@@ -716,10 +744,10 @@ template <int HD, class KV> static void attn_launch(const attn_launch_args &a, i
     if (!v1 && a.n_parts == 1) return; /* the tile kernel wrote out (a decode step's short rows) */
     if (v1)
         attn_decode_combine<HD, false><<<dim3(p->n_head, a.n_rows), HD, 0, a.st>>>(
-            a.out, a.part_acc, a.part_ml, a.rows, p->n_head, a.part_keys, a.n_parts);
+            a.out, a.out_q8, a.part_acc, a.part_ml, a.rows, p->n_head, a.part_keys, a.n_parts);
     else
         attn_decode_combine<HD, true><<<dim3(p->n_head, a.n_rows), HD, 0, a.st>>>(
-            a.out, a.part_acc, a.part_ml, a.rows, p->n_head, a.part_keys, a.n_parts);
+            a.out, a.out_q8, a.part_acc, a.part_ml, a.rows, p->n_head, a.part_keys, a.n_parts);
     CUDA_CHECK_LAUNCH();
 }
 
@@ -727,7 +755,7 @@ int attn_decode_rows(float *out, const float *q, int q_stride, const void *k_cac
                      const void *v_cache, const int32_t *block_table, attn_rows rows,
                      int n_rows, int max_kv_len, const uint8_t *rope_on_read,
                      const cuda_rope_params *rope, const cuda_attn_params *p, void *scratch,
-                     cudaStream_t stream, const attn_fresh *fresh) {
+                     cudaStream_t stream, const attn_fresh *fresh, uint8_t *out_q8) {
     if (n_rows <= 0) return 0;
     if (p->n_head_kv <= 0 || p->n_head % p->n_head_kv || p->n_head / p->n_head_kv > ATTN_MAXG)
         return -1;
@@ -752,7 +780,7 @@ int attn_decode_rows(float *out, const float *q, int q_stride, const void *k_cac
     if (rope_on_read) rope_cos_sin_table(table, n_kv, rope, stream);
     attn_fresh none = {};
     attn_launch_args a = {out, q, q_stride, k_cache, v_cache, block_table, rows, n_rows,
-                          n_parts, part_keys, ar, fresh ? *fresh : none, p, part_acc,
+                          n_parts, part_keys, ar, fresh ? *fresh : none, out_q8, p, part_acc,
                           part_acc + (size_t)n_rows * p->n_head * n_parts * p->head_dim, stream};
     launch(a, version);
     return 0;
@@ -766,7 +794,7 @@ extern "C" int cuda_attention_decode(float *out, const float *q, int q_stride,
                                      void *scratch, cudaStream_t stream) {
     const attn_rows rows = {seq_len, NULL, NULL};
     return attn_decode_rows(out, q, q_stride, k_cache, v_cache, block_table, rows, n_seqs,
-                            max_kv_len, rope_on_read, rope, p, scratch, stream, NULL);
+                            max_kv_len, rope_on_read, rope, p, scratch, stream, NULL, NULL);
 }
 
 extern "C" int cuda_attention_decode_rope(float *out, const float *q, int q_stride,
@@ -776,15 +804,17 @@ extern "C" int cuda_attention_decode_rope(float *out, const float *q, int q_stri
                                           const int32_t *block_table, const int32_t *seq_len,
                                           int n_seqs, int max_kv_len,
                                           const cuda_rope_params *rope,
-                                          const cuda_attn_params *p, void *scratch,
-                                          cudaStream_t stream) {
+                                          const cuda_attn_params *p, void *out_q8,
+                                          void *scratch, cudaStream_t stream) {
     /* the tile kernel (version 2) with its 8-element rotation: rope_dim a multiple of 16 */
     if (attn_version(p) != 2 || rope->kv_dtype != p->kv_dtype || rope->rope_dim <= 0 ||
         rope->rope_dim > p->head_dim || rope->rope_dim % 16)
         return 1;
+    if (out_q8 && (p->n_head * p->head_dim) % 128) return -1; /* q8x rows stay 16-aligned */
     const attn_rows rows = {seq_len, NULL, NULL};
     const attn_fresh fresh = {k, v, k_stride, v_stride, pos, slot, k_cache, v_cache,
                               rope_args_of(rope)};
     return attn_decode_rows(out, q, q_stride, k_cache, v_cache, block_table, rows, n_seqs,
-                            max_kv_len, NULL, rope, p, scratch, stream, &fresh);
+                            max_kv_len, NULL, rope, p, scratch, stream, &fresh,
+                            (uint8_t *)out_q8);
 }

@@ -66,12 +66,14 @@ struct attn_fresh {
 size_t attn_decode_scratch_bytes(const cuda_attn_params *p, int n_rows, int max_kv_len);
 
 /* The decode (flash-decoding) kernels over n_rows query rows (q row r at q + r * q_stride), as
- * cuda_attention_decode; prefill runs them for head_dims its tensor-core kernel lacks. */
+ * cuda_attention_decode; prefill runs them for head_dims its tensor-core kernel lacks and for
+ * steps of a few tokens. fresh: the step's new tokens, or NULL (attn_fresh); out_q8: the output
+ * quantised as well (cuda_attention_decode_rope), or NULL. */
 int attn_decode_rows(float *out, const float *q, int q_stride, const void *k_cache,
                      const void *v_cache, const int32_t *block_table, attn_rows rows,
                      int n_rows, int max_kv_len, const uint8_t *rope_on_read,
                      const cuda_rope_params *rope, const cuda_attn_params *p, void *scratch,
-                     cudaStream_t stream, const attn_fresh *fresh);
+                     cudaStream_t stream, const attn_fresh *fresh, uint8_t *out_q8);
 
 /* Timing and test knob, not for the engine: the decode kernel version (1: the first kernel, one
  * softmax update per key, ATTN_PART keys per CTA, f16 caches only: FP8 caches always run version

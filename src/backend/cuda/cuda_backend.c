@@ -178,7 +178,9 @@ static size_t scratch_layout(cuda_state *c, const si_model *m, const backend_par
     TAKE(ffn, (T * 2 * ff + SPLIT_PAD) * 4);
     TAKE(act, T * ff * 4);
     {
-        const size_t kmax = (size_t)(hp->n_embd > hp->n_ff ? hp->n_embd : hp->n_ff);
+        /* rows of the norms' outputs, SwiGLU's, or attention's (the output projection's x) */
+        size_t kmax = (size_t)(hp->n_embd > hp->n_ff ? hp->n_embd : hp->n_ff);
+        if ((size_t)q_dim > kmax) kmax = (size_t)q_dim;
         TAKE(xq8, GEMV_ROWS_MAX * CUDA_Q8X_ROW_BYTES(kmax));
     }
     TAKE(xo, S * hp->n_embd * 4);
@@ -385,6 +387,18 @@ static bool attn_fuse_on(void) {
     return on != 0;
 }
 
+/* Whether the fused decode attention also quantises its output for the output projection's
+ * GEMV (cuda_attention_decode_rope's out_q8), where that GEMV would quantise it itself: yes
+ * unless SI_CUDA_ATTN_Q8=0, the timing knob (the same results). */
+static bool attn_q8_on(void) {
+    static int on = -1;
+    if (on < 0) {
+        const char *e = getenv("SI_CUDA_ATTN_Q8");
+        on = !(e && atoi(e) == 0);
+    }
+    return on != 0;
+}
+
 /* Whether the norm before a matmul of w over n rows should also quantise its output for it: the
  * GEMV would quantise x itself (cuda_gemv_pre_ok), once in every CTA. */
 static bool pre_quant(const dev_mat *w, int n) { return cuda_gemv_pre_ok(w->type, w->K, n); }
@@ -476,10 +490,13 @@ static void attention_block(cuda_state *c, const dev_layer *D, int il, const ste
     /* a decode step rotates and caches the new tokens inside attention's kernel where it can
      * (1: it cannot, the two kernels run) */
     int fused = 1;
+    /* and, where it does, quantises its output for the output projection */
+    const bool att_q8 = attn_q8_on() && pre_quant(&D->wo, n) && q_dim % 128 == 0;
     if (sh->decode && !sh->streaming && attn_fuse_on() && !skip(4) && !skip(8)) {
         fused = cuda_attention_decode_rope(c->att, v.q, v.qs, v.k, v.ks, v.v, v.vs, d_pos,
                                            c->d_in + L.slot, kc, vc, d_bt, c->d_in + L.kv_len, n,
-                                           sh->kv_cap, &c->rope, &ap, c->attn_scr, st);
+                                           sh->kv_cap, &c->rope, &ap, att_q8 ? c->xq8 : NULL,
+                                           c->attn_scr, st);
         SI_ASSERT(fused >= 0);
     }
     if (fused != 0) {
@@ -497,7 +514,13 @@ static void attention_block(cuda_state *c, const dev_layer *D, int il, const ste
                                              &c->rope, &ap, c->attn_scr, st) == 0);
         }
     }
-    if (!skip(16)) matmul(c, &D->wo, c->att, n, c->xb); /* its residual add: ffn_block's norm */
+    /* its residual add: ffn_block's norm */
+    if (skip(16)) {
+    } else if (fused == 0 && att_q8) {
+        SI_ASSERT(cuda_gemv_pre(D->wo.type, D->wo.d, D->wo.M, D->wo.K, c->xq8, n, c->xb, st) == 0);
+    } else {
+        matmul(c, &D->wo, c->att, n, c->xb);
+    }
 }
 
 /* down(silu(gate(x)) * up(x)) */
