@@ -4,7 +4,8 @@
  *     aliasing y (as the forward pass calls it) and with y NULL;
  *   - x quantised ahead by the norm (out_q8) or by the fused SwiGLU (cuda_fwd_swiglu_rows):
  *     cuda_gemv_pre on it == cuda_gemv on the f32 output, for every quantised type and 1..8
- *     rows (the GEMV would quantise that f32 x itself, in every CTA);
+ *     rows (the GEMV would quantise that f32 x itself, in every CTA); and the q8 rows written
+ *     alone (out NULL) are the same bytes;
  * every output poisoned (NaN bytes) first, so an unwritten element fails. Then timings at batch
  * 1 on Llama-2-7B shapes (median of 50, cudaEvent, L2 flushed): cuda_gemv vs cuda_gemv_pre.
  *
@@ -135,6 +136,7 @@ static void test_gemv_pre(const qtype &q, int M, int K, bool swiglu) {
     float *x = dfloats(rnd_vec((size_t)R * K, 1.0f)), *xb = dalloc<float>((size_t)R * K);
     float *gu = dfloats(rnd_vec((size_t)R * 2 * K, 3.0f));
     uint8_t *xq = dalloc<uint8_t>((size_t)R * CUDA_Q8X_ROW_BYTES(K));
+    uint8_t *xq2 = dalloc<uint8_t>((size_t)R * CUDA_Q8X_ROW_BYTES(K));
     float *y1 = dalloc<float>((size_t)R * M), *y2 = dalloc<float>((size_t)R * M);
     for (int nb = 1; nb <= R; nb++) {
         if (!cuda_gemv_pre_ok(q.t, K, nb)) {
@@ -162,9 +164,23 @@ static void test_gemv_pre(const qtype &q, int M, int K, bool swiglu) {
             continue;
         }
         check_same(name, hfloats(y2, (size_t)nb * M), hfloats(y1, (size_t)nb * M));
+        /* the q8 rows alone (out NULL, as the forward pass asks when only they are read): the
+         * same bytes */
+        const size_t qb = (size_t)nb * CUDA_Q8X_ROW_BYTES(K);
+        CUDA_CHECK(cudaMemset(xq2, 0xFF, qb));
+        if (swiglu) cuda_fwd_swiglu_rows(NULL, xq2, gu, K, nb, 0);
+        else if (cuda_add_rmsnorm(NULL, xq2, x, NULL, w, K, nb, 1e-5f, 0) != 0) g_fail++;
+        std::vector<uint8_t> a(qb), b(qb);
+        CUDA_CHECK(cudaMemcpy(a.data(), xq, qb, cudaMemcpyDeviceToHost));
+        CUDA_CHECK(cudaMemcpy(b.data(), xq2, qb, cudaMemcpyDeviceToHost));
+        g_checks++;
+        const bool same = a == b;
+        if (!same) g_fail++;
+        printf("%s %s %dx%d nb=%d: q8 rows alone (out NULL) == with out\n", same ? "PASS" : "FAIL",
+               swiglu ? "swiglu" : "norm", M, K, nb);
     }
     for (void *p : {(void *)W, (void *)w, (void *)x, (void *)xb, (void *)gu, (void *)xq,
-                    (void *)y1, (void *)y2})
+                    (void *)xq2, (void *)y1, (void *)y2})
         CUDA_CHECK(cudaFree(p));
 }
 

@@ -22,7 +22,8 @@ void cuda_fwd_gather_rows(float *dst, const float *src, const int32_t *rows, int
 /* out[r][i] = silu(gu[r][i]) * gu[r][n_ff + i] for r < n_rows, i < n_ff: SwiGLU over the rows
  * of the fused gate/up matmul ([gate | up], 2 n_ff floats each, n_ff % 4 == 0; all buffers
  * 16-byte aligned); out: [n_rows][n_ff]. out_q8
- * (may be NULL; needs n_ff % 128 == 0) receives out quantised for cuda_gemv_pre (cuda_ops.h). */
+ * (may be NULL; needs n_ff % 128 == 0) receives out quantised for cuda_gemv_pre (cuda_ops.h).
+ * out may be NULL when out_q8 is not (only the quantised rows are wanted). */
 void cuda_fwd_swiglu_rows(float *out, void *out_q8, const float *gu, int n_ff, int n_rows,
                           cudaStream_t stream);
 

@@ -96,7 +96,7 @@ int cuda_rmsnorm(float *out, void *out_h, si_type out_h_type, const float *x, co
  * in one kernel (the same values). out may alias y. y may be NULL (nothing added). out_q8 (may be
  * NULL; needs n % 128 == 0 and n <= CUDA_NORM_Q8_MAX) receives out's rows quantised for the GEMVs
  * of the quantised types (cuda_gemv_pre), CUDA_Q8X_ROW_BYTES(n) bytes a row: fused norm +
- * quantise. */
+ * quantise. out may be NULL when out_q8 is not (only the quantised rows are wanted). */
 #define CUDA_NORM_Q8_MAX 8192
 int cuda_add_rmsnorm(float *out, void *out_q8, float *x, const float *y, const float *w, int n,
                      int n_rows, float eps, cudaStream_t stream);

@@ -127,7 +127,8 @@ extern "C" int cuda_rmsnorm(float *out, void *out_h, si_type out_h_type, const f
 extern "C" int cuda_add_rmsnorm(float *out, void *out_q8, float *x, const float *y,
                                 const float *w, int n, int n_rows, float eps,
                                 cudaStream_t stream) {
-    if (n < 1 || n_rows < 1 || !out || (out_q8 && (n % 128 || n > NORM_VEC_MAX))) return -1;
+    if (n < 1 || n_rows < 1 || (!out && !out_q8) || (out_q8 && (n % 128 || n > NORM_VEC_MAX)))
+        return -1;
     void (*k)(float *, void *, uint8_t *, float *, const float *, const float *, int, float);
     if (y) k = out_q8 ? rmsnorm_kernel<0, true, true> : rmsnorm_kernel<0, true, false>;
     else k = out_q8 ? rmsnorm_kernel<0, false, true> : rmsnorm_kernel<0, false, false>;
