@@ -375,28 +375,29 @@ static bool skip(int what) {
     return (mask & what) != 0;
 }
 
+/* A fusion's timing switch: on unless the environment sets name to 0 (read once, into *cache,
+ * -1 until then). Either way the results are the same. */
+static bool fusion_on(const char *name, int *cache) {
+    if (*cache < 0) {
+        const char *e = getenv(name);
+        *cache = !(e && atoi(e) == 0);
+    }
+    return *cache != 0;
+}
+
 /* Whether a decode step's RoPE + KV write runs inside the attention kernel
- * (cuda_attention_decode_rope): yes unless SI_CUDA_ATTN_FUSE=0, the timing knob for the two
- * kernels (the same results). */
+ * (cuda_attention_decode_rope); SI_CUDA_ATTN_FUSE=0: the two kernels. */
 static bool attn_fuse_on(void) {
     static int on = -1;
-    if (on < 0) {
-        const char *e = getenv("SI_CUDA_ATTN_FUSE");
-        on = !(e && atoi(e) == 0);
-    }
-    return on != 0;
+    return fusion_on("SI_CUDA_ATTN_FUSE", &on);
 }
 
 /* Whether the fused decode attention also quantises its output for the output projection's
- * GEMV (cuda_attention_decode_rope's out_q8), where that GEMV would quantise it itself: yes
- * unless SI_CUDA_ATTN_Q8=0, the timing knob (the same results). */
+ * GEMV (cuda_attention_decode_rope's out_q8), which would quantise it itself;
+ * SI_CUDA_ATTN_Q8=0: the GEMV does. */
 static bool attn_q8_on(void) {
     static int on = -1;
-    if (on < 0) {
-        const char *e = getenv("SI_CUDA_ATTN_Q8");
-        on = !(e && atoi(e) == 0);
-    }
-    return on != 0;
+    return fusion_on("SI_CUDA_ATTN_Q8", &on);
 }
 
 /* Whether the norm before a matmul of w over n rows should also quantise its output for it: the
