@@ -868,7 +868,7 @@ static void fp8_tests(bool small, bool bench, bool prefill) {
         test_decode(256, 8, 1, {100, 900}, {0, 1}, 256, false, cf, F8);
     }
     if (bench) {
-        const std::vector<dcfg> cf = {k_dcfg_default, {2, 512, 0}, {2, 256, 3}, {2, 512, 3}};
+        const std::vector<dcfg> cf = {k_dcfg_default, {2, 512, 0}, {2, 1024, 0}, {2, 256, 3}, {2, 512, 3}};
         bench_decode(64, 640, 32, 32, 128, false, cf, F8);
         bench_decode(1, 4096, 32, 32, 128, false, cf, F8);
         bench_decode(8, 2048, 32, 8, 128, false, cf, F8);
@@ -1001,8 +1001,8 @@ int main(int argc, char **argv) {
     }
     if (bench) {
         /* decode: Llama-2-7B batched (64 x 512+128), one long sequence, Llama-3-8B GQA 32/8 */
-        const std::vector<dcfg> cf = {k_dcfg_default, {2, 128, 0}, {2, 512, 0}, {2, 256, 3}, {2, 128, 3},
-                                      {2, 512, 3}, {1, 0, 0}};
+        const std::vector<dcfg> cf = {k_dcfg_default, {2, 128, 0}, {2, 512, 0}, {2, 1024, 0}, {2, 256, 3},
+                                      {2, 128, 3}, {2, 512, 3}, {1, 0, 0}};
         bench_decode(64, 640, 32, 32, 128, false, cf);
         bench_decode(1, 4096, 32, 32, 128, false, cf);
         bench_decode(8, 2048, 32, 8, 128, false, cf);

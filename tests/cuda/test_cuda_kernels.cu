@@ -388,9 +388,14 @@ static void test_mmq(cuda_gemm_ctx *g, si_type t, const char *tn, int M, int K, 
     std::vector<float> hx((size_t)NBMAX * K);
     for (auto &v : hx) v = rnd_f();
     std::fill(hx.begin() + 3 * (size_t)K, hx.begin() + 4 * (size_t)K, 0.0f); /* row 3: d = 0 blocks */
-    /* the kernel quantises x to Q8_0 as cuda_gemv does: the reference takes the repo's round trip */
+    /* the int8 path quantises x to Q8_0 as cuda_gemv does: the reference takes the repo's round
+     * trip; the f16 path rounds x and each dequantised weight to f16: so does the reference */
+    const bool half = cuda_matmul_quant_rows_half(t);
+    auto f16 = [](float v) { return __half2float(__float2half_rn(v)); };
     std::vector<float> hxr(hx.size());
-    {
+    if (half) {
+        for (size_t i = 0; i < hx.size(); i++) hxr[i] = f16(hx[i]);
+    } else {
         const quant_traits *q8 = quant_get(SI_TYPE_Q8_0);
         std::vector<uint8_t> tmp(quant_row_size(SI_TYPE_Q8_0, K));
         for (int b = 0; b < NBMAX; b++) {
@@ -415,6 +420,8 @@ static void test_mmq(cuda_gemm_ctx *g, si_type t, const char *tn, int M, int K, 
         std::vector<float> row(K);
         for (int i = i0; i < i1; i++) {
             qt->to_float(hw.data() + (size_t)rows[i] * row_bytes, row.data(), K);
+            if (half)
+                for (float &v : row) v = f16(v);
             for (int b = 0; b < NBMAX; b++) {
                 double s = 0;
                 const float *xb = hxr.data() + (size_t)b * K;
@@ -460,7 +467,7 @@ static void test_mmq(cuda_gemm_ctx *g, si_type t, const char *tn, int M, int K, 
                 mb = std::max(mb, std::fabs(r));
             }
         /* f32 accumulation of up to 11008 products in another order than the double reference;
-         * the x quantisation is in the reference, so this is cuda_gemv's tolerance */
+         * the x quantisation (or f16 rounding) is in the reference: cuda_gemv's tolerance */
         report(name, written && !touched ? mx / mb : NAN, 1e-4);
         if (nb == 9) first9.assign(hy.begin(), hy.begin() + 9 * (size_t)M);
         else if (!first9.empty())
@@ -859,9 +866,11 @@ int main(int argc, char **argv) {
         /* quantised matmul for 9..128 rows: the Llama-2-7B decode shapes (fused QKV and gate+up,
          * wo, down, output; timed) and ragged ones (M not a multiple of the 128-row tile, K of
          * 11 and 3 segments: split-K over uneven ranges, S = 1 at K = 256) */
-        printf("mmq (gemm_q8x_mma.cu): quantised types, 9..128 rows, K %% 256 == 0: x quantised to q8_0\n"
-               "  once into scratch, int8 tensor cores, split-K over a thread-block cluster where the\n"
-               "  128-row tiles are few; checked at nb = 9, 16, 33, 64, 100, 128 (row 3 of x all zero).\n");
+        printf("mmq (gemm_q8x_mma.cu): quantised types, 9..128 rows, K %% 256 == 0: Q4_0 on f16\n"
+               "  tensor cores (x and the dequantised weights rounded to f16), the others with x\n"
+               "  quantised to q8_0 once into scratch on int8 tensor cores; split-K over a thread-block\n"
+               "  cluster where the 128-row tiles are few; checked at nb = 9, 16, 33, 64, 100, 128 (row 3\n"
+               "  of x all zero).\n");
         cuda_gemm_ctx *gemm;
         if (cuda_gemm_create(&gemm) != 0) { fprintf(stderr, "cuda_gemm_create failed\n"); return 1; }
         test_mmq_declines();

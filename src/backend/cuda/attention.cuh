@@ -10,8 +10,11 @@
 #define ATTN_PART 256  /* keys per CTA of version 1: the flash-decoding split */
 /* keys per CTA of version 2 by default: on the H200 (test_cuda_attention, 2026-11-30) 512 beat
  * 256 on every decode shape timed: 64 x 640 MHA 95.4 vs 93.4 % of 4.21 TB/s, 1 x 4096 61.7 vs
- * 56.7, 8 x 2048 GQA 49.9 vs 43.3, 32 x 1024 GQA 58.6 vs 54.4 */
-#define ATTN_PART_V2 512
+ * 56.7, 8 x 2048 GQA 49.9 vs 43.3, 32 x 1024 GQA 58.6 vs 54.4. 1024 (s9, 64 x (512 + 128)
+ * through the engine, SI_CUDA_ATTN_PART): every row of that batch fits one part, so the combine
+ * kernel is left out: all-decoding F16 6,581-6,630 -> 6,737-6,742 t/s, Q4_0 5,703-5,725 ->
+ * 5,793-5,807 (768 the same). A global constant, so a row's sums never depend on its batch. */
+#define ATTN_PART_V2 1024
 #define ATTN_MAXG 8    /* query heads per KV head (GQA group) */
 #define ATTN_KV_BLOCK 16
 static_assert(ATTN_KV_BLOCK == ROPE_KV_BLOCK, "one paged block size");

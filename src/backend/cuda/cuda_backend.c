@@ -42,15 +42,24 @@
 
 /* ---- per-state memory -------------------------------------------------------------------- */
 
-/* Profiling knob, never for results: SI_CUDA_STEP_TIMING=1 times every one-token step on the
- * GPU (events around its copies and kernels) and in the backend call (host clock), and prints
- * the means when the state is freed. Against the bench's time per token, the two say how much
- * of a decode step the GPU idles while the host works. */
+/* Profiling knob, never for results: SI_CUDA_STEP_TIMING=1 times every decode step (one token
+ * per sequence) on the GPU (events around its copies and kernels), in the backend call (host
+ * clock) and from its start to the next step's start when that has as many tokens, and prints
+ * the means when the state is freed: for one-token steps and for the most frequent batched size.
+ * Against the GPU time, the start-to-start time says how long the GPU idles between steps while
+ * the host works (the engine's scheduling, sampling, events). */
+#define STEP_TIMING_MAX_N 256
+typedef struct step_sums {
+    long steps, cycles;
+    double gpu_ms, call_s, cycle_s;
+} step_sums;
+
 typedef struct step_timing {
     bool on, open;
     cudaEvent_t begin, end;
-    long steps;
-    double gpu_ms, call_s, t0;
+    int n_tokens, prev_n;
+    double t0, prev_t0;
+    step_sums by_n[STEP_TIMING_MAX_N + 1]; /* [n_tokens], the last for all larger */
 } step_timing;
 
 typedef struct cuda_state {
@@ -93,9 +102,19 @@ typedef struct cuda_state {
 } cuda_state;
 
 static void step_timing_begin(step_timing *t, const si_batch *b, cudaStream_t st) {
-    t->open = t->on && b->n_tokens == 1;
-    if (!t->open) return;
+    t->open = t->on && b->n_tokens == b->n_seqs;
+    if (!t->open) {
+        t->prev_n = 0;
+        return;
+    }
+    t->n_tokens = b->n_tokens < STEP_TIMING_MAX_N ? b->n_tokens : STEP_TIMING_MAX_N;
     t->t0 = cuda_now_s();
+    if (t->prev_n == t->n_tokens) {
+        t->by_n[t->n_tokens].cycle_s += t->t0 - t->prev_t0;
+        t->by_n[t->n_tokens].cycles++;
+    }
+    t->prev_n = t->n_tokens;
+    t->prev_t0 = t->t0;
     CUDA_CHECK(cudaEventRecord(t->begin, st));
 }
 
@@ -106,17 +125,28 @@ static void step_timing_end(step_timing *t, cudaStream_t st) {
     CUDA_CHECK(cudaEventSynchronize(t->end));
     float ms;
     CUDA_CHECK(cudaEventElapsedTime(&ms, t->begin, t->end));
-    t->gpu_ms += ms;
-    t->call_s += cuda_now_s() - t->t0;
-    t->steps++;
+    step_sums *s = &t->by_n[t->n_tokens];
+    s->gpu_ms += ms;
+    s->call_s += cuda_now_s() - t->t0;
+    s->steps++;
+}
+
+static void step_sums_report(int n, const step_sums *s) {
+    if (!s->steps) return;
+    fprintf(stderr, "cuda step timing: %ld decode steps of %d token(s), mean GPU %.1f us, mean "
+            "host time in the step %.1f us", s->steps, n, 1e3 * s->gpu_ms / s->steps,
+            1e6 * s->call_s / s->steps);
+    if (s->cycles) fprintf(stderr, ", start to next start %.1f us", 1e6 * s->cycle_s / s->cycles);
+    fprintf(stderr, "\n");
 }
 
 static void step_timing_report(const step_timing *t) {
     if (!t->on) return;
-    if (t->steps)
-        fprintf(stderr, "cuda step timing: %ld one-token steps, mean GPU %.1f us, mean host "
-                "time in the step %.1f us\n", t->steps, 1e3 * t->gpu_ms / t->steps,
-                1e6 * t->call_s / t->steps);
+    int most = 2;
+    for (int n = 2; n <= STEP_TIMING_MAX_N; n++)
+        if (t->by_n[n].steps > t->by_n[most].steps) most = n;
+    step_sums_report(1, &t->by_n[1]);
+    step_sums_report(most, &t->by_n[most]);
     CUDA_CHECK(cudaEventDestroy(t->begin));
     CUDA_CHECK(cudaEventDestroy(t->end));
 }

@@ -55,16 +55,22 @@ int cuda_gemv_pre(si_type t, const void *W, int M, int K, const void *xq, int n_
  * with on != 0 or SI_CUDA_GEMV_MMA=1 in the environment. */
 void cuda_gemv_set_tensor_cores(int on);
 
-/* Batched-decode matmul of the quantised types on int8 tensor cores (gemm_q8x_mma.cu): the same
+/* Batched-decode matmul of the quantised types on tensor cores (gemm_q8x_mma.cu): the same
  * y[b][m] = sum_k W[m][k] * x[b][k] for n_rows in 9..128, W of type Q8_0, Q4_0, Q4_1, Q4_K or
- * Q6_K with K % 256 == 0, reading each weight byte once (no dequantised copy). x is quantised
- * to Q8_0 blocks into scratch first, exactly as cuda_gemv's quantised kernels do (so the same
- * reference and tolerance hold); scales are applied in f32. scratch: at least
+ * Q6_K with K % 256 == 0, reading each weight byte once (no dequantised copy). Two paths:
+ *  - Q4_0 (cuda_matmul_quant_rows_half): x is converted to f16 and each weight
+ *    dequantised to f16 in registers (d * q rounded once, as cuda_dequantize_f16 does), f16
+ *    tensor cores with f32 accumulation: cuda_gemm's numbers, without the dequantised copy;
+ *  - the others (and Q4_0 with SI_CUDA_MMQ_HALF=0): x is quantised to Q8_0 blocks first,
+ *    exactly as cuda_gemv's quantised kernels do (so the same reference and tolerance hold),
+ *    int8 tensor cores, scales applied in f32.
+ * scratch: at least
  * cuda_matmul_quant_rows_scratch_bytes(t, K, n_rows) bytes, 16-byte aligned; W, x 16-byte
  * aligned. Each output element is summed in the same order for every n_rows in 9..128 (but not
  * in cuda_gemv's order). Returns 0, or -1 (nothing launched) for another type, shape or row
  * count, or when SI_CUDA_MMQ=0 is set in the environment: the caller then uses cuda_gemm.
  * Nothing is allocated or synchronised (capturable in a CUDA graph once it has run eagerly). */
+int cuda_matmul_quant_rows_half(si_type t);
 size_t cuda_matmul_quant_rows_scratch_bytes(si_type t, int K, int n_rows);
 /* Whether cuda_matmul_quant_rows beats dequantise + cuBLASLt for an M-row weight of type t and
  * n_rows activation rows (measured on the H200; gemm_q8x_mma.cu says where). */

@@ -38,7 +38,25 @@
  * x fragment layout (scratch), per segment of 256 elements: [n8 tile][block j of 8][lane][2
  * words]: lane 4 g + c holds row 8 tile + g, k 32 j + 4c..+3 and 32 j + 16 + 4c..+3 (the
  * m16n8k32 B fragment; 8-byte loads, a warp's 256 bytes contiguous); then float2 {dx, dC}
- * [j][npad]; then (types with a min) float dx * sum(q) [j][npad]. */
+ * [j][npad]; then (types with a min) float dx * sum(q) [j][npad].
+ *
+ * The f16 path (Q4_0; HALF): at 64 rows the int8 kernel above runs at ~130-150 TOP/s on the
+ * H200 (ncu, 2026-11-30 s9: 50-77 us for the 7B QKV and gate/up weights), bound by the f32 scale
+ * FMAs and fragment building per 32-block, and the 4096-row weights went to dequantise +
+ * cuBLASLt, so Q4_0's batched decode step spent 230 us a layer in matmuls. Here each weight is
+ * dequantised in registers to f16 (d * q, rounded once; the block scale folded in, so the
+ * accumulators need no per-block rescale) and multiplied on f16 tensor cores (mma.m16n8k16, f32
+ * accumulation) by x converted to f16 once (mmq_x_half): the numbers of dequantise + cuBLASLt
+ * without its copy. Same tiles, stages, split-K and epilogue; a warp holds one m16 tile and
+ * eight n8 tiles from 64 rows. The k order inside a 32-block is permuted as the int8 fragments
+ * permute it (lane c takes elements 4c..4c+3 and 16+4c..16+4c+3: one 32-bit word of a Q4_0
+ * block), A and B alike, so a dot product is unchanged. x layout: [n8 tile][block j][lane] 16
+ * bytes: f16 of k 32 j + 4c..+3, 32 j + 16 + 4c..+3 of row 8 tile + g.
+ * Measured at 64 rows (test_cuda_kernels --mmq, s9), int8 -> f16: 12288 x 4096 48.7 -> 44.0 us,
+ * 22016 x 4096 74.9 -> 69.9, 4096 x 11008 67.0 -> 57.8, 4096 x 4096 31.0 -> 26.5 (1.0-1.7x
+ * dequantise + cuBLASLt, which the 4096-row weights took before); 64 x (512 + 128) Q4_0
+ * all-decoding 5,083-5,116 -> 5,701-5,739 t/s. Still issue- and latency-bound (ncu: ~0.4-0.6
+ * instructions a cycle a scheduler, 16 warps an SM), not at the tensor cores' rate. */
 #include <cooperative_groups.h>
 
 #include "backend/cuda/cuda_ops.h"
@@ -77,8 +95,7 @@ static_assert(MMQ_STAGES >= 2, "the split-K partial tile reuses the stage memory
 #define MMQ_UNROLL_J 2
 #endif
 
-#define MMQ_WM 4                        /* warps along M: a warp owns 32 weight rows */
-#define MMQ_TILE_M (32 * MMQ_WM)        /* weight rows per CTA */
+#define MMQ_TILE_M 128                  /* weight rows per CTA */
 #define MMQ_MAX_SPLIT 8                 /* the portable cluster size */
 #define MMQ_RED_STRIDE (MMQ_TILE_M + 4) /* floats a batch row of the partial tile (banks) */
 #define MMQ_QCHUNK 2048 /* elements of x a quantiser CTA (128 threads) takes per row */
@@ -89,17 +106,21 @@ template <class T> struct mmq_min { static constexpr bool v = false; }; /* block
 template <> struct mmq_min<tmma_q4_1> { static constexpr bool v = true; };
 template <> struct mmq_min<tmma_q4_k> { static constexpr bool v = true; };
 
-template <class T> struct mmq_layout {
+/* HALF: the f16 path (the header's last part): x staged as f16, 512 bytes a row a segment */
+template <class T, bool HALF = false> struct mmq_layout {
     /* 16-byte words covering one row's segment: exact when SEGB % 16 == 0 (rows are then
      * 16-aligned: row bytes = K / 256 * SEGB), else from a 2-aligned start (Q6_K); the slot is
      * an odd number of words so that the 8 rows of a fragment load fall in distinct banks */
     static constexpr int NC = T::SEGB % 16 == 0 ? T::SEGB / 16 : (T::SEGB + 14 + 15) / 16;
     static constexpr int SEGP = 16 * (NC | 1);
     static constexpr bool MIN = mmq_min<T>::v;
-    static constexpr int XB = 256 + 64 + (MIN ? 32 : 0); /* x bytes per row per segment */
+    static constexpr int XB = HALF ? 512 : 256 + 64 + (MIN ? 32 : 0); /* x bytes a row a segment */
 };
 
-static inline int mmq_xb(bool min) { return 256 + 64 + (min ? 32 : 0); }
+/* m16 tiles a warp (the kernel says why) */
+template <bool HALF> __host__ __device__ static constexpr int mmq_mt() { return HALF ? 1 : 2; }
+
+static inline int mmq_xb(bool min, bool half) { return half ? 512 : 256 + 64 + (min ? 32 : 0); }
 
 static inline int mmq_npad(int n) { return n <= 16 ? 16 : n <= 32 ? 32 : n <= 64 ? 64 : 128; }
 
@@ -115,6 +136,55 @@ __device__ __forceinline__ void mmq_mma(int (&d)[4], uint32_t a0, uint32_t a1, u
 /* dx * p from the biased mma result (see the header) */
 __device__ __forceinline__ float mmq_dp(float dx, float dc, int biased) {
     return fmaf(dx, __int_as_float(biased), dc);
+}
+
+/* ---- the f16 path ---- */
+
+/* Two int8 weights (bytes sel of s8x4: 0x4140 bytes 0 and 1, 0x4342 bytes 2 and 3) times the
+ * block scale d, as f16x2 rounded once, as cuda_dequantize_f16 rounds them: byte_perm puts q + 128
+ * under the exponent of 1024 (0x64XX is 1024 + XX exactly), the subtraction leaves q exactly. */
+__device__ __forceinline__ uint32_t mmq_h2(uint32_t s8x4, uint32_t sel, __half2 d) {
+    const uint32_t u = __byte_perm(s8x4 ^ 0x80808080u, 0x64u, sel);
+    const __half2 h = __hmul2(__hsub2(*(const __half2 *)&u, __float2half2_rn(1152.0f)), d);
+    return *(const uint32_t *)&h;
+}
+
+/* acc += A B on f16 tensor cores, f32 accumulation (m16n8k16; fragments as the int8 mma's, with
+ * 16 k instead of 32: lane 4 g + c holds A rows g, g + 8 and B column g at k slots 2c, 2c + 1,
+ * 2c + 8, 2c + 9) */
+__device__ __forceinline__ void mmq_hmma(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2,
+                                         uint32_t a3, uint32_t b0, uint32_t b1) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+        "{%8, %9}, {%0, %1, %2, %3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ uint32_t mmq_f2h2(float a, float b) {
+    const __half2 h = __floats2half2_rn(a, b);
+    return *(const uint32_t *)&h;
+}
+
+/* x (f32 [nb][K]) to f16 in the f16 path's fragment order (the header), zero rows up to npad;
+ * one thread per 16 bytes */
+__global__ void __launch_bounds__(256)
+    mmq_x_half(const float *__restrict__ x, int K, int nb, int npad, uint8_t *__restrict__ xs) {
+    si_pdl_wait(); /* x is the previous kernel's output; the scratch was read by an earlier one */
+    si_pdl_trigger();
+    const int total = K / 256 * npad * 32;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
+        const int lane = i & 31, j = (i >> 5) & 7, rest = i >> 8, ntiles = npad / 8;
+        const int nt = rest % ntiles, sg = rest / ntiles;
+        const int row = 8 * nt + (lane >> 2), k = 256 * sg + 32 * j + 4 * (lane & 3);
+        uint4 v = make_uint4(0u, 0u, 0u, 0u);
+        if (row < nb) {
+            const float4 a = *(const float4 *)(x + (size_t)row * K + k);
+            const float4 b = *(const float4 *)(x + (size_t)row * K + k + 16);
+            v = make_uint4(mmq_f2h2(a.x, a.y), mmq_f2h2(a.z, a.w), mmq_f2h2(b.x, b.y),
+                           mmq_f2h2(b.z, b.w));
+        }
+        ((uint4 *)xs)[i] = v;
+    }
 }
 
 /* grid (npad, ceil(K / MMQ_QCHUNK)), 128 threads: row blockIdx.x, elements of chunk blockIdx.y.
@@ -148,20 +218,25 @@ __global__ void __launch_bounds__(128)
     q8x_quantize_x(x + (size_t)n * K + k0, kn, 1, issued, store);
 }
 
-/* grid (S, ceil(M / MMQ_TILE_M)), 32 * MMQ_WM * npad / (8 NT) threads (128 to 512); S > 1:
+/* grid (S, ceil(M / MMQ_TILE_M)), 32 * (MMQ_TILE_M / (16 MT)) * npad / (8 NT) threads (128 to
+ * 512); S > 1:
  * launched as clusters of (S, 1, 1). W: GGUF rows of row_bytes = nseg * T::SEGB; xs: the
  * quantiser's layout for npad rows; y: f32 [nb][M]. Registers: at most 128 (80-126 with NT <= 4,
  * no spills), so two CTAs of 256 threads fit an SM, as their shared memory does. */
-template <class T, int NT>
+template <class T, int NT, bool HALF>
 __global__ void __launch_bounds__(512, 1)
     mmq_kernel(const uint8_t *__restrict__ W, int M, int nseg, size_t row_bytes,
                const uint8_t *__restrict__ xs, int npad, int nb, float *__restrict__ y) {
-    using L = mmq_layout<T>;
+    using L = mmq_layout<T, HALF>;
     constexpr int SEGP = L::SEGP, NC = L::NC, SEGB = T::SEGB, STW = MMQ_TILE_M * SEGP;
     constexpr int UJ = MMQ_UNROLL_J; /* (a macro is not expanded in the pragma) */
     extern __shared__ __align__(16) uint8_t smem[];
     const int tid = threadIdx.x, nthr = blockDim.x, warp = tid / 32, lane = tid % 32;
-    const int g = lane >> 2, c = lane & 3, wm = warp % MMQ_WM, wn = warp / MMQ_WM;
+    /* m16 tiles a warp: 2 (32 rows, 4 warps along M) on the int8 path, whose fragments cost more
+     * than its mmas; 1 (16 rows, 8 warps) on the f16 path: twice the warps a CTA, each weight
+     * still dequantised once up to 64 rows (ncu: 2 warps a scheduler left it latency-bound) */
+    constexpr int MT = mmq_mt<HALF>(), WM = MMQ_TILE_M / (16 * MT);
+    const int g = lane >> 2, c = lane & 3, wm = warp % WM, wn = warp / WM;
     const int S = gridDim.x, rank = blockIdx.x, m0 = blockIdx.y * MMQ_TILE_M;
     const int sg0 = (int)((long long)nseg * rank / S),
               sg1 = (int)((long long)nseg * (rank + 1) / S);
@@ -215,9 +290,9 @@ __global__ void __launch_bounds__(512, 1)
     for (int i = 0; i < MMQ_STAGES - 1; i++)
         produce_x();
 
-    float acc[2][NT][4];
+    float acc[MT][NT][4];
 #pragma unroll
-    for (int mt = 0; mt < 2; mt++)
+    for (int mt = 0; mt < MT; mt++)
 #pragma unroll
         for (int nt = 0; nt < NT; nt++)
 #pragma unroll
@@ -231,64 +306,101 @@ __global__ void __launch_bounds__(512, 1)
         si_cp_async_wait<MMQ_STAGES - 1>();
         __syncthreads();
         const uint8_t *sw = smem + (size_t)st * stb, *sx = sw + STW;
-        const uint8_t *rp[2][2]; /* rows g and g + 8 of this warp's m tiles 0 and 1 */
+        const uint8_t *rp[MT][2]; /* rows g and g + 8 of this warp's m tiles */
 #pragma unroll
-        for (int mt = 0; mt < 2; mt++)
+        for (int mt = 0; mt < MT; mt++)
 #pragma unroll
             for (int h = 0; h < 2; h++) {
-                const int r = 32 * wm + 16 * mt + 8 * h + g;
+                const int r = 16 * MT * wm + 16 * mt + 8 * h + g;
                 rp[mt][h] = sw + r * SEGP + (row_src(r, sg) & 15);
             }
-        const uint8_t *xb = sx + (size_t)(wn * NT * 8 * 32 + lane) * 8; /* + (8 nt + j) * 256 */
-        const uint8_t *xd =
-            sx + (size_t)npad * 256 + (8 * wn * NT + 2 * c) * 8; /* + (j npad + 8 nt) * 8 */
-        const uint8_t *xm =
-            sx + (size_t)npad * 320 + (8 * wn * NT + 2 * c) * 4; /* + (j npad + 8 nt) * 4 */
+        if constexpr (HALF) {
+            /* this warp's x: + (8 nt + j) * 512 */
+            const uint8_t *xh = sx + ((size_t)wn * NT * 256 + lane) * 16;
 #pragma unroll UJ
-        for (int j = 0; j < 8; j++) {
-            uint32_t lo[2][2], hi[2][2];
-            float sa[2][2], sb[2][2], mn[2][2];
+            for (int j = 0; j < 8; j++) {
+                /* [m tile][row g, g + 8][k 4c, 4c + 2, 16 + 4c, 16 + 4c + 2 (pairs)] as f16 */
+                uint32_t a[MT][2][4];
 #pragma unroll
-            for (int mt = 0; mt < 2; mt++)
+                for (int mt = 0; mt < MT; mt++)
 #pragma unroll
-                for (int h = 0; h < 2; h++)
-                    T::frag(rp[mt][h], j, c, lo[mt][h], hi[mt][h], sa[mt][h], sb[mt][h], mn[mt][h]);
+                    for (int h = 0; h < 2; h++) {
+                        uint32_t lo, hi;
+                        float sa, sb, mn;
+                        T::frag(rp[mt][h], j, c, lo, hi, sa, sb, mn);
+                        const __half2 d = __float2half2_rn(sa); /* an f16 value: exact */
+                        a[mt][h][0] = mmq_h2(lo, 0x4140u, d);
+                        a[mt][h][1] = mmq_h2(lo, 0x4342u, d);
+                        a[mt][h][2] = mmq_h2(hi, 0x4140u, d);
+                        a[mt][h][3] = mmq_h2(hi, 0x4342u, d);
+                    }
 #pragma unroll
-            for (int nt = 0; nt < NT; nt++) {
-                if (nt < ntl) {
-                    const uint2 b = *(const uint2 *)(xb + (size_t)(8 * nt + j) * 256);
-                    /* dx, dC of batch rows 2c and 2c + 1 */
-                    const float4 d = *(const float4 *)(xd + ((size_t)j * npad + 8 * nt) * 8);
-                    float2 mx = make_float2(0.0f, 0.0f);
-                    if constexpr (L::MIN)
-                        mx = *(const float2 *)(xm + ((size_t)j * npad + 8 * nt) * 4);
+                for (int nt = 0; nt < NT; nt++) {
+                    if (nt < ntl) {
+                        const uint4 b = *(const uint4 *)(xh + (size_t)(8 * nt + j) * 512);
 #pragma unroll
-                    for (int mt = 0; mt < 2; mt++) {
-                        float *a = acc[mt][nt]; /* rows g, g + 8 x columns 2c, 2c + 1 */
-                        int p[4];
-                        if constexpr (T::TWO) {
-                            int q[4];
-                            mmq_mma(p, lo[mt][0], lo[mt][1], 0u, 0u, b.x, b.y);
-                            mmq_mma(q, 0u, 0u, hi[mt][0], hi[mt][1], b.x, b.y);
-                            a[0] = fmaf(sa[mt][0], mmq_dp(d.x, d.y, p[0]), a[0]);
-                            a[0] = fmaf(sb[mt][0], mmq_dp(d.x, d.y, q[0]), a[0]);
-                            a[1] = fmaf(sa[mt][0], mmq_dp(d.z, d.w, p[1]), a[1]);
-                            a[1] = fmaf(sb[mt][0], mmq_dp(d.z, d.w, q[1]), a[1]);
-                            a[2] = fmaf(sa[mt][1], mmq_dp(d.x, d.y, p[2]), a[2]);
-                            a[2] = fmaf(sb[mt][1], mmq_dp(d.x, d.y, q[2]), a[2]);
-                            a[3] = fmaf(sa[mt][1], mmq_dp(d.z, d.w, p[3]), a[3]);
-                            a[3] = fmaf(sb[mt][1], mmq_dp(d.z, d.w, q[3]), a[3]);
-                        } else {
-                            mmq_mma(p, lo[mt][0], lo[mt][1], hi[mt][0], hi[mt][1], b.x, b.y);
-                            a[0] = fmaf(sa[mt][0], mmq_dp(d.x, d.y, p[0]), a[0]);
-                            a[1] = fmaf(sa[mt][0], mmq_dp(d.z, d.w, p[1]), a[1]);
-                            a[2] = fmaf(sa[mt][1], mmq_dp(d.x, d.y, p[2]), a[2]);
-                            a[3] = fmaf(sa[mt][1], mmq_dp(d.z, d.w, p[3]), a[3]);
-                            if constexpr (L::MIN) {
-                                a[0] = fmaf(mn[mt][0], mx.x, a[0]);
-                                a[1] = fmaf(mn[mt][0], mx.y, a[1]);
-                                a[2] = fmaf(mn[mt][1], mx.x, a[2]);
-                                a[3] = fmaf(mn[mt][1], mx.y, a[3]);
+                        for (int mt = 0; mt < MT; mt++) {
+                            mmq_hmma(acc[mt][nt], a[mt][0][0], a[mt][1][0], a[mt][0][1],
+                                     a[mt][1][1], b.x, b.y);
+                            mmq_hmma(acc[mt][nt], a[mt][0][2], a[mt][1][2], a[mt][0][3],
+                                     a[mt][1][3], b.z, b.w);
+                        }
+                    }
+                }
+            }
+        } else {
+            const uint8_t *xb = sx + (size_t)(wn * NT * 8 * 32 + lane) * 8; /* + (8 nt + j) * 256 */
+            const uint8_t *xd =
+                sx + (size_t)npad * 256 + (8 * wn * NT + 2 * c) * 8; /* + (j npad + 8 nt) * 8 */
+            const uint8_t *xm =
+                sx + (size_t)npad * 320 + (8 * wn * NT + 2 * c) * 4; /* + (j npad + 8 nt) * 4 */
+#pragma unroll UJ
+            for (int j = 0; j < 8; j++) {
+                uint32_t lo[MT][2], hi[MT][2];
+                float sa[MT][2], sb[MT][2], mn[MT][2];
+#pragma unroll
+                for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+                    for (int h = 0; h < 2; h++)
+                        T::frag(rp[mt][h], j, c, lo[mt][h], hi[mt][h], sa[mt][h], sb[mt][h],
+                                mn[mt][h]);
+#pragma unroll
+                for (int nt = 0; nt < NT; nt++) {
+                    if (nt < ntl) {
+                        const uint2 b = *(const uint2 *)(xb + (size_t)(8 * nt + j) * 256);
+                        /* dx, dC of batch rows 2c and 2c + 1 */
+                        const float4 d = *(const float4 *)(xd + ((size_t)j * npad + 8 * nt) * 8);
+                        float2 mx = make_float2(0.0f, 0.0f);
+                        if constexpr (L::MIN)
+                            mx = *(const float2 *)(xm + ((size_t)j * npad + 8 * nt) * 4);
+#pragma unroll
+                        for (int mt = 0; mt < MT; mt++) {
+                            float *a = acc[mt][nt]; /* rows g, g + 8 x columns 2c, 2c + 1 */
+                            int p[4];
+                            if constexpr (T::TWO) {
+                                int q[4];
+                                mmq_mma(p, lo[mt][0], lo[mt][1], 0u, 0u, b.x, b.y);
+                                mmq_mma(q, 0u, 0u, hi[mt][0], hi[mt][1], b.x, b.y);
+                                a[0] = fmaf(sa[mt][0], mmq_dp(d.x, d.y, p[0]), a[0]);
+                                a[0] = fmaf(sb[mt][0], mmq_dp(d.x, d.y, q[0]), a[0]);
+                                a[1] = fmaf(sa[mt][0], mmq_dp(d.z, d.w, p[1]), a[1]);
+                                a[1] = fmaf(sb[mt][0], mmq_dp(d.z, d.w, q[1]), a[1]);
+                                a[2] = fmaf(sa[mt][1], mmq_dp(d.x, d.y, p[2]), a[2]);
+                                a[2] = fmaf(sb[mt][1], mmq_dp(d.x, d.y, q[2]), a[2]);
+                                a[3] = fmaf(sa[mt][1], mmq_dp(d.z, d.w, p[3]), a[3]);
+                                a[3] = fmaf(sb[mt][1], mmq_dp(d.z, d.w, q[3]), a[3]);
+                            } else {
+                                mmq_mma(p, lo[mt][0], lo[mt][1], hi[mt][0], hi[mt][1], b.x, b.y);
+                                a[0] = fmaf(sa[mt][0], mmq_dp(d.x, d.y, p[0]), a[0]);
+                                a[1] = fmaf(sa[mt][0], mmq_dp(d.z, d.w, p[1]), a[1]);
+                                a[2] = fmaf(sa[mt][1], mmq_dp(d.x, d.y, p[2]), a[2]);
+                                a[3] = fmaf(sa[mt][1], mmq_dp(d.z, d.w, p[3]), a[3]);
+                                if constexpr (L::MIN) {
+                                    a[0] = fmaf(mn[mt][0], mx.x, a[0]);
+                                    a[1] = fmaf(mn[mt][0], mx.y, a[1]);
+                                    a[2] = fmaf(mn[mt][1], mx.x, a[2]);
+                                    a[3] = fmaf(mn[mt][1], mx.y, a[3]);
+                                }
                             }
                         }
                     }
@@ -303,12 +415,12 @@ __global__ void __launch_bounds__(512, 1)
 
     if (S == 1) {
 #pragma unroll
-        for (int mt = 0; mt < 2; mt++)
+        for (int mt = 0; mt < MT; mt++)
 #pragma unroll
             for (int nt = 0; nt < NT; nt++)
 #pragma unroll
                 for (int e = 0; e < 4; e++) {
-                    const int m = m0 + 32 * wm + 16 * mt + g + 8 * (e >> 1),
+                    const int m = m0 + 16 * MT * wm + 16 * mt + g + 8 * (e >> 1),
                               n = 8 * (wn * NT + nt) + 2 * c + (e & 1);
                     if (nt < ntl && m < M && n < nb) y[(size_t)n * M + m] = acc[mt][nt][e];
                 }
@@ -319,12 +431,12 @@ __global__ void __launch_bounds__(512, 1)
      * ended with a barrier), then each CTA sums its slice of the tile over the cluster */
     float *red = (float *)smem;
 #pragma unroll
-    for (int mt = 0; mt < 2; mt++)
+    for (int mt = 0; mt < MT; mt++)
 #pragma unroll
         for (int nt = 0; nt < NT; nt++)
 #pragma unroll
             for (int e = 0; e < 4; e++) {
-                const int r = 32 * wm + 16 * mt + g + 8 * (e >> 1),
+                const int r = 16 * MT * wm + 16 * mt + g + 8 * (e >> 1),
                           n = 8 * (wn * NT + nt) + 2 * c + (e & 1);
                 if (nt < ntl) red[n * MMQ_RED_STRIDE + r] = acc[mt][nt][e];
             }
@@ -365,6 +477,8 @@ __global__ void __launch_bounds__(512, 1)
 
 static int g_mmq_on = -1;    /* SI_CUDA_MMQ=0 turns the path off (the caller falls back) */
 static int g_mmq_split = -1; /* SI_CUDA_MMQ_SPLIT=1..8 forces S (experiments); 0: chosen */
+static int g_mmq_half = -1;  /* SI_CUDA_MMQ_HALF=0: Q4_0 takes the int8 path (timing) */
+static int g_mmq_nt = 0;     /* SI_CUDA_MMQ_NT=4|8: n8 tiles a warp at 64 rows (timing) */
 static int g_n_sm = 0, g_cc_major = 0;
 static int g_pdl_cluster = -1; /* PDL together with a cluster launch: -1 untried, 0 refused, 1 ok */
 
@@ -377,21 +491,25 @@ static void mmq_init() {
     const char *e = getenv("SI_CUDA_MMQ_SPLIT");
     g_mmq_split = e ? atoi(e) : 0;
     if (g_mmq_split < 0 || g_mmq_split > MMQ_MAX_SPLIT) g_mmq_split = 0;
+    e = getenv("SI_CUDA_MMQ_NT");
+    if (e) g_mmq_nt = atoi(e);
+    e = getenv("SI_CUDA_MMQ_HALF");
+    g_mmq_half = !(e && e[0] == '0');
     e = getenv("SI_CUDA_MMQ");
     g_mmq_on = !(e && e[0] == '0');
 }
 
-/* Split-K factor for mtiles tiles of nseg segments: the S in {1, 2, 4, 8} (S <= nseg) with the
- * least ceil(CTAs / slots) x (segments per CTA + 2), the 2 standing for the pipeline fill and
- * the cluster reduction; slots = 2 CTAs per SM (what 64 rows of every type fit). Ties go to the
- * larger S (finer work, better balance). Depends on the shape and SM count only. */
-static int mmq_split(int mtiles, int nseg) {
+/* Split-K factor for mtiles tiles of nseg segments: the S in {1, 2, 4, 8} (S <= nseg, max_s)
+ * with the least ceil(CTAs / slots) x (segments per CTA + 2), the 2 standing for the pipeline
+ * fill and the cluster reduction; slots = 2 CTAs per SM (what 64 rows of every type fit). Ties
+ * go to the larger S (finer work, better balance). Depends on the shape and SM count only. */
+static int mmq_split(int mtiles, int nseg, int max_s) {
     if (g_cc_major < 9) return 1;
     if (g_mmq_split > 0) return min(g_mmq_split, nseg);
     const long long slots = 2LL * g_n_sm;
     int best = 1;
     long long best_cost = -1;
-    for (int s = 1; s <= MMQ_MAX_SPLIT && s <= nseg; s *= 2) {
+    for (int s = 1; s <= max_s && s <= nseg; s *= 2) {
         const long long waves = ((long long)mtiles * s + slots - 1) / slots;
         const long long cost = waves * ((nseg + s - 1) / s + 2);
         if (best_cost < 0 || cost <= best_cost) {
@@ -402,14 +520,14 @@ static int mmq_split(int mtiles, int nseg) {
     return best;
 }
 
-template <class T, int NT>
+template <class T, int NT, bool HALF>
 static int mmq_launch(const uint8_t *W, int M, int K, const uint8_t *xs, int npad, int nb, float *y,
                       int S, cudaStream_t st) {
-    using L = mmq_layout<T>;
+    using L = mmq_layout<T, HALF>;
     static int smem_optin = 0;
     /* per WN (1, 2, 4) and S: 0 unknown, 1 fits, 2 does not */
     static int clusters_ok[4][MMQ_MAX_SPLIT + 1];
-    auto kernel = mmq_kernel<T, NT>;
+    auto kernel = mmq_kernel<T, NT, HALF>;
     if (!smem_optin) {
         int dev, optin;
         CUDA_CHECK(cudaGetDevice(&dev));
@@ -427,7 +545,7 @@ static int mmq_launch(const uint8_t *W, int M, int K, const uint8_t *xs, int npa
     if (smem > (size_t)smem_optin) return -1;
     const int nseg = K / 256;
     const size_t row_bytes = (size_t)nseg * T::SEGB;
-    const dim3 block(32 * MMQ_WM * wn);
+    const dim3 block(32 * (MMQ_TILE_M / (16 * mmq_mt<HALF>())) * wn);
     cudaLaunchAttribute attr[2];
     cudaLaunchConfig_t cfg = {};
     cfg.blockDim = block;
@@ -477,25 +595,43 @@ static int mmq_launch(const uint8_t *W, int M, int K, const uint8_t *xs, int npa
     return 0;
 }
 
-template <class T>
+template <class T, bool HALF>
 static int mmq_run(const void *W, int M, int K, const float *x, int nb, float *y, void *scratch,
                    cudaStream_t st) {
     constexpr bool MIN = mmq_layout<T>::MIN;
     const int npad = mmq_npad(nb), nseg = K / 256;
-    const int S = mmq_split((M + MMQ_TILE_M - 1) / MMQ_TILE_M, nseg);
+    /* The f16 path at most 4: on the H200 (test_cuda_kernels --mmq, Q4_0 at 64 rows, 2026-11-30
+     * s9) the 4096-row 7B weights took 26.2 us (4096 x 4096) and 57.2 us (4096 x 11008) at S = 4,
+     * 29.5 and 62.4 at 8, the model's pick, and the others are as fast or faster at S <= 4 (what
+     * the model then picks: 12288 rows S = 2, 43.8 us; 22016 S = 4, 69.8; 32000 S = 1, 77.3). */
+    const int S = mmq_split((M + MMQ_TILE_M - 1) / MMQ_TILE_M, nseg, HALF ? 4 : MMQ_MAX_SPLIT);
     uint8_t *xs = (uint8_t *)scratch;
-    si_launch_pdl(mmq_quantize_x<MIN>, dim3(npad, (K + MMQ_QCHUNK - 1) / MMQ_QCHUNK), dim3(128), 0,
-                  st, x, K, nb, npad, xs);
+    if (HALF)
+        si_launch_pdl(mmq_x_half, dim3(min(1024, si_div_up(nseg * npad * 32, 256))), dim3(256), 0,
+                      st, x, K, nb, npad, xs);
+    else
+        si_launch_pdl(mmq_quantize_x<MIN>, dim3(npad, (K + MMQ_QCHUNK - 1) / MMQ_QCHUNK), dim3(128),
+                      0, st, x, K, nb, npad, xs);
     const uint8_t *w = (const uint8_t *)W;
     /* 64 and 128 rows: four n8 tiles a warp, so 8 or 16 warps a CTA. On the H200 (2026-11-30
      * s4) that beat eight tiles a warp (half the warps) at 64 rows on every 7B shape, Q4_0 and
      * Q8_0: 4-14 % less time; Q4_0 64 x (512 + 128) all-decoding 4,830 -> 4,965 t/s. The sums
      * are the same in the same order either way. */
+    /* the f16 path: eight n8 tiles a warp from 64 rows (8 or 16 warps of one m16 tile); four
+     * at 128 rows would be 1,024 threads */
+    const int nt8 = HALF ? (npad == 128 || g_mmq_nt != 4) : g_mmq_nt == 8;
+    if (npad >= 64 && nt8) return mmq_launch<T, 8, HALF>(w, M, K, xs, npad, nb, y, S, st);
     switch (npad) {
-    case 16: return mmq_launch<T, 2>(w, M, K, xs, npad, nb, y, S, st);
-    default: return mmq_launch<T, 4>(w, M, K, xs, npad, nb, y, S, st); /* 32, 64, 128 */
+    case 16: return mmq_launch<T, 2, HALF>(w, M, K, xs, npad, nb, y, S, st);
+    default: return mmq_launch<T, 4, HALF>(w, M, K, xs, npad, nb, y, S, st); /* 32, 64, 128 */
     }
 }
+
+/* The types of the f16 path. It takes any type with one scale a 32-block and no min (tmma frag
+ * gives q - offset), but Q8_0's 272-byte segments leave one CTA an SM (135 KB a CTA at 64 rows):
+ * 64 x (512 + 128) all-decoding 4,848 t/s on the int8 path, 4,655-4,677 on this one (H200,
+ * 2026-11-30 s9), so only Q4_0 takes it. */
+static bool mmq_half_type(si_type t) { return t == SI_TYPE_Q4_0; }
 
 static bool mmq_type(si_type t) {
     return t == SI_TYPE_Q8_0 || t == SI_TYPE_Q4_0 || t == SI_TYPE_Q4_1 || t == SI_TYPE_Q4_K ||
@@ -505,7 +641,9 @@ static bool mmq_type(si_type t) {
 extern "C" size_t cuda_matmul_quant_rows_scratch_bytes(si_type t, int K, int n_rows) {
     if (!mmq_type(t) || K < 256 || K % 256 != 0 || n_rows < MMQ_MIN_ROWS) return 0;
     const int npad = mmq_npad(min(n_rows, MMQ_MAX_ROWS));
-    return (size_t)(K / 256) * npad * mmq_xb(t == SI_TYPE_Q4_1 || t == SI_TYPE_Q4_K);
+    /* the f16 path's size for its types whether or not SI_CUDA_MMQ_HALF turns it off */
+    return (size_t)(K / 256) * npad *
+           mmq_xb(t == SI_TYPE_Q4_1 || t == SI_TYPE_Q4_K, mmq_half_type(t));
 }
 
 /* Measured on the H200 (test_cuda_kernels --mmq, 2026-11-30; Llama-2-7B shapes, against
@@ -513,8 +651,14 @@ extern "C" size_t cuda_matmul_quant_rows_scratch_bytes(si_type t, int K, int n_r
  * 32 rows 1.0-2.2x (Q6_K: 0.8x on the 4096-row shapes), at 64 rows 1.1-1.6x on weights of
  * 12288+ rows but 0.6-0.8x on the 4096-row ones, at 128 rows 0.4-0.9x everywhere. It is
  * instruction-issue bound (~200 issue slots a warp per 576 weight bytes of Q4_0 at 64 rows). */
+extern "C" int cuda_matmul_quant_rows_half(si_type t) {
+    mmq_init();
+    return g_mmq_half && mmq_half_type(t);
+}
+
 extern "C" int cuda_matmul_quant_rows_pays(si_type t, int M, int n_rows) {
-    if (n_rows <= 16) return 1;
+    mmq_init();
+    if (n_rows <= 16 || (n_rows <= 64 && cuda_matmul_quant_rows_half(t))) return 1;
     if (n_rows <= 32) return t != SI_TYPE_Q6_K || M >= 8192;
     return n_rows <= 64 && M >= 8192 && t != SI_TYPE_Q6_K;
 }
@@ -528,11 +672,14 @@ extern "C" int cuda_matmul_quant_rows(si_type t, const void *W, int M, int K, co
     mmq_init();
     if (!g_mmq_on) return -1;
     switch (t) {
-    case SI_TYPE_Q8_0: return mmq_run<tmma_q8_0>(W, M, K, x, n_rows, y, scratch, stream);
-    case SI_TYPE_Q4_0: return mmq_run<tmma_q4_0>(W, M, K, x, n_rows, y, scratch, stream);
-    case SI_TYPE_Q4_1: return mmq_run<tmma_q4_1>(W, M, K, x, n_rows, y, scratch, stream);
-    case SI_TYPE_Q4_K: return mmq_run<tmma_q4_k>(W, M, K, x, n_rows, y, scratch, stream);
-    case SI_TYPE_Q6_K: return mmq_run<tmma_q6_k>(W, M, K, x, n_rows, y, scratch, stream);
+    case SI_TYPE_Q8_0: return mmq_run<tmma_q8_0, false>(W, M, K, x, n_rows, y, scratch, stream);
+    case SI_TYPE_Q4_0:
+        return cuda_matmul_quant_rows_half(t)
+                   ? mmq_run<tmma_q4_0, true>(W, M, K, x, n_rows, y, scratch, stream)
+                   : mmq_run<tmma_q4_0, false>(W, M, K, x, n_rows, y, scratch, stream);
+    case SI_TYPE_Q4_1: return mmq_run<tmma_q4_1, false>(W, M, K, x, n_rows, y, scratch, stream);
+    case SI_TYPE_Q4_K: return mmq_run<tmma_q4_k, false>(W, M, K, x, n_rows, y, scratch, stream);
+    case SI_TYPE_Q6_K: return mmq_run<tmma_q6_k, false>(W, M, K, x, n_rows, y, scratch, stream);
     default: return -1;
     }
 }
