@@ -2,6 +2,10 @@
  * replace, bit for bit (they promise the same values, not merely close ones):
  *   - cuda_add_rmsnorm (x += y; out = rmsnorm(x)) == cuda_add then cuda_rmsnorm, also with out
  *     aliasing y (as the forward pass calls it) and with y NULL;
+ *   - x written ahead by the norm as f16 in the batched quantised matmul's layout
+ *     (cuda_add_rmsnorm_mmq, 9..64 rows, padding rows zero): the same bytes as the matmul's own
+ *     conversion of the f32 output leaves in its scratch, the same f32 output, and
+ *     cuda_matmul_quant_rows_pre on it == cuda_matmul_quant_rows on the f32 output;
  *   - x quantised ahead by the norm (out_q8) or by the fused SwiGLU (cuda_fwd_swiglu_rows):
  *     cuda_gemv_pre on it == cuda_gemv on the f32 output, for every quantised type and 1..8
  *     rows (the GEMV would quantise that f32 x itself, in every CTA); and the q8 rows written
@@ -127,6 +131,44 @@ static void *make_weights(si_type t, int M, int K) {
     return d;
 }
 
+/* the norm's f16 rows in the batched quantised matmul's layout (cuda_add_rmsnorm_mmq) against
+ * the matmul converting the norm's f32 rows itself (cuda_matmul_quant_rows, Q4_0 on the f16
+ * path): the scratch bytes, the f32 output and y */
+static void test_norm_mmq(int M, int K, int rows) {
+    char name[128];
+    if (!cuda_matmul_quant_rows_pre_ok(SI_TYPE_Q4_0, K, rows)) {
+        snprintf(name, sizeof name, "norm_mmq K=%d rows=%d: the f16 path declined", K, rows);
+        check_same(name, {NAN}, {0.0f});
+        return;
+    }
+    const auto hx = rnd_vec((size_t)K * rows, 2.0f), hy = rnd_vec((size_t)K * rows, 1.0f);
+    const auto hw = rnd_vec(K, 1.5f);
+    float *w = dfloats(hw), *y = dfloats(hy), *x1 = dfloats(hx), *x2 = dfloats(hx);
+    float *o1 = dalloc<float>((size_t)K * rows), *o2 = dalloc<float>((size_t)K * rows);
+    const size_t sb = cuda_matmul_quant_rows_scratch_bytes(SI_TYPE_Q4_0, K, rows);
+    uint8_t *s1 = dalloc<uint8_t>(sb), *s2 = dalloc<uint8_t>(sb);
+    void *wq = make_weights(SI_TYPE_Q4_0, M, K);
+    float *y1 = dalloc<float>((size_t)M * rows), *y2 = dalloc<float>((size_t)M * rows);
+    if (cuda_add_rmsnorm(o1, NULL, x1, y, w, K, rows, 1e-5f, 0) != 0 ||
+        cuda_matmul_quant_rows(SI_TYPE_Q4_0, wq, M, K, o1, rows, y1, s1, 0) != 0 ||
+        cuda_add_rmsnorm_mmq(o2, s2, x2, y, w, K, rows, 1e-5f, 0) != 0 ||
+        cuda_matmul_quant_rows_pre(SI_TYPE_Q4_0, wq, M, K, rows, y2, s2, 0) != 0) {
+        g_fail++;
+        printf("FAIL norm_mmq K=%d rows=%d: a call refused\n", K, rows);
+        return;
+    }
+    snprintf(name, sizeof name, "norm_mmq K=%d rows=%d: f32 out", K, rows);
+    check_same(name, hfloats(o2, hx.size()), hfloats(o1, hx.size()));
+    /* the layout's bytes (all of it: padding rows included) compared as floats, bit for bit */
+    const size_t nf = (size_t)K * (rows <= 16 ? 16 : rows <= 32 ? 32 : 64) * 2 / 4;
+    snprintf(name, sizeof name, "norm_mmq K=%d rows=%d: f16 layout == the matmul's", K, rows);
+    check_same(name, hfloats((float *)s2, nf), hfloats((float *)s1, nf));
+    snprintf(name, sizeof name, "norm_mmq M=%d K=%d rows=%d: y", M, K, rows);
+    check_same(name, hfloats(y2, (size_t)M * rows), hfloats(y1, (size_t)M * rows));
+    for (float *p : {w, y, x1, x2, o1, o2, y1, y2}) CUDA_CHECK(cudaFree(p));
+    for (void *p : {(void *)s1, (void *)s2, wq}) CUDA_CHECK(cudaFree(p));
+}
+
 /* y from x quantised by the norm (or the SwiGLU) == y from the same f32 x */
 static void test_gemv_pre(const qtype &q, int M, int K, bool swiglu) {
     void *W = make_weights(q.t, M, K);
@@ -241,6 +283,7 @@ int main(int argc, char **argv) {
     test_add_rmsnorm(100, 5);
     test_add_rmsnorm(99, 3);   /* n % 4 != 0: the scalar loop */
     test_add_rmsnorm(8196, 2); /* past the registers' reach: the scalar loop */
+    for (int rows : {9, 16, 33, 64}) test_norm_mmq(small ? 300 : 4096, small ? 512 : 4096, rows);
     for (const qtype &q : k_qtypes) {
         test_gemv_pre(q, small ? 64 : 1000, 4096, false);
         test_gemv_pre(q, small ? 64 : 300, small ? 1024 : 11008, true);

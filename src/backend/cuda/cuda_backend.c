@@ -434,29 +434,45 @@ static bool attn_q8_on(void) {
  * GEMV would quantise x itself (cuda_gemv_pre_ok), once in every CTA. */
 static bool pre_quant(const dev_mat *w, int n) { return cuda_gemv_pre_ok(w->type, w->K, n); }
 
-/* RMSNorm of c->x into c->xb (adding c->xb first when add), quantised into c->xq8 as well when
- * the matmul of w after it can take that; returns whether it did (matmul_normed's pre). w_only:
- * w is the only matmul to read the result, so the f32 rows may be left out when it takes q8. */
-static bool norm_for(cuda_state *c, const float *nw, bool add, const dev_mat *w, int n, int what,
-                     bool w_only) {
+/* What the norm before a matmul wrote for it besides c->xb (norm_for, matmul_normed) */
+typedef enum { NORMED_F32, NORMED_Q8, NORMED_MMQ } normed_kind;
+
+/* RMSNorm of c->x into c->xb (adding c->xb first when add), and for the matmul of w after it:
+ * quantised into c->xq8 (NORMED_Q8) when that GEMV can take it, or as f16 into c->gemm_scr in
+ * the batched quantised matmul's layout (NORMED_MMQ) when w is its only reader and that matmul
+ * can take it (cuda_matmul_quant_rows_pre: one kernel fewer). w_only: w is the only matmul to
+ * read the result, so the f32 rows may be left out when it takes q8. */
+static normed_kind norm_for(cuda_state *c, const float *nw, bool add, const dev_mat *w, int n,
+                            int what, bool w_only) {
     const model_hparams *hp = &c->m->hp;
     const bool pre = pre_quant(w, n) && hp->n_embd <= CUDA_NORM_Q8_MAX;
-    if (skip(what)) return pre;
+    const bool mmq = !pre && w_only && hp->n_embd <= CUDA_NORM_Q8_MAX &&
+                     cuda_matmul_quant_rows_pre_ok(w->type, w->K, n);
+    const normed_kind kind = pre ? NORMED_Q8 : mmq ? NORMED_MMQ : NORMED_F32;
+    if (skip(what)) return kind;
+    float *xb_add = add ? c->xb : NULL;
+    if (mmq) {
+        SI_ASSERT(cuda_add_rmsnorm_mmq(c->xb, c->gemm_scr, c->x, xb_add, nw, hp->n_embd, n,
+                                       hp->rms_eps, c->st) == 0);
+        return kind;
+    }
     /* The f32 rows are not read when w (the only reader) takes the q8 copy. Leaving them out
      * was measured on the H200 (s8 call 8, tg128, 3 rounds): Q8_0 432.3 -> 435.6 t/s, but Q4_0
      * 644.4 -> 637.7 (the chain's timing, not the bytes), so only Q8_0 leaves them out. */
     float *out = pre && w_only && w->type == SI_TYPE_Q8_0 ? NULL : c->xb;
-    SI_ASSERT(cuda_add_rmsnorm(out, pre ? c->xq8 : NULL, c->x, add ? c->xb : NULL, nw, hp->n_embd,
-                               n, hp->rms_eps, c->st) == 0);
-    return pre;
+    SI_ASSERT(cuda_add_rmsnorm(out, pre ? c->xq8 : NULL, c->x, xb_add, nw, hp->n_embd, n,
+                               hp->rms_eps, c->st) == 0);
+    return kind;
 }
 
-/* y[n][M] = xb[n][K] W^T where xb is norm_for's output, read from its quantised copy when pre
- * and w's type can take it. */
+/* y[n][M] = xb[n][K] W^T where xb is norm_for's output, read from what it wrote for w */
 static void matmul(cuda_state *c, const dev_mat *w, const float *x, int n, float *y);
-static void matmul_normed(cuda_state *c, const dev_mat *w, int n, float *y, bool pre) {
-    if (pre && pre_quant(w, n))
+static void matmul_normed(cuda_state *c, const dev_mat *w, int n, float *y, normed_kind kind) {
+    if (kind == NORMED_Q8 && pre_quant(w, n))
         SI_ASSERT(cuda_gemv_pre(w->type, w->d, w->M, w->K, c->xq8, n, y, c->st) == 0);
+    else if (kind == NORMED_MMQ)
+        SI_ASSERT(cuda_matmul_quant_rows_pre(w->type, w->d, w->M, w->K, n, y, c->gemm_scr,
+                                             c->st) == 0);
     else
         matmul(c, w, c->xb, n, y);
 }
@@ -506,7 +522,7 @@ static void attention_block(cuda_state *c, const dev_layer *D, int il, const ste
     const uint8_t *row_ror = sh->streaming ? (const uint8_t *)(c->d_in + L.row_ror) : NULL;
 
     /* the residual of the previous layer's FFN (c->xb, pending unless il == 0) is added here */
-    const bool pre =
+    const normed_kind pre =
         norm_for(c, D->attn_norm, il > 0, D->qkv_fused ? &D->wqkv : &D->wq, n, 1, D->qkv_fused);
     const qkv_view v = qkv_of(c, D, n);
     if (D->qkv_fused) {
@@ -515,8 +531,8 @@ static void attention_block(cuda_state *c, const dev_layer *D, int il, const ste
     } else {
         /* the quantised copy is for wq's type; wk, wv take it when theirs is the same */
         matmul_normed(c, &D->wq, n, v.q, pre);
-        matmul_normed(c, &D->wk, n, v.k, pre && D->wk.type == D->wq.type);
-        matmul_normed(c, &D->wv, n, v.v, pre && D->wv.type == D->wq.type);
+        matmul_normed(c, &D->wk, n, v.k, D->wk.type == D->wq.type ? pre : NORMED_F32);
+        matmul_normed(c, &D->wv, n, v.v, D->wv.type == D->wq.type ? pre : NORMED_F32);
         if (D->b_qkv) {
             cuda_fwd_add_bias(v.q, D->b_qkv, q_dim, n, st);
             cuda_fwd_add_bias(v.k, D->b_qkv + q_dim, kv_dim, n, st);
@@ -568,8 +584,9 @@ static void ffn_block(cuda_state *c, const dev_layer *D, const step_shape *sh) {
     cudaStream_t st = c->st;
     /* the down GEMV's x quantised by the fused SwiGLU, as the norms do for the others */
     const bool pre_down = D->gate_up_fused && pre_quant(&D->w_down, n);
-    const bool pre = norm_for(c, D->ffn_norm, true, D->gate_up_fused ? &D->w_gate_up : &D->w_gate,
-                              n, 32, D->gate_up_fused);
+    const normed_kind pre = norm_for(c, D->ffn_norm, true,
+                                     D->gate_up_fused ? &D->w_gate_up : &D->w_gate, n, 32,
+                                     D->gate_up_fused);
     if (D->gate_up_fused) {
         if (!skip(64)) matmul_normed(c, &D->w_gate_up, n, c->ffn, pre);
         if (!skip(128)) /* the f32 rows only where the down matmul reads them */
@@ -578,7 +595,7 @@ static void ffn_block(cuda_state *c, const dev_layer *D, const step_shape *sh) {
     } else {
         float *up = c->ffn + split_at((size_t)n * ff);
         matmul_normed(c, &D->w_gate, n, c->ffn, pre);
-        matmul_normed(c, &D->w_up, n, up, pre && D->w_up.type == D->w_gate.type);
+        matmul_normed(c, &D->w_up, n, up, D->w_up.type == D->w_gate.type ? pre : NORMED_F32);
         cuda_swiglu(c->act, c->ffn, up, (int64_t)n * ff, st);
     }
     /* the result is added by the next layer's norm, or at the end */

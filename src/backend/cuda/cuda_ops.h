@@ -77,6 +77,12 @@ size_t cuda_matmul_quant_rows_scratch_bytes(si_type t, int K, int n_rows);
 int cuda_matmul_quant_rows_pays(si_type t, int M, int n_rows);
 int cuda_matmul_quant_rows(si_type t, const void *W, int M, int K, const float *x, int n_rows,
                            float *y, void *scratch, cudaStream_t stream);
+/* The same with x already in scratch, in the f16 path's layout (mmq_half.cuh), as
+ * cuda_add_rmsnorm_mmq writes it: one kernel fewer. For the types, K and row counts of
+ * cuda_matmul_quant_rows_pre_ok (Q4_0 on the f16 path, 9..64 rows, K % 256 == 0); -1 otherwise. */
+int cuda_matmul_quant_rows_pre_ok(si_type t, int K, int n_rows);
+int cuda_matmul_quant_rows_pre(si_type t, const void *W, int M, int K, int n_rows, float *y,
+                               const void *scratch, cudaStream_t stream);
 
 /* Prefill matmul through cuBLASLt on tensor cores: the same y = x W^T for n_rows activation
  * rows. F16/BF16 weights are used in place (x is converted to the weight's type); quantised
@@ -106,6 +112,11 @@ int cuda_rmsnorm(float *out, void *out_h, si_type out_h_type, const float *x, co
 #define CUDA_NORM_Q8_MAX 8192
 int cuda_add_rmsnorm(float *out, void *out_q8, float *x, const float *y, const float *w, int n,
                      int n_rows, float eps, cudaStream_t stream);
+/* The same (out not NULL), also writing out's rows as f16 into out_mmq in the layout
+ * cuda_matmul_quant_rows_pre reads (mmq_half.cuh; padded rows zero): fused norm + convert for
+ * the batched quantised matmul. Needs n % 256 == 0, n <= CUDA_NORM_Q8_MAX, 9..128 rows. */
+int cuda_add_rmsnorm_mmq(float *out, void *out_mmq, float *x, const float *y, const float *w,
+                         int n, int n_rows, float eps, cudaStream_t stream);
 
 /* Bytes of one row of x quantised for the GEMVs: K int8 q, then K / 32 f32 scales d (fp16-
  * rounded, d = amax / 127, q = round(x / d)), then K / 32 int32 sums of q — Q8_0 blocks with

@@ -50,8 +50,9 @@
  * without its copy. Same tiles, stages, split-K and epilogue; a warp holds one m16 tile and
  * eight n8 tiles from 64 rows. The k order inside a 32-block is permuted as the int8 fragments
  * permute it (lane c takes elements 4c..4c+3 and 16+4c..16+4c+3: one 32-bit word of a Q4_0
- * block), A and B alike, so a dot product is unchanged. x layout: [n8 tile][block j][lane] 16
- * bytes: f16 of k 32 j + 4c..+3, 32 j + 16 + 4c..+3 of row 8 tile + g.
+ * block), A and B alike, so a dot product is unchanged. x layout: mmq_half.cuh; the norm before
+ * the QKV and gate/up matmuls writes it itself (cuda_add_rmsnorm_mmq, then
+ * cuda_matmul_quant_rows_pre: one kernel fewer each).
  * Measured at 64 rows (test_cuda_kernels --mmq, s9), int8 -> f16: 12288 x 4096 48.7 -> 44.0 us,
  * 22016 x 4096 74.9 -> 69.9, 4096 x 11008 67.0 -> 57.8, 4096 x 4096 31.0 -> 26.5 (1.0-1.7x
  * dequantise + cuBLASLt, which the 4096-row weights took before); 64 x (512 + 128) Q4_0
@@ -64,6 +65,7 @@
 #include "backend/cuda/gemv_q8x.cuh"
 
 #include "backend/cuda/gemv_mma.cuh"
+#include "backend/cuda/mmq_half.cuh"
 
 namespace cg = cooperative_groups;
 
@@ -122,8 +124,6 @@ template <bool HALF> __host__ __device__ static constexpr int mmq_mt() { return 
 
 static inline int mmq_xb(bool min, bool half) { return half ? 512 : 256 + 64 + (min ? 32 : 0); }
 
-static inline int mmq_npad(int n) { return n <= 16 ? 16 : n <= 32 ? 32 : n <= 64 ? 64 : 128; }
-
 __device__ __forceinline__ void mmq_mma(int (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2,
                                         uint32_t a3, uint32_t b0, uint32_t b1) {
     asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
@@ -165,25 +165,21 @@ __device__ __forceinline__ uint32_t mmq_f2h2(float a, float b) {
     return *(const uint32_t *)&h;
 }
 
-/* x (f32 [nb][K]) to f16 in the f16 path's fragment order (the header), zero rows up to npad;
- * one thread per 16 bytes */
+/* x (f32 [nb][K]) to f16 in the f16 path's fragment order (mmq_half.cuh), zero rows up to
+ * npad; one thread per 4 elements */
 __global__ void __launch_bounds__(256)
     mmq_x_half(const float *__restrict__ x, int K, int nb, int npad, uint8_t *__restrict__ xs) {
     si_pdl_wait(); /* x is the previous kernel's output; the scratch was read by an earlier one */
     si_pdl_trigger();
-    const int total = K / 256 * npad * 32;
+    const int k4 = K / 4, total = npad * k4;
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
-        const int lane = i & 31, j = (i >> 5) & 7, rest = i >> 8, ntiles = npad / 8;
-        const int nt = rest % ntiles, sg = rest / ntiles;
-        const int row = 8 * nt + (lane >> 2), k = 256 * sg + 32 * j + 4 * (lane & 3);
-        uint4 v = make_uint4(0u, 0u, 0u, 0u);
+        const int row = i / k4, k = 4 * (i - row * k4);
+        uint2 v = make_uint2(0u, 0u);
         if (row < nb) {
             const float4 a = *(const float4 *)(x + (size_t)row * K + k);
-            const float4 b = *(const float4 *)(x + (size_t)row * K + k + 16);
-            v = make_uint4(mmq_f2h2(a.x, a.y), mmq_f2h2(a.z, a.w), mmq_f2h2(b.x, b.y),
-                           mmq_f2h2(b.z, b.w));
+            v = make_uint2(mmq_f2h2(a.x, a.y), mmq_f2h2(a.z, a.w));
         }
-        ((uint4 *)xs)[i] = v;
+        *(uint2 *)(xs + mmq_half_offset(row, k, npad)) = v;
     }
 }
 
@@ -606,10 +602,10 @@ static int mmq_run(const void *W, int M, int K, const float *x, int nb, float *y
      * the model then picks: 12288 rows S = 2, 43.8 us; 22016 S = 4, 69.8; 32000 S = 1, 77.3). */
     const int S = mmq_split((M + MMQ_TILE_M - 1) / MMQ_TILE_M, nseg, HALF ? 4 : MMQ_MAX_SPLIT);
     uint8_t *xs = (uint8_t *)scratch;
-    if (HALF)
-        si_launch_pdl(mmq_x_half, dim3(min(1024, si_div_up(nseg * npad * 32, 256))), dim3(256), 0,
-                      st, x, K, nb, npad, xs);
-    else
+    if (HALF && x)
+        si_launch_pdl(mmq_x_half, dim3(min(1024, si_div_up(npad * K / 4, 256))), dim3(256), 0, st,
+                      x, K, nb, npad, xs);
+    else if (!HALF)
         si_launch_pdl(mmq_quantize_x<MIN>, dim3(npad, (K + MMQ_QCHUNK - 1) / MMQ_QCHUNK), dim3(128),
                       0, st, x, K, nb, npad, xs);
     const uint8_t *w = (const uint8_t *)W;
@@ -666,8 +662,8 @@ extern "C" int cuda_matmul_quant_rows_pays(si_type t, int M, int n_rows) {
 extern "C" int cuda_matmul_quant_rows(si_type t, const void *W, int M, int K, const float *x,
                                       int n_rows, float *y, void *scratch, cudaStream_t stream) {
     if (!mmq_type(t) || n_rows < MMQ_MIN_ROWS || n_rows > MMQ_MAX_ROWS || M < 1 || K < 256 ||
-        K % 256 != 0 || ((uintptr_t)W & 15) || ((uintptr_t)x & 15) || ((uintptr_t)scratch & 15) ||
-        !scratch)
+        K % 256 != 0 || ((uintptr_t)W & 15) || !x || ((uintptr_t)x & 15) ||
+        ((uintptr_t)scratch & 15) || !scratch)
         return -1;
     mmq_init();
     if (!g_mmq_on) return -1;
@@ -682,4 +678,20 @@ extern "C" int cuda_matmul_quant_rows(si_type t, const void *W, int M, int K, co
     case SI_TYPE_Q6_K: return mmq_run<tmma_q6_k, false>(W, M, K, x, n_rows, y, scratch, stream);
     default: return -1;
     }
+}
+
+extern "C" int cuda_matmul_quant_rows_pre_ok(si_type t, int K, int n_rows) {
+    mmq_init();
+    return g_mmq_on && cuda_matmul_quant_rows_half(t) && n_rows >= MMQ_MIN_ROWS &&
+           cuda_matmul_quant_rows_pays(t, 0, n_rows) && K >= 256 && K % 256 == 0;
+}
+
+extern "C" int cuda_matmul_quant_rows_pre(si_type t, const void *W, int M, int K, int n_rows,
+                                          float *y, const void *scratch, cudaStream_t stream) {
+    if (!cuda_matmul_quant_rows_pre_ok(t, K, n_rows) || M < 1 || ((uintptr_t)W & 15) ||
+        ((uintptr_t)scratch & 15) || !scratch)
+        return -1;
+    /* only Q4_0 takes the f16 path (mmq_half_type) */
+    return mmq_run<tmma_q4_0, true>(W, M, K, (const float *)NULL, n_rows, y, (void *)scratch,
+                                    stream);
 }

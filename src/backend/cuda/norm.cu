@@ -4,6 +4,7 @@
  * with PDL (pdl.cuh): it lets the matmul after it launch at once, so that its weight reads start
  * while the norm runs. */
 #include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/mmq_half.cuh"
 #include "backend/cuda/norm.cuh"
 #include "backend/cuda/pdl.cuh"
 #include "backend/cuda/q8x_row.cuh"
@@ -12,6 +13,8 @@
  * squares is of the sum. A thread's elements are the same in both passes, so out may alias y.
  * Q8: out's row also quantised to out_q8 (CUDA_Q8X_ROW_BYTES layout; n % 128 == 0, so every warp
  * has all its lanes or none in each step) exactly as q8x_quantize_x (gemv_q8x.cuh) would.
+ * OUTH 3: out's rows also as f16 into out_h in the batched quantised matmul's layout
+ * (mmq_half.cuh) for gridDim.x = npad rows: rows n_real.. are written as zeros, nothing else.
  *
  * Each thread holds its (up to NORM_VEC) float4 of the row in registers: all its loads are
  * issued before any use, so a row costs about one memory round trip, which is what a decode step
@@ -19,10 +22,10 @@
  * PDL wait, while the matmul before still runs: one round trip fewer after it (on the H200,
  * 7B tg128 F16 +2 %, Q8_0 +4 %, Q4_0 +6.5 %; bench/RESULTS.md 2026-11-30 s6). A scalar loop
  * serves rows with n % 4 != 0 or n > the registers' reach (no Q8 there). */
-template <int OUTH, bool ADD, bool Q8> /* OUTH 0: none, 1: f16, 2: bf16 */
+template <int OUTH, bool ADD, bool Q8> /* OUTH 0: none, 1: f16, 2: bf16, 3: f16 for mmq */
 __global__ void __launch_bounds__(NORM_THREADS)
     rmsnorm_kernel(float *out, void *out_h, uint8_t *out_q8, float *x, const float *y,
-                   const float *__restrict__ w, int n, float eps) {
+                   const float *__restrict__ w, int n, float eps, int n_real) {
     __shared__ float red[NORM_THREADS / 32];
     si_pdl_trigger();
     const size_t r = blockIdx.x;
@@ -37,6 +40,12 @@ __global__ void __launch_bounds__(NORM_THREADS)
             if (t + k * NORM_THREADS < n / 4) g[k] = __ldg(w4 + t + k * NORM_THREADS);
     }
     si_pdl_wait();
+    if (OUTH == 3 && (int)r >= n_real) { /* a padding row of the matmul's layout */
+        for (int j = t; j < n / 4; j += NORM_THREADS)
+            *(uint2 *)((uint8_t *)out_h + mmq_half_offset((int)r, 4 * j, gridDim.x)) =
+                make_uint2(0u, 0u);
+        return;
+    }
     float4 v[NORM_VEC];
     float ss = 0.0f;
     if (vec) {
@@ -98,6 +107,11 @@ __global__ void __launch_bounds__(NORM_THREADS)
                 h[0] = __floats2bfloat162_rn(o.x, o.y);
                 h[1] = __floats2bfloat162_rn(o.z, o.w);
             }
+            if (OUTH == 3) {
+                const __half2 a = __floats2half2_rn(o.x, o.y), b = __floats2half2_rn(o.z, o.w);
+                *(uint2 *)((uint8_t *)out_h + mmq_half_offset((int)r, 4 * j, gridDim.x)) =
+                    make_uint2(*(const uint32_t *)&a, *(const uint32_t *)&b);
+            }
             if (Q8) q8x_row_store4(out_q8 + r * CUDA_Q8X_ROW_BYTES(n), n, 4 * j, o);
         }
     } else {
@@ -113,14 +127,14 @@ __global__ void __launch_bounds__(NORM_THREADS)
 extern "C" int cuda_rmsnorm(float *out, void *out_h, si_type out_h_type, const float *x,
                             const float *w, int n, int n_rows, float eps, cudaStream_t stream) {
     if (n < 1 || n_rows < 1) return -1;
-    void (*k)(float *, void *, uint8_t *, float *, const float *, const float *, int, float);
+    void (*k)(float *, void *, uint8_t *, float *, const float *, const float *, int, float, int);
     if (!out_h) k = rmsnorm_kernel<0, false, false>;
     else if (out_h_type == SI_TYPE_F16) k = rmsnorm_kernel<1, false, false>;
     else if (out_h_type == SI_TYPE_BF16) k = rmsnorm_kernel<2, false, false>;
     else return -1;
     /* x is only read when nothing is added */
     si_launch_pdl(k, n_rows, NORM_THREADS, 0, stream, out, out_h, (uint8_t *)NULL, (float *)x,
-                  (const float *)NULL, w, n, eps);
+                  (const float *)NULL, w, n, eps, n_rows);
     return 0;
 }
 
@@ -129,10 +143,21 @@ extern "C" int cuda_add_rmsnorm(float *out, void *out_q8, float *x, const float 
                                 cudaStream_t stream) {
     if (n < 1 || n_rows < 1 || (!out && !out_q8) || (out_q8 && (n % 128 || n > NORM_VEC_MAX)))
         return -1;
-    void (*k)(float *, void *, uint8_t *, float *, const float *, const float *, int, float);
+    void (*k)(float *, void *, uint8_t *, float *, const float *, const float *, int, float, int);
     if (y) k = out_q8 ? rmsnorm_kernel<0, true, true> : rmsnorm_kernel<0, true, false>;
     else k = out_q8 ? rmsnorm_kernel<0, false, true> : rmsnorm_kernel<0, false, false>;
     si_launch_pdl(k, n_rows, NORM_THREADS, 0, stream, out, (void *)NULL, (uint8_t *)out_q8, x, y,
-                  w, n, eps);
+                  w, n, eps, n_rows);
+    return 0;
+}
+
+extern "C" int cuda_add_rmsnorm_mmq(float *out, void *out_mmq, float *x, const float *y,
+                                    const float *w, int n, int n_rows, float eps,
+                                    cudaStream_t stream) {
+    if (!out || !out_mmq || n % 256 || n > NORM_VEC_MAX || n_rows < 9 || n_rows > 128) return -1;
+    void (*k)(float *, void *, uint8_t *, float *, const float *, const float *, int, float, int) =
+        y ? rmsnorm_kernel<3, true, false> : rmsnorm_kernel<3, false, false>;
+    si_launch_pdl(k, mmq_npad(n_rows), NORM_THREADS, 0, stream, out, out_mmq, (uint8_t *)NULL, x,
+                  y, w, n, eps, n_rows);
     return 0;
 }
