@@ -13,7 +13,10 @@
  * 56.7, 8 x 2048 GQA 49.9 vs 43.3, 32 x 1024 GQA 58.6 vs 54.4. 1024 (s9, 64 x (512 + 128)
  * through the engine, SI_CUDA_ATTN_PART): every row of that batch fits one part, so the combine
  * kernel is left out: all-decoding F16 6,581-6,630 -> 6,737-6,742 t/s, Q4_0 5,703-5,725 ->
- * 5,793-5,807 (768 the same). A global constant, so a row's sums never depend on its batch. */
+ * 5,793-5,807 (768 the same). The kernel alone (test_cuda_attention, s9 call 10), 512 -> 1024:
+ * 64 x 640 165.3 -> 160.8 us, 1 x 4096 26.9 -> 26.5, 32 x 1024 GQA 54.0 -> 40.9, but 8 x 2048 GQA
+ * 29.9 -> 33.0 (128 CTAs instead of 256). A global constant, so a row's sums never depend on its
+ * batch. */
 #define ATTN_PART_V2 1024
 #define ATTN_MAXG 8    /* query heads per KV head (GQA group) */
 #define ATTN_KV_BLOCK 16
