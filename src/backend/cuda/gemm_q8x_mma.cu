@@ -642,16 +642,18 @@ extern "C" size_t cuda_matmul_quant_rows_scratch_bytes(si_type t, int K, int n_r
            mmq_xb(t == SI_TYPE_Q4_1 || t == SI_TYPE_Q4_K, mmq_half_type(t));
 }
 
-/* Measured on the H200 (test_cuda_kernels --mmq, 2026-11-30; Llama-2-7B shapes, against
- * dequantise + cuBLASLt): at 16 rows this kernel is 1.2-2.7x faster on every shape and type, at
- * 32 rows 1.0-2.2x (Q6_K: 0.8x on the 4096-row shapes), at 64 rows 1.1-1.6x on weights of
- * 12288+ rows but 0.6-0.8x on the 4096-row ones, at 128 rows 0.4-0.9x everywhere. It is
- * instruction-issue bound (~200 issue slots a warp per 576 weight bytes of Q4_0 at 64 rows). */
 extern "C" int cuda_matmul_quant_rows_half(si_type t) {
     mmq_init();
     return g_mmq_half && mmq_half_type(t);
 }
 
+/* Measured on the H200 (test_cuda_kernels --mmq, 2026-11-30; Llama-2-7B shapes, against
+ * dequantise + cuBLASLt): at 16 rows the int8 path is 1.2-2.7x faster on every shape and type, at
+ * 32 rows 1.0-2.2x (Q6_K: 0.8x on the 4096-row shapes), at 64 rows 1.1-1.6x on weights of
+ * 12288+ rows but 0.6-0.8x on the 4096-row ones, at 128 rows 0.4-0.9x everywhere. It is
+ * instruction-issue bound (~200 issue slots a warp per 576 weight bytes of Q4_0 at 64 rows).
+ * Q4_0's f16 path (s9): 1.0-1.7x at 64 rows on every shape (and one kernel fewer than dequantise
+ * + cuBLASLt in the step), 0.7-0.9x at 128 rows but for the 32000-row output (1.2x). */
 extern "C" int cuda_matmul_quant_rows_pays(si_type t, int M, int n_rows) {
     mmq_init();
     if (n_rows <= 16 || (n_rows <= 64 && cuda_matmul_quant_rows_half(t))) return 1;
