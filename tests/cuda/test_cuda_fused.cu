@@ -25,6 +25,7 @@
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_fwd.h"
 #include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/mmq_half.cuh"
 extern "C" {
 #include "quant/quant.h"
 }
@@ -160,7 +161,7 @@ static void test_norm_mmq(int M, int K, int rows) {
     snprintf(name, sizeof name, "norm_mmq K=%d rows=%d: f32 out", K, rows);
     check_same(name, hfloats(o2, hx.size()), hfloats(o1, hx.size()));
     /* the layout's bytes (all of it: padding rows included) compared as floats, bit for bit */
-    const size_t nf = (size_t)K * (rows <= 16 ? 16 : rows <= 32 ? 32 : 64) * 2 / 4;
+    const size_t nf = mmq_half_bytes(K, mmq_npad(rows)) / 4;
     snprintf(name, sizeof name, "norm_mmq K=%d rows=%d: f16 layout == the matmul's", K, rows);
     check_same(name, hfloats((float *)s2, nf), hfloats((float *)s1, nf));
     snprintf(name, sizeof name, "norm_mmq M=%d K=%d rows=%d: y", M, K, rows);

@@ -124,10 +124,14 @@ __global__ void __launch_bounds__(NORM_THREADS)
     }
 }
 
+/* any instance of rmsnorm_kernel */
+typedef void (*rmsnorm_fn)(float *, void *, uint8_t *, float *, const float *, const float *, int,
+                           float, int);
+
 extern "C" int cuda_rmsnorm(float *out, void *out_h, si_type out_h_type, const float *x,
                             const float *w, int n, int n_rows, float eps, cudaStream_t stream) {
     if (n < 1 || n_rows < 1) return -1;
-    void (*k)(float *, void *, uint8_t *, float *, const float *, const float *, int, float, int);
+    rmsnorm_fn k;
     if (!out_h) k = rmsnorm_kernel<0, false, false>;
     else if (out_h_type == SI_TYPE_F16) k = rmsnorm_kernel<1, false, false>;
     else if (out_h_type == SI_TYPE_BF16) k = rmsnorm_kernel<2, false, false>;
@@ -143,7 +147,7 @@ extern "C" int cuda_add_rmsnorm(float *out, void *out_q8, float *x, const float 
                                 cudaStream_t stream) {
     if (n < 1 || n_rows < 1 || (!out && !out_q8) || (out_q8 && (n % 128 || n > NORM_VEC_MAX)))
         return -1;
-    void (*k)(float *, void *, uint8_t *, float *, const float *, const float *, int, float, int);
+    rmsnorm_fn k;
     if (y) k = out_q8 ? rmsnorm_kernel<0, true, true> : rmsnorm_kernel<0, true, false>;
     else k = out_q8 ? rmsnorm_kernel<0, false, true> : rmsnorm_kernel<0, false, false>;
     si_launch_pdl(k, n_rows, NORM_THREADS, 0, stream, out, (void *)NULL, (uint8_t *)out_q8, x, y,
@@ -155,8 +159,7 @@ extern "C" int cuda_add_rmsnorm_mmq(float *out, void *out_mmq, float *x, const f
                                     const float *w, int n, int n_rows, float eps,
                                     cudaStream_t stream) {
     if (!out || !out_mmq || n % 256 || n > NORM_VEC_MAX || n_rows < 9 || n_rows > 128) return -1;
-    void (*k)(float *, void *, uint8_t *, float *, const float *, const float *, int, float, int) =
-        y ? rmsnorm_kernel<3, true, false> : rmsnorm_kernel<3, false, false>;
+    const rmsnorm_fn k = y ? rmsnorm_kernel<3, true, false> : rmsnorm_kernel<3, false, false>;
     si_launch_pdl(k, mmq_npad(n_rows), NORM_THREADS, 0, stream, out, out_mmq, (uint8_t *)NULL, x,
                   y, w, n, eps, n_rows);
     return 0;
