@@ -6,6 +6,9 @@
  *     (cuda_add_rmsnorm_mmq, 9..64 rows, padding rows zero): the same bytes as the matmul's own
  *     conversion of the f32 output leaves in its scratch, the same f32 output, and
  *     cuda_matmul_quant_rows_pre on it == cuda_matmul_quant_rows on the f32 output;
+ *   - x converted to F16/BF16 ahead by the norm (cuda_add_rmsnorm_half) or by the SwiGLU
+ *     (cuda_fwd_swiglu_rows_half): the same bytes as cuda_gemm's own conversion, and
+ *     cuda_gemm_pre on them == cuda_gemm on the f32 rows (9, 64, 100 rows);
  *   - x quantised ahead by the norm (out_q8) or by the fused SwiGLU (cuda_fwd_swiglu_rows):
  *     cuda_gemv_pre on it == cuda_gemv on the f32 output, for every quantised type and 1..8
  *     rows (the GEMV would quantise that f32 x itself, in every CTA); and the q8 rows written
@@ -27,6 +30,7 @@
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/mmq_half.cuh"
 extern "C" {
+#include "core/fp16.h"
 #include "quant/quant.h"
 }
 
@@ -170,6 +174,54 @@ static void test_norm_mmq(int M, int K, int rows) {
     for (void *p : {(void *)s1, (void *)s2, wq}) CUDA_CHECK(cudaFree(p));
 }
 
+/* x converted to F16/BF16 ahead by the norm (cuda_add_rmsnorm_half) or by the SwiGLU
+ * (cuda_fwd_swiglu_rows_half) against cuBLASLt converting the f32 rows itself (cuda_gemm): the
+ * converted bytes and y through cuda_gemm_pre, bit for bit */
+static void test_gemm_pre(cuda_gemm_ctx *g, si_type t, int M, int K, int rows, bool swiglu) {
+    char name[128];
+    const char *tn = t == SI_TYPE_F16 ? "f16" : "bf16";
+    const auto hx = rnd_vec((size_t)K * rows, 2.0f), hy = rnd_vec((size_t)K * rows, 1.0f);
+    const auto hw = rnd_vec(K, 1.5f);
+    float *w = dfloats(hw), *y = dfloats(hy), *x1 = dfloats(hx), *x2 = dfloats(hx);
+    float *gu = dfloats(rnd_vec((size_t)rows * 2 * K, 3.0f));
+    float *o1 = dalloc<float>((size_t)K * rows);
+    const size_t sb = cuda_gemm_scratch_bytes(t, M, K, rows);
+    uint8_t *s1 = dalloc<uint8_t>(sb), *s2 = dalloc<uint8_t>(sb);
+    std::vector<uint16_t> hwt((size_t)M * K);
+    for (auto &v : hwt) {
+        const float f = 0.05f * rnd_f();
+        v = t == SI_TYPE_F16 ? fp32_to_fp16(f) : fp32_to_bf16(f);
+    }
+    uint16_t *wt = dalloc<uint16_t>(hwt.size());
+    CUDA_CHECK(cudaMemcpy(wt, hwt.data(), hwt.size() * 2, cudaMemcpyHostToDevice));
+    float *y1 = dalloc<float>((size_t)M * rows), *y2 = dalloc<float>((size_t)M * rows);
+    const bool ok =
+        swiglu ? (cuda_fwd_swiglu_rows(o1, NULL, gu, K, rows, 0),
+                  cuda_fwd_swiglu_rows_half(s2, t, gu, K, rows, 0) == 0)
+               : cuda_add_rmsnorm(o1, NULL, x1, y, w, K, rows, 1e-5f, 0) == 0 &&
+                     cuda_add_rmsnorm_half(NULL, s2, t, x2, y, w, K, rows, 1e-5f, 0) == 0;
+    if (!ok || cuda_gemm(g, t, wt, M, K, o1, rows, y1, s1, 0) != 0 ||
+        cuda_gemm_pre(g, t, wt, M, K, rows, y2, s2, 0) != 0) {
+        g_fail++;
+        g_checks++;
+        printf("FAIL gemm_pre %s K=%d rows=%d: a call refused\n", tn, K, rows);
+        return;
+    }
+    const char *what = swiglu ? "swiglu" : "norm";
+    const size_t nf = (size_t)K * rows / 2; /* the converted rows, as floats */
+    snprintf(name, sizeof name, "%s_half %s K=%d rows=%d: == cuBLASLt's conversion", what, tn, K,
+             rows);
+    check_same(name, hfloats((float *)s2, nf), hfloats((float *)s1, nf));
+    if (!swiglu) {
+        snprintf(name, sizeof name, "norm_half %s K=%d rows=%d: x += y", tn, K, rows);
+        check_same(name, hfloats(x2, hx.size()), hfloats(x1, hx.size()));
+    }
+    snprintf(name, sizeof name, "%s_half + gemm_pre %s M=%d K=%d rows=%d: y", what, tn, M, K, rows);
+    check_same(name, hfloats(y2, (size_t)M * rows), hfloats(y1, (size_t)M * rows));
+    for (float *p : {w, y, x1, x2, gu, o1, y1, y2}) CUDA_CHECK(cudaFree(p));
+    for (void *p : {(void *)s1, (void *)s2, (void *)wt}) CUDA_CHECK(cudaFree(p));
+}
+
 /* y from x quantised by the norm (or the SwiGLU) == y from the same f32 x */
 static void test_gemv_pre(const qtype &q, int M, int K, bool swiglu) {
     void *W = make_weights(q.t, M, K);
@@ -285,6 +337,16 @@ int main(int argc, char **argv) {
     test_add_rmsnorm(99, 3);   /* n % 4 != 0: the scalar loop */
     test_add_rmsnorm(8196, 2); /* past the registers' reach: the scalar loop */
     for (int rows : {9, 16, 33, 64}) test_norm_mmq(small ? 300 : 4096, small ? 512 : 4096, rows);
+    {
+        cuda_gemm_ctx *g;
+        if (cuda_gemm_create(&g) != 0) return 1;
+        for (si_type t : {SI_TYPE_F16, SI_TYPE_BF16})
+            for (int rows : {9, 64, 100}) {
+                test_gemm_pre(g, t, small ? 300 : 4096, small ? 512 : 4096, rows, false);
+                test_gemm_pre(g, t, small ? 200 : 4096, small ? 768 : 11008, rows, true);
+            }
+        cuda_gemm_free(g);
+    }
     for (const qtype &q : k_qtypes) {
         test_gemv_pre(q, small ? 64 : 1000, 4096, false);
         test_gemv_pre(q, small ? 64 : 300, small ? 1024 : 11008, true);

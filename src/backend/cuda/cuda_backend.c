@@ -434,8 +434,17 @@ static bool attn_q8_on(void) {
  * GEMV would quantise x itself (cuda_gemv_pre_ok), once in every CTA. */
 static bool pre_quant(const dev_mat *w, int n) { return cuda_gemv_pre_ok(w->type, w->K, n); }
 
+/* Whether the kernel before a matmul of w over n rows (a norm, SwiGLU) should write its output
+ * in w's type for it: matmul takes cuBLASLt with x converted to F16/BF16 there, a kernel of its
+ * own (cuda_gemm_pre). SI_CUDA_GEMM_PRE=0: the GEMM converts. */
+static bool pre_half(const dev_mat *w, int n) {
+    static int on = -1;
+    return n > 8 && (w->type == SI_TYPE_F16 || w->type == SI_TYPE_BF16) &&
+           fusion_on("SI_CUDA_GEMM_PRE", &on);
+}
+
 /* What the norm before a matmul wrote for it besides c->xb (norm_for, matmul_normed) */
-typedef enum { NORMED_F32, NORMED_Q8, NORMED_MMQ } normed_kind;
+typedef enum { NORMED_F32, NORMED_Q8, NORMED_MMQ, NORMED_HALF } normed_kind;
 
 /* RMSNorm of c->x into c->xb (adding c->xb first when add), and for the matmul of w after it:
  * quantised into c->xq8 (NORMED_Q8) when that GEMV can take it, or as f16 into c->gemm_scr in
@@ -448,12 +457,21 @@ static normed_kind norm_for(cuda_state *c, const float *nw, bool add, const dev_
     const bool pre = pre_quant(w, n) && hp->n_embd <= CUDA_NORM_Q8_MAX;
     const bool mmq = !pre && w_only && hp->n_embd <= CUDA_NORM_Q8_MAX &&
                      cuda_matmul_quant_rows_pre_ok(w->type, w->K, n);
-    const normed_kind kind = pre ? NORMED_Q8 : mmq ? NORMED_MMQ : NORMED_F32;
+    const bool half = !pre && !mmq && w_only && pre_half(w, n);
+    const normed_kind kind = pre    ? NORMED_Q8
+                             : mmq  ? NORMED_MMQ
+                             : half ? NORMED_HALF
+                                    : NORMED_F32;
     if (skip(what)) return kind;
     float *xb_add = add ? c->xb : NULL;
     if (mmq) {
         SI_ASSERT(cuda_add_rmsnorm_mmq(c->xb, c->gemm_scr, c->x, xb_add, nw, hp->n_embd, n,
                                        hp->rms_eps, c->st) == 0);
+        return kind;
+    }
+    if (half) { /* w, the only reader, takes the converted rows: no f32 rows */
+        SI_ASSERT(cuda_add_rmsnorm_half(NULL, c->gemm_scr, w->type, c->x, xb_add, nw, hp->n_embd,
+                                        n, hp->rms_eps, c->st) == 0);
         return kind;
     }
     /* The f32 rows are not read when w (the only reader) takes the q8 copy. Leaving them out
@@ -473,6 +491,9 @@ static void matmul_normed(cuda_state *c, const dev_mat *w, int n, float *y, norm
     else if (kind == NORMED_MMQ)
         SI_ASSERT(cuda_matmul_quant_rows_pre(w->type, w->d, w->M, w->K, n, y, c->gemm_scr,
                                              c->st) == 0);
+    else if (kind == NORMED_HALF)
+        SI_ASSERT(cuda_gemm_pre(c->gemm, w->type, w->d, w->M, w->K, n, y, c->gemm_scr, c->st) ==
+                  0);
     else
         matmul(c, w, c->xb, n, y);
 }
@@ -584,14 +605,21 @@ static void ffn_block(cuda_state *c, const dev_layer *D, const step_shape *sh) {
     cudaStream_t st = c->st;
     /* the down GEMV's x quantised by the fused SwiGLU, as the norms do for the others */
     const bool pre_down = D->gate_up_fused && pre_quant(&D->w_down, n);
+    /* or converted by it for cuBLASLt */
+    const bool half_down = D->gate_up_fused && !pre_down && pre_half(&D->w_down, n);
     const normed_kind pre = norm_for(c, D->ffn_norm, true,
                                      D->gate_up_fused ? &D->w_gate_up : &D->w_gate, n, 32,
                                      D->gate_up_fused);
     if (D->gate_up_fused) {
         if (!skip(64)) matmul_normed(c, &D->w_gate_up, n, c->ffn, pre);
-        if (!skip(128)) /* the f32 rows only where the down matmul reads them */
+        if (skip(128)) {
+        } else if (half_down) {
+            SI_ASSERT(cuda_fwd_swiglu_rows_half(c->gemm_scr, D->w_down.type, c->ffn, ff, n, st) ==
+                      0);
+        } else { /* the f32 rows only where the down matmul reads them */
             cuda_fwd_swiglu_rows(pre_down ? NULL : c->act, pre_down ? c->xq8 : NULL, c->ffn, ff, n,
                                  st);
+        }
     } else {
         float *up = c->ffn + split_at((size_t)n * ff);
         matmul_normed(c, &D->w_gate, n, c->ffn, pre);
@@ -603,6 +631,9 @@ static void ffn_block(cuda_state *c, const dev_layer *D, const step_shape *sh) {
     } else if (pre_down) {
         SI_ASSERT(cuda_gemv_pre(D->w_down.type, D->w_down.d, D->w_down.M, D->w_down.K, c->xq8, n,
                                 c->xb, st) == 0);
+    } else if (half_down) {
+        SI_ASSERT(cuda_gemm_pre(c->gemm, D->w_down.type, D->w_down.d, D->w_down.M, D->w_down.K, n,
+                                c->xb, c->gemm_scr, st) == 0);
     } else {
         matmul(c, &D->w_down, c->act, n, c->xb);
     }

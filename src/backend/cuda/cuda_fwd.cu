@@ -29,10 +29,11 @@ __global__ void gather_rows_kernel(float *dst, const float *src, const int32_t *
 /* between the gate/up and down matmuls of a decode step: launched with PDL (pdl.cuh). Four
  * consecutive elements a thread (n_ff % 4 == 0). Q8: the output also quantised for the down GEMV
  * (CUDA_Q8X_ROW_BYTES layout; n_ff % 128 == 0, so 8 consecutive lanes hold one block of one row,
- * and every warp's lanes are all in or all out), quantised as q8x_quantize_x would. */
-template <bool Q8>
-__global__ void swiglu_rows_kernel(float *out, uint8_t *out_q8, const float *gu, int n_ff,
-                                   long long total4) {
+ * and every warp's lanes are all in or all out), quantised as q8x_quantize_x would. H 1 / 2: the
+ * output also as f16 / bf16 into out_h, for cuda_gemm_pre. */
+template <bool Q8, int H>
+__global__ void swiglu_rows_kernel(float *out, uint8_t *out_q8, void *out_h, const float *gu,
+                                   int n_ff, long long total4) {
     si_pdl_trigger();
     si_pdl_wait();
     const int n4 = n_ff / 4;
@@ -48,6 +49,16 @@ __global__ void swiglu_rows_kernel(float *out, uint8_t *out_q8, const float *gu,
         v.w = si_silu_mul(g.w, u.w);
         if (out) ((float4 *)out)[i] = v;
         if (Q8) q8x_row_store4(out_q8 + r * CUDA_Q8X_ROW_BYTES(n_ff), n_ff, (int)(4 * j), v);
+        if (H == 1) {
+            __half2 *h = (__half2 *)out_h + 2 * i;
+            h[0] = __floats2half2_rn(v.x, v.y);
+            h[1] = __floats2half2_rn(v.z, v.w);
+        }
+        if (H == 2) {
+            __nv_bfloat162 *h = (__nv_bfloat162 *)out_h + 2 * i;
+            h[0] = __floats2bfloat162_rn(v.x, v.y);
+            h[1] = __floats2bfloat162_rn(v.z, v.w);
+        }
     }
 }
 
@@ -76,9 +87,24 @@ extern "C" void cuda_fwd_swiglu_rows(float *out, void *out_q8, const float *gu, 
         abort();
     }
     if (out_q8 && n_ff % 128 == 0)
-        si_launch_pdl(swiglu_rows_kernel<true>, fwd_grid(total4), 256, 0, stream, out,
-                      (uint8_t *)out_q8, gu, n_ff, total4);
+        si_launch_pdl(swiglu_rows_kernel<true, 0>, fwd_grid(total4), 256, 0, stream, out,
+                      (uint8_t *)out_q8, (void *)NULL, gu, n_ff, total4);
     else
-        si_launch_pdl(swiglu_rows_kernel<false>, fwd_grid(total4), 256, 0, stream, out,
-                      (uint8_t *)NULL, gu, n_ff, total4);
+        si_launch_pdl(swiglu_rows_kernel<false, 0>, fwd_grid(total4), 256, 0, stream, out,
+                      (uint8_t *)NULL, (void *)NULL, gu, n_ff, total4);
+}
+
+extern "C" int cuda_fwd_swiglu_rows_half(void *out_h, si_type out_h_type, const float *gu,
+                                         int n_ff, int n_rows, cudaStream_t stream) {
+    const long long total4 = (long long)n_ff / 4 * n_rows;
+    if (total4 <= 0 || n_ff % 4 || !out_h) return -1;
+    if (out_h_type == SI_TYPE_F16)
+        si_launch_pdl(swiglu_rows_kernel<false, 1>, fwd_grid(total4), 256, 0, stream,
+                      (float *)NULL, (uint8_t *)NULL, out_h, gu, n_ff, total4);
+    else if (out_h_type == SI_TYPE_BF16)
+        si_launch_pdl(swiglu_rows_kernel<false, 2>, fwd_grid(total4), 256, 0, stream,
+                      (float *)NULL, (uint8_t *)NULL, out_h, gu, n_ff, total4);
+    else
+        return -1;
+    return 0;
 }

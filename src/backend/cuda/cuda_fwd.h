@@ -8,6 +8,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include "swiftinfer.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -26,6 +28,10 @@ void cuda_fwd_gather_rows(float *dst, const float *src, const int32_t *rows, int
  * out may be NULL when out_q8 is not (only the quantised rows are wanted). */
 void cuda_fwd_swiglu_rows(float *out, void *out_q8, const float *gu, int n_ff, int n_rows,
                           cudaStream_t stream);
+/* The same SwiGLU, its rows written only as out_h_type (F16 or BF16; [n_rows][n_ff], rounded to
+ * nearest) into out_h, for cuda_gemm_pre (cuda_ops.h). 0, or -1 for another type. */
+int cuda_fwd_swiglu_rows_half(void *out_h, si_type out_h_type, const float *gu, int n_ff,
+                              int n_rows, cudaStream_t stream);
 
 #ifdef __cplusplus
 }

@@ -93,6 +93,11 @@ void cuda_gemm_free(cuda_gemm_ctx *g);
 size_t cuda_gemm_scratch_bytes(si_type t, int M, int K, int n_rows);
 int cuda_gemm(cuda_gemm_ctx *g, si_type t, const void *W, int M, int K, const float *x,
               int n_rows, float *y, void *scratch, cudaStream_t stream);
+/* The same for F16/BF16 weights with x already converted to the weight's type at the start of
+ * scratch ([n_rows][K], as cuda_add_rmsnorm_half and cuda_fwd_swiglu_rows write it): the
+ * numbers of cuda_gemm on the f32 x, one kernel fewer. -1 for another type. */
+int cuda_gemm_pre(cuda_gemm_ctx *g, si_type t, const void *W, int M, int K, int n_rows, float *y,
+                  const void *scratch, cudaStream_t stream);
 
 /* n elements (a multiple of the block size) of type t to f16 (dst) — the GEMM's dequantiser. */
 int cuda_dequantize_f16(si_type t, const void *src, int64_t n, void *dst, cudaStream_t stream);
@@ -117,6 +122,11 @@ int cuda_add_rmsnorm(float *out, void *out_q8, float *x, const float *y, const f
  * the batched quantised matmul. Needs n % 256 == 0, n <= CUDA_NORM_Q8_MAX, 9..128 rows. */
 int cuda_add_rmsnorm_mmq(float *out, void *out_mmq, float *x, const float *y, const float *w,
                          int n, int n_rows, float eps, cudaStream_t stream);
+/* The same, writing out's rows as out_h_type (F16 or BF16) into out_h ([n_rows][n], rounded to
+ * nearest) for cuda_gemm_pre; out may be NULL (only the converted rows are wanted): fused norm +
+ * convert for cuBLASLt. */
+int cuda_add_rmsnorm_half(float *out, void *out_h, si_type out_h_type, float *x, const float *y,
+                          const float *w, int n, int n_rows, float eps, cudaStream_t stream);
 
 /* Bytes of one row of x quantised for the GEMVs: K int8 q, then K / 32 f32 scales d (fp16-
  * rounded, d = amax / 127, q = round(x / d)), then K / 32 int32 sums of q — Q8_0 blocks with

@@ -47,6 +47,10 @@ __global__ void to_half_kernel(const float *x, void *out, int64_t n) {
     }
 }
 
+/* y = xs Wh^T through cuBLASLt, xs [n_rows][K] and Wh of type bf16 (bf) or f16 */
+static int gemm_lt(cuda_gemm_ctx *g, bool bf, const void *Wh, int M, int K, const void *xs,
+                   int n_rows, float *y, cudaStream_t stream);
+
 extern "C" int cuda_gemm(cuda_gemm_ctx *g, si_type t, const void *W, int M, int K, const float *x,
                          int n_rows, float *y, void *scratch, cudaStream_t stream) {
     if (M < 1 || K < 1 || n_rows < 1) return -1;
@@ -63,7 +67,17 @@ extern "C" int cuda_gemm(cuda_gemm_ctx *g, si_type t, const void *W, int M, int 
     if (bf) to_half_kernel<true><<<grid, 256, 0, stream>>>(x, xs, nx);
     else to_half_kernel<false><<<grid, 256, 0, stream>>>(x, xs, nx);
     CUDA_CHECK_LAUNCH();
+    return gemm_lt(g, bf, Wh, M, K, xs, n_rows, y, stream);
+}
 
+extern "C" int cuda_gemm_pre(cuda_gemm_ctx *g, si_type t, const void *W, int M, int K,
+                             int n_rows, float *y, const void *scratch, cudaStream_t stream) {
+    if (M < 1 || K < 1 || n_rows < 1 || !gemm_native(t)) return -1;
+    return gemm_lt(g, t == SI_TYPE_BF16, W, M, K, scratch, n_rows, y, stream);
+}
+
+static int gemm_lt(cuda_gemm_ctx *g, bool bf, const void *Wh, int M, int K, const void *xs,
+                   int n_rows, float *y, cudaStream_t stream) {
     const cudaDataType_t ab = bf ? CUDA_R_16BF : CUDA_R_16F;
     cublasLtMatmulDesc_t op;
     cublasLtMatrixLayout_t la, lb, lc;

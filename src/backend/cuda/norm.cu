@@ -164,3 +164,16 @@ extern "C" int cuda_add_rmsnorm_mmq(float *out, void *out_mmq, float *x, const f
                   y, w, n, eps, n_rows);
     return 0;
 }
+
+extern "C" int cuda_add_rmsnorm_half(float *out, void *out_h, si_type out_h_type, float *x,
+                                     const float *y, const float *w, int n, int n_rows, float eps,
+                                     cudaStream_t stream) {
+    if (n < 1 || n_rows < 1 || !out_h) return -1;
+    rmsnorm_fn k;
+    if (out_h_type == SI_TYPE_F16) k = y ? rmsnorm_kernel<1, true, false> : rmsnorm_kernel<1, false, false>;
+    else if (out_h_type == SI_TYPE_BF16) k = y ? rmsnorm_kernel<2, true, false> : rmsnorm_kernel<2, false, false>;
+    else return -1;
+    si_launch_pdl(k, n_rows, NORM_THREADS, 0, stream, out, out_h, (uint8_t *)NULL, x, y, w, n, eps,
+                  n_rows);
+    return 0;
+}
