@@ -466,6 +466,7 @@ static void test_decode_fused(int hd, int n_head, int n_head_kv, const std::vect
     const bool with_q8 = q_dim % 128 == 0; /* out_q8's condition */
     const size_t q8_bytes = (size_t)n * CUDA_Q8X_ROW_BYTES(q_dim);
     uint8_t *dq8 = dmalloc<uint8_t>(q8_bytes);
+    uint16_t *dh = dmalloc<uint16_t>((size_t)n * q_dim); /* out_h */
     const float scale = 1.0f / sqrtf((float)hd);
     const cuda_attn_params p = {n_head, n_head_kv, hd, c.max_blocks, scale, kv_dtype};
     const cuda_rope_params rp = rope_of(c);
@@ -489,10 +490,12 @@ static void test_decode_fused(int hd, int n_head, int n_head_kv, const std::vect
                                               g_st);
         poison(ds, sb);
         poison(dq8, q8_bytes);
+        poison(dh, (size_t)n * q_dim);
         const int rc = cuda_attention_decode_rope(db, dqb, qs, dqb + q_dim, qs, dqb + q_dim + c.kvd, qs, dpos,
                                                   dslot, kcb, vcb, c.dbt, dlen, n, max_kv, &rp, &p,
-                                                  with_q8 ? dq8 : NULL, ds, g_st);
+                                                  with_q8 ? dq8 : NULL, dh, ds, g_st);
         const std::vector<uint8_t> q8 = fetch(dq8, q8_bytes);
+        const std::vector<uint16_t> oh = fetch(dh, (size_t)n * q_dim);
         const std::vector<float> oa = fetch(da, out_n), ob = fetch(db, out_n);
         const std::vector<float> qa = fetch(dqa, qkv.size()), qb = fetch(dqb, qkv.size());
         const std::vector<uint8_t> ka = fetch(kca, cache_bytes), kb = fetch(kcb, cache_bytes);
@@ -528,6 +531,9 @@ static void test_decode_fused(int hd, int n_head, int n_head_kv, const std::vect
             for (size_t i = 0; i < want.size(); i++) q8_diff += q8[r * want.size() + i] != want[i];
         }
         if (with_q8) report((std::string(name) + ": out_q8 == q8 of out (bytes)").c_str(), q8_diff, 0);
+        double h_diff = 0; /* out_h: out rounded to f16, as cuda_gemm's conversion */
+        for (size_t i = 0; i < out_n; i++) h_diff += oh[i] != fp32_to_fp16(ob[i]);
+        report((std::string(name) + ": out_h == f16 of out (bits)").c_str(), h_diff, 0);
         /* the reference over the two-kernel path's cache (rotated k, v at each new slot) and q */
         if (fp8) {
             c.kc8 = ka;
@@ -545,7 +551,7 @@ static void test_decode_fused(int hd, int n_head, int n_head_kv, const std::vect
         CUDA_CHECK(cudaFree(ds));
     }
     dcfg_set(k_dcfg_default);
-    for (void *d : std::initializer_list<void *>{dqa, dqb, da, db, dpos, dslot, dlen, kca, vca, kcb, vcb, dq8})
+    for (void *d : std::initializer_list<void *>{dqa, dqb, da, db, dpos, dslot, dlen, kca, vca, kcb, vcb, dq8, dh})
         CUDA_CHECK(cudaFree(d));
     free_paged(c);
 }

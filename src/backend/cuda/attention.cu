@@ -196,19 +196,23 @@ __device__ __forceinline__ void attn_write_new(const attn_fresh &f, int r, int k
     }
 }
 
-/* Where the decode kernels also write their output quantised for the output projection's GEMV
- * (cuda_gemv_pre; q8x_row.cuh): row r's element i at q8_row(r), CUDA_Q8X_ROW_BYTES(n) bytes a
- * row of n = n_head * head_dim. store() is called by all 32 lanes of a warp with 32
+/* Where the decode kernels also write their output (attn_extra, attention.cuh): quantised for
+ * the output projection's GEMV (cuda_gemv_pre; q8x_row.cuh): row r's element i at q8_row(r),
+ * CUDA_Q8X_ROW_BYTES(n) bytes a row of n = n_head * head_dim; and/or as f16 for its cuBLASLt
+ * GEMM (cuda_gemm_pre): [row][n]. store() is called by all 32 lanes of a warp with 32
  * consecutive elements (i from `base`, a multiple of 32 as head_dim is). */
-struct attn_q8_out {
-    uint8_t *row; /* this row's, or NULL: no quantised output */
+struct attn_extra_row {
+    uint8_t *row; /* this row's quantised, or NULL */
+    __half *h;    /* this row's f16, or NULL */
     int base, n;
     __device__ __forceinline__ void store(int i, float v) const {
         if (row) q8x_row_store1(row, n, base + i, v);
+        if (h) h[base + i] = __float2half_rn(v);
     }
 };
-__device__ __forceinline__ attn_q8_out attn_q8_of(uint8_t *out_q8, int r, int n, int base) {
-    return {out_q8 ? out_q8 + (size_t)r * CUDA_Q8X_ROW_BYTES(n) : NULL, base, n};
+__device__ __forceinline__ attn_extra_row attn_extra_of(attn_extra ex, int r, int n, int base) {
+    return {ex.q8 ? ex.q8 + (size_t)r * CUDA_Q8X_ROW_BYTES(n) : NULL,
+            ex.h ? (__half *)ex.h + (size_t)r * n : NULL, base, n};
 }
 
 /* Geometry of attn_decode_tile for a head_dim: LPT lanes per key (8 elements of K and of V
@@ -229,7 +233,7 @@ template <int HD, int GX, class E>
 __device__ __forceinline__ void attn_store_merged(const float (*sm_m)[GX], const float (*sm_l)[GX],
                                                   const float *sm_acc, int G, size_t row0,
                                                   int n_parts, int part, float *out,
-                                                  attn_q8_out q8, float *part_acc,
+                                                  attn_extra_row q8, float *part_acc,
                                                   float *part_ml, E ex) {
     for (int idx = threadIdx.x; idx < G * HD; idx += ATTN_WARPS * 32) {
         const int g = idx / HD, d = idx % HD;
@@ -284,7 +288,7 @@ __global__ void __launch_bounds__(ATTN_WARPS * 32, (attn_geo<HD, WIDE, KV>::MINB
                      const typename KV::T *vc, const int32_t *__restrict__ block_table,
                      attn_rows rows, int n_head, int n_head_kv, int max_blocks, float scale2,
                      attn_rope rope, attn_fresh fresh, int part_keys, int n_parts,
-                     float *part_acc, float *part_ml, float *out, uint8_t *out_q8) {
+                     float *part_acc, float *part_ml, float *out, attn_extra ex) {
     using geo = attn_geo<HD, WIDE, KV>;
     using E = typename KV::T; /* the cache's element */
     constexpr int CP = 8 * KV::BYTES; /* bytes a lane copies per key (8 elements) */
@@ -312,7 +316,7 @@ __global__ void __launch_bounds__(ATTN_WARPS * 32, (attn_geo<HD, WIDE, KV>::MINB
     if (p0 >= len) {
         si_pdl_wait();
         if (n_parts == 1) { /* a row with no keys: zeros, as the combine writes */
-            const attn_q8_out q8 = attn_q8_of(out_q8, r, n_head * HD, kvh * G * HD);
+            const attn_extra_row q8 = attn_extra_of(ex, r, n_head * HD, kvh * G * HD);
             for (int i = threadIdx.x; i < G * HD; i += ATTN_WARPS * 32) {
                 out[((size_t)r * n_head + kvh * G) * HD + i] = 0.0f;
                 q8.store(i, 0.0f);
@@ -468,7 +472,7 @@ __global__ void __launch_bounds__(ATTN_WARPS * 32, (attn_geo<HD, WIDE, KV>::MINB
     }
     __syncthreads();
     attn_store_merged<HD, GM>(sm_m, sm_l, sm_acc, G, (size_t)r * n_head + kvh * G, n_parts, part,
-                              out, attn_q8_of(out_q8, r, n_head * HD, kvh * G * HD), part_acc,
+                              out, attn_extra_of(ex, r, n_head * HD, kvh * G * HD), part_acc,
                               part_ml, [](float x) { return attn_exp2(x); });
 }
 
@@ -551,7 +555,7 @@ __global__ void __launch_bounds__(ATTN_WARPS * 32, ROT || HD > 128 ? 2 : 3)
     __syncthreads();
     /* version 1 always leaves the combine to its kernel: no out */
     attn_store_merged<HD, ATTN_MAXG>(sm_m, sm_l, &sm_acc[0][0][0], G, (size_t)r * n_head + kvh * G,
-                                     n_parts, part, (float *)NULL, attn_q8_out{NULL, 0, 0},
+                                     n_parts, part, (float *)NULL, attn_extra_row{NULL, NULL, 0, 0},
                                      part_acc, part_ml, [](float x) { return __expf(x); });
 }
 
@@ -561,7 +565,7 @@ __global__ void __launch_bounds__(ATTN_WARPS * 32, ROT || HD > 128 ? 2 : 3)
  * long sequence has 16+ parts); the sums run in part order, whatever the batch. */
 template <int HD, bool LOG2>
 __global__ void __launch_bounds__(HD)
-    attn_decode_combine(float *out, uint8_t *out_q8, const float *part_acc,
+    attn_decode_combine(float *out, attn_extra ex, const float *part_acc,
                         const float *part_ml, attn_rows rows, int n_head, int part_keys,
                         int n_parts) {
     __shared__ float sm_mx[HD / 32];
@@ -587,7 +591,7 @@ __global__ void __launch_bounds__(HD)
     }
     const float o = ls > 0.0f ? a / ls : 0.0f;
     out[((size_t)r * n_head + h) * HD + d] = o;
-    attn_q8_of(out_q8, r, n_head * HD, h * HD).store(d, o);
+    attn_extra_of(ex, r, n_head * HD, h * HD).store(d, o);
 }
 
 /* ---- host side ---- */
@@ -689,7 +693,7 @@ struct attn_launch_args {
     int n_rows, n_parts, part_keys;
     attn_rope rope;
     attn_fresh fresh;
-    uint8_t *out_q8;
+    attn_extra ex;
     const cuda_attn_params *p;
     float *part_acc, *part_ml;
     cudaStream_t st;
@@ -704,7 +708,7 @@ static void attn_launch_tile(const attn_launch_args &a) {
                   attn_geo<HD, WIDE, KV>::SMEM, a.st, a.q, a.q_stride, (const T *)a.kc,
                   (const T *)a.vc, a.bt, a.rows, p->n_head, p->n_head_kv, p->max_blocks,
                   p->scale * 1.4426950408889634f, a.rope, a.fresh, a.part_keys, a.n_parts,
-                  a.part_acc, a.part_ml, a.out, a.out_q8);
+                  a.part_acc, a.part_ml, a.out, a.ex);
 }
 
 template <int HD, int GM, class KV> static void attn_launch_g(const attn_launch_args &a) {
@@ -744,10 +748,10 @@ template <int HD, class KV> static void attn_launch(const attn_launch_args &a, i
     if (!v1 && a.n_parts == 1) return; /* the tile kernel wrote out (a decode step's short rows) */
     if (v1)
         attn_decode_combine<HD, false><<<dim3(p->n_head, a.n_rows), HD, 0, a.st>>>(
-            a.out, a.out_q8, a.part_acc, a.part_ml, a.rows, p->n_head, a.part_keys, a.n_parts);
+            a.out, a.ex, a.part_acc, a.part_ml, a.rows, p->n_head, a.part_keys, a.n_parts);
     else
         attn_decode_combine<HD, true><<<dim3(p->n_head, a.n_rows), HD, 0, a.st>>>(
-            a.out, a.out_q8, a.part_acc, a.part_ml, a.rows, p->n_head, a.part_keys, a.n_parts);
+            a.out, a.ex, a.part_acc, a.part_ml, a.rows, p->n_head, a.part_keys, a.n_parts);
     CUDA_CHECK_LAUNCH();
 }
 
@@ -755,7 +759,7 @@ int attn_decode_rows(float *out, const float *q, int q_stride, const void *k_cac
                      const void *v_cache, const int32_t *block_table, attn_rows rows,
                      int n_rows, int max_kv_len, const uint8_t *rope_on_read,
                      const cuda_rope_params *rope, const cuda_attn_params *p, void *scratch,
-                     cudaStream_t stream, const attn_fresh *fresh, uint8_t *out_q8) {
+                     cudaStream_t stream, const attn_fresh *fresh, attn_extra ex) {
     if (n_rows <= 0) return 0;
     if (p->n_head_kv <= 0 || p->n_head % p->n_head_kv || p->n_head / p->n_head_kv > ATTN_MAXG)
         return -1;
@@ -780,7 +784,7 @@ int attn_decode_rows(float *out, const float *q, int q_stride, const void *k_cac
     if (rope_on_read) rope_cos_sin_table(table, n_kv, rope, stream);
     attn_fresh none = {};
     attn_launch_args a = {out, q, q_stride, k_cache, v_cache, block_table, rows, n_rows,
-                          n_parts, part_keys, ar, fresh ? *fresh : none, out_q8, p, part_acc,
+                          n_parts, part_keys, ar, fresh ? *fresh : none, ex, p, part_acc,
                           part_acc + (size_t)n_rows * p->n_head * n_parts * p->head_dim, stream};
     launch(a, version);
     return 0;
@@ -794,7 +798,8 @@ extern "C" int cuda_attention_decode(float *out, const float *q, int q_stride,
                                      void *scratch, cudaStream_t stream) {
     const attn_rows rows = {seq_len, NULL, NULL};
     return attn_decode_rows(out, q, q_stride, k_cache, v_cache, block_table, rows, n_seqs,
-                            max_kv_len, rope_on_read, rope, p, scratch, stream, NULL, NULL);
+                            max_kv_len, rope_on_read, rope, p, scratch, stream, NULL,
+                            attn_extra{NULL, NULL});
 }
 
 extern "C" int cuda_attention_decode_rope(float *out, const float *q, int q_stride,
@@ -805,7 +810,7 @@ extern "C" int cuda_attention_decode_rope(float *out, const float *q, int q_stri
                                           int n_seqs, int max_kv_len,
                                           const cuda_rope_params *rope,
                                           const cuda_attn_params *p, void *out_q8,
-                                          void *scratch, cudaStream_t stream) {
+                                          void *out_h, void *scratch, cudaStream_t stream) {
     /* the tile kernel (version 2) with its 8-element rotation: rope_dim a multiple of 16 */
     if (attn_version(p) != 2 || rope->kv_dtype != p->kv_dtype || rope->rope_dim <= 0 ||
         rope->rope_dim > p->head_dim || rope->rope_dim % 16)
@@ -816,5 +821,5 @@ extern "C" int cuda_attention_decode_rope(float *out, const float *q, int q_stri
                               rope_args_of(rope)};
     return attn_decode_rows(out, q, q_stride, k_cache, v_cache, block_table, rows, n_seqs,
                             max_kv_len, NULL, rope, p, scratch, stream, &fresh,
-                            (uint8_t *)out_q8);
+                            attn_extra{(uint8_t *)out_q8, out_h});
 }

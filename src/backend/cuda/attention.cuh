@@ -73,13 +73,17 @@ size_t attn_decode_scratch_bytes(const cuda_attn_params *p, int n_rows, int max_
 
 /* The decode (flash-decoding) kernels over n_rows query rows (q row r at q + r * q_stride), as
  * cuda_attention_decode; prefill runs them for head_dims its tensor-core kernel lacks and for
- * steps of a few tokens. fresh: the step's new tokens, or NULL (attn_fresh); out_q8: the output
- * quantised as well (cuda_attention_decode_rope), or NULL. */
+ * steps of a few tokens. fresh: the step's new tokens, or NULL (attn_fresh); ex: where the
+ * output is also written (cuda_attention_decode_rope's out_q8 and out_h), or NULLs. */
+typedef struct attn_extra {
+    uint8_t *q8; /* quantised as cuda_gemv_pre reads it (CUDA_Q8X_ROW_BYTES a row), or NULL */
+    void *h;     /* as f16 [n_rows][n_head * head_dim], for cuda_gemm_pre, or NULL */
+} attn_extra;
 int attn_decode_rows(float *out, const float *q, int q_stride, const void *k_cache,
                      const void *v_cache, const int32_t *block_table, attn_rows rows,
                      int n_rows, int max_kv_len, const uint8_t *rope_on_read,
                      const cuda_rope_params *rope, const cuda_attn_params *p, void *scratch,
-                     cudaStream_t stream, const attn_fresh *fresh, uint8_t *out_q8);
+                     cudaStream_t stream, const attn_fresh *fresh, attn_extra ex);
 
 /* Timing and test knob, not for the engine: the decode kernel version (1: the first kernel, one
  * softmax update per key, ATTN_PART keys per CTA, f16 caches only: FP8 caches always run version

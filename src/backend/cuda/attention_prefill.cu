@@ -471,7 +471,7 @@ extern "C" int cuda_attention_prefill(float *out, const float *q, int q_stride,
         const attn_rows rows = {NULL, seq, pos};
         return attn_decode_rows(out, q, q_stride, k_cache, v_cache, block_table, rows, n_tokens,
                                 max_kv_len, rope_on_read, rope, p, scratch, stream, NULL,
-                                NULL);
+                                attn_extra{NULL, NULL});
     }
     if (p->n_head_kv <= 0 || p->n_head % p->n_head_kv || p->n_head / p->n_head_kv > ATTN_MAXG)
         return -1;

@@ -565,13 +565,15 @@ static void attention_block(cuda_state *c, const dev_layer *D, int il, const ste
     /* a decode step rotates and caches the new tokens inside attention's kernel where it can
      * (1: it cannot, the two kernels run) */
     int fused = 1;
-    /* and, where it does, quantises its output for the output projection */
+    /* and, where it does, quantises its output for the output projection, or converts it for
+     * its cuBLASLt GEMM */
     const bool att_q8 = attn_q8_on() && pre_quant(&D->wo, n) && q_dim % 128 == 0;
+    const bool att_h = !att_q8 && D->wo.type == SI_TYPE_F16 && pre_half(&D->wo, n);
     if (sh->decode && !sh->streaming && attn_fuse_on() && !skip(4) && !skip(8)) {
         fused = cuda_attention_decode_rope(c->att, v.q, v.qs, v.k, v.ks, v.v, v.vs, d_pos,
                                            c->d_in + L.slot, kc, vc, d_bt, c->d_in + L.kv_len, n,
                                            sh->kv_cap, &c->rope, &ap, att_q8 ? c->xq8 : NULL,
-                                           c->attn_scr, st);
+                                           att_h ? c->gemm_scr : NULL, c->attn_scr, st);
         SI_ASSERT(fused >= 0);
     }
     if (fused != 0) {
@@ -593,6 +595,9 @@ static void attention_block(cuda_state *c, const dev_layer *D, int il, const ste
     if (skip(16)) {
     } else if (fused == 0 && att_q8) {
         SI_ASSERT(cuda_gemv_pre(D->wo.type, D->wo.d, D->wo.M, D->wo.K, c->xq8, n, c->xb, st) == 0);
+    } else if (fused == 0 && att_h) {
+        SI_ASSERT(cuda_gemm_pre(c->gemm, D->wo.type, D->wo.d, D->wo.M, D->wo.K, n, c->xb,
+                                c->gemm_scr, st) == 0);
     } else {
         matmul(c, &D->wo, c->att, n, c->xb);
     }

@@ -214,15 +214,16 @@ int cuda_attention_decode(float *out, const float *q, int q_stride, const void *
  * (decode kernel version 1, rope_dim not a multiple of 16, caches of another type than rope's):
  * run the two calls instead; -1 on bad parameters, as cuda_attention_decode. out_q8: NULL, or
  * n_seqs rows of CUDA_Q8X_ROW_BYTES(n_head * head_dim) that receive out quantised for the
- * output projection (cuda_gemv_pre; n_head * head_dim % 128 == 0). scratch: as for
- * cuda_attention_decode. */
+ * output projection (cuda_gemv_pre; n_head * head_dim % 128 == 0). out_h: NULL, or f16
+ * [n_seqs][n_head * head_dim] that receives out rounded to nearest, for the output projection's
+ * cuda_gemm_pre. scratch: as for cuda_attention_decode. */
 int cuda_attention_decode_rope(float *out, const float *q, int q_stride, const float *k,
                                int k_stride, const float *v, int v_stride, const int32_t *pos,
                                const int32_t *slot, void *k_cache, void *v_cache,
                                const int32_t *block_table, const int32_t *seq_len, int n_seqs,
                                int max_kv_len, const cuda_rope_params *rope,
-                               const cuda_attn_params *p, void *out_q8, void *scratch,
-                               cudaStream_t stream);
+                               const cuda_attn_params *p, void *out_q8, void *out_h,
+                               void *scratch, cudaStream_t stream);
 
 /* Prefill attention on tensor cores. Query row t (of n_tokens; q f32, row stride q_stride floats,
  * rotated) belongs to sequence seq[t] at cache position pos[t] and attends causally to slots
