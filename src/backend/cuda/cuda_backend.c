@@ -434,9 +434,9 @@ static bool attn_q8_on(void) {
  * GEMV would quantise x itself (cuda_gemv_pre_ok), once in every CTA. */
 static bool pre_quant(const dev_mat *w, int n) { return cuda_gemv_pre_ok(w->type, w->K, n); }
 
-/* Whether the kernel before a matmul of w over n rows (a norm, SwiGLU) should write its output
- * in w's type for it: matmul takes cuBLASLt with x converted to F16/BF16 there, a kernel of its
- * own (cuda_gemm_pre). SI_CUDA_GEMM_PRE=0: the GEMM converts. */
+/* Whether the kernel before a matmul of w over n rows (a norm, SwiGLU, decode attention) should
+ * write its output in w's type for it: matmul takes cuBLASLt with x converted to F16/BF16 there,
+ * a kernel of its own (cuda_gemm_pre). SI_CUDA_GEMM_PRE=0: the GEMM converts. */
 static bool pre_half(const dev_mat *w, int n) {
     static int on = -1;
     return n > 8 && (w->type == SI_TYPE_F16 || w->type == SI_TYPE_BF16) &&

@@ -131,14 +131,12 @@ typedef void (*rmsnorm_fn)(float *, void *, uint8_t *, float *, const float *, c
 extern "C" int cuda_rmsnorm(float *out, void *out_h, si_type out_h_type, const float *x,
                             const float *w, int n, int n_rows, float eps, cudaStream_t stream) {
     if (n < 1 || n_rows < 1) return -1;
-    rmsnorm_fn k;
-    if (!out_h) k = rmsnorm_kernel<0, false, false>;
-    else if (out_h_type == SI_TYPE_F16) k = rmsnorm_kernel<1, false, false>;
-    else if (out_h_type == SI_TYPE_BF16) k = rmsnorm_kernel<2, false, false>;
-    else return -1;
     /* x is only read when nothing is added */
-    si_launch_pdl(k, n_rows, NORM_THREADS, 0, stream, out, out_h, (uint8_t *)NULL, (float *)x,
-                  (const float *)NULL, w, n, eps, n_rows);
+    if (out_h)
+        return cuda_add_rmsnorm_half(out, out_h, out_h_type, (float *)x, NULL, w, n, n_rows, eps,
+                                     stream);
+    si_launch_pdl(rmsnorm_kernel<0, false, false>, n_rows, NORM_THREADS, 0, stream, out,
+                  (void *)NULL, (uint8_t *)NULL, (float *)x, (const float *)NULL, w, n, eps, n_rows);
     return 0;
 }
 
@@ -170,9 +168,12 @@ extern "C" int cuda_add_rmsnorm_half(float *out, void *out_h, si_type out_h_type
                                      cudaStream_t stream) {
     if (n < 1 || n_rows < 1 || !out_h) return -1;
     rmsnorm_fn k;
-    if (out_h_type == SI_TYPE_F16) k = y ? rmsnorm_kernel<1, true, false> : rmsnorm_kernel<1, false, false>;
-    else if (out_h_type == SI_TYPE_BF16) k = y ? rmsnorm_kernel<2, true, false> : rmsnorm_kernel<2, false, false>;
-    else return -1;
+    if (out_h_type == SI_TYPE_F16)
+        k = y ? rmsnorm_kernel<1, true, false> : rmsnorm_kernel<1, false, false>;
+    else if (out_h_type == SI_TYPE_BF16)
+        k = y ? rmsnorm_kernel<2, true, false> : rmsnorm_kernel<2, false, false>;
+    else
+        return -1;
     si_launch_pdl(k, n_rows, NORM_THREADS, 0, stream, out, out_h, (uint8_t *)NULL, x, y, w, n, eps,
                   n_rows);
     return 0;
