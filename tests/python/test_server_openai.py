@@ -6,6 +6,7 @@ tiny queue) are started by the tests that need them."""
 import json
 import re
 import threading
+import time
 
 import pytest
 
@@ -416,13 +417,28 @@ def get_metrics(server):
     return parse_prometheus(body.decode())
 
 
+def settled_metrics(server, timeout=10.0):
+    """/metrics once the server has finished accounting: the server counts a request when
+    libmicrohttpd reports it complete, which can come after the client has read the response.
+    Waits until two snapshots 200 ms apart agree and no generation is in flight."""
+    deadline = time.monotonic() + timeout
+    prev = get_metrics(server)
+    while time.monotonic() < deadline:
+        time.sleep(0.2)
+        cur = get_metrics(server)
+        if cur == prev and metric(cur[1], "swiftinfer_http_requests_in_flight") == 0:
+            return cur
+        prev = cur
+    raise AssertionError("/metrics did not settle within %.0f s" % timeout)
+
+
 def test_metrics(server, client):
-    _, before = get_metrics(server)
+    _, before = settled_metrics(server)
     msgs = [{"role": "user", "content": LONG_PROMPT}]
     r1 = chat(client, messages=msgs, max_tokens=3, extra_body={"ignore_eos": True})
     r2 = chat(client, messages=msgs, max_tokens=3, extra_body={"ignore_eos": True})
     check_openai_error(post(server, "/v1/chat/completions", b"{"), 400)
-    types, samples = get_metrics(server)
+    types, samples = settled_metrics(server)
     missing = {n for n in METRIC_FAMILIES if n not in types}
     assert not missing, f"missing metric families {missing}; have {sorted(types)}"
     for n, t in METRIC_FAMILIES.items():
