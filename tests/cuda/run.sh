@@ -11,7 +11,7 @@
 #      those kernel tests; SI_SKIP_MODEL=1 skips 4);
 #   4. the whole model on the GPU: the full project (swiftinfer CLI, test_cuda_model) built with
 #      CUDA, synthetic models written by `swiftinfer synth` (tiny, tiny-qwen2, smollm2-135m in
-#      f16/q8_0/q4_0; llama2-7b q4_0 with SI_SYNTH_7B=1; more with SI_EXTRA_MODELS), whole-model logits GPU vs CPU and the
+#      f16/q8_0/q4_0, tiny in q8_0/q4_0 (n_embd 256: the batch-1 GEMVs with the norm inside); llama2-7b q4_0 with SI_SYNTH_7B=1; more with SI_EXTRA_MODELS), whole-model logits GPU vs CPU and the
 #      engine's exactness on the GPU (test_cuda_model), a CLI smoke run, then
 #      `swiftinfer bench --device cuda -p 512 -n 128` on every synthesised model.
 # The host libraries the full project needs (PCRE2, utf8proc, jansson, libmicrohttpd, xxhash,
@@ -75,7 +75,8 @@ if [ "$full" = 1 ]; then
     mkdir -p "$MD"
     # name:shape:type:logits tolerance (max |gpu - cpu| / max |cpu|; 0: no logits test)
     specs="tiny-f16:tiny:f16:1e-2 tiny-qwen2-f16:tiny-qwen2:f16:1e-2 smollm2-f16:smollm2-135m:f16:1e-2
-           smollm2-q8_0:smollm2-135m:q8_0:5e-2 smollm2-q4_0:smollm2-135m:q4_0:5e-2"
+           smollm2-q8_0:smollm2-135m:q8_0:5e-2 smollm2-q4_0:smollm2-135m:q4_0:5e-2
+           tiny-q8_0:tiny:q8_0:5e-2 tiny-q4_0:tiny:q4_0:5e-2"
     [ "${SI_SYNTH_7B:-0}" = 1 ] && specs="$specs llama2-7b-q4_0:llama2-7b:q4_0:0"
     specs="$specs ${SI_EXTRA_MODELS:-}" # more name:shape:type:tol, e.g. tinyllama-q4_0:tinyllama-1.1b:q4_0:0
     bench_models=""
@@ -85,7 +86,7 @@ if [ "$full" = 1 ]; then
         f=$MD/$name.gguf
         [ -f "$f" ] || "$SI" synth -o "$f" --shape "$shape" --type "$type" >> "$LOG/build.log" 2>&1 \
             || { echo "synth $name FAILED"; fail=1; continue; }
-        case $name in tiny-f16|tiny-qwen2*) ;; *) bench_models="$bench_models,$f" ;; esac
+        case $name in tiny-*) ;; *) bench_models="$bench_models,$f" ;; esac
         [ "$tol" = 0 ] && continue
         "$BD/test_cuda_model" "$f" "$tol" >> "$LOG/test_cuda_model.log" 2>&1 \
             || { fail=1; echo "test_cuda_model $name FAILED"; }

@@ -13,6 +13,8 @@
  *     cuda_gemv_pre on it == cuda_gemv on the f32 output, for every quantised type and 1..8
  *     rows (the GEMV would quantise that f32 x itself, in every CTA); and the q8 rows written
  *     alone (out NULL) are the same bytes;
+ *   - the batch-1 GEMV with the norm inside (cuda_gemv_norm) == the norm (out_q8) then
+ *     cuda_gemv_pre, y and the residual sum, for every quantised type, with and without the add;
  * every output poisoned (NaN bytes) first, so an unwritten element fails. Then timings at batch
  * 1 on Llama-2-7B shapes (median of 50, cudaEvent, L2 flushed): cuda_gemv vs cuda_gemv_pre.
  *
@@ -279,6 +281,71 @@ static void test_gemv_pre(const qtype &q, int M, int K, bool swiglu) {
         CUDA_CHECK(cudaFree(p));
 }
 
+/* the batch-1 GEMV with the norm inside (cuda_gemv_norm) == cuda_add_rmsnorm (out_q8) then
+ * cuda_gemv_pre, y and the residual sum bit for bit; x left as it was; with add NULL, x_out not
+ * written */
+static void test_gemv_norm(const qtype &q, int M, int K) {
+    if (!cuda_gemv_norm_ok(q.t, M, K)) {
+        g_checks++;
+        g_fail++;
+        printf("FAIL gemv_norm %s %dx%d: not ok\n", q.name, M, K);
+        return;
+    }
+    void *W = make_weights(q.t, M, K);
+    const auto hx = rnd_vec(K, 2.0f);
+    float *w = dfloats(rnd_vec(K, 1.5f)), *x = dfloats(hx), *add = dfloats(rnd_vec(K, 1.0f));
+    float *xr = dalloc<float>(K), *x_out = dalloc<float>(K);
+    float *y1 = dalloc<float>(M), *y2 = dalloc<float>(M);
+    uint8_t *xq = dalloc<uint8_t>(CUDA_Q8X_ROW_BYTES(K));
+    for (bool with_add : {false, true}) {
+        CUDA_CHECK(cudaMemcpy(xr, x, (size_t)K * 4, cudaMemcpyDeviceToDevice));
+        CUDA_CHECK(cudaMemset(x_out, 0xFF, (size_t)K * 4));
+        CUDA_CHECK(cudaMemset(y1, 0xFF, (size_t)M * 4));
+        CUDA_CHECK(cudaMemset(y2, 0xFF, (size_t)M * 4));
+        const float *a = with_add ? add : NULL;
+        const int r1 = cuda_add_rmsnorm(NULL, xq, xr, a, w, K, 1, 1e-5f, 0) ||
+                       cuda_gemv_pre(q.t, W, M, K, xq, 1, y1, 0);
+        const int r2 = cuda_gemv_norm(q.t, W, M, K, x, a, w, 1e-5f, with_add ? x_out : NULL, y2, 0);
+        char name[128];
+        snprintf(name, sizeof name, "gemv_norm %s %dx%d %s: y", q.name, M, K,
+                 with_add ? "x + add" : "x");
+        if (r1 || r2) {
+            g_checks++;
+            g_fail++;
+            printf("FAIL %s: launch returned %d / %d\n", name, r1, r2);
+            continue;
+        }
+        check_same(name, hfloats(y2, M), hfloats(y1, M));
+        snprintf(name, sizeof name, "gemv_norm %s %dx%d %s: x unchanged", q.name, M, K,
+                 with_add ? "x + add" : "x");
+        check_same(name, hfloats(x, K), hx);
+        const auto ho = hfloats(x_out, K);
+        if (with_add) {
+            snprintf(name, sizeof name, "gemv_norm %s %dx%d: x_out == the norm's x += add",
+                     q.name, M, K);
+            check_same(name, ho, hfloats(xr, K));
+        } else {
+            const bool untouched = std::all_of(ho.begin(), ho.end(), [](float v) {
+                return std::isnan(v);
+            });
+            g_checks++;
+            if (!untouched) g_fail++;
+            printf("%s gemv_norm %s %dx%d: x_out not written without add\n",
+                   untouched ? "PASS" : "FAIL", q.name, M, K);
+        }
+    }
+    /* what cannot run says so */
+    g_checks++;
+    const bool refused = cuda_gemv_norm(q.t, W, M, K, x, add, w, 1e-5f, x, y2, 0) == -1 &&
+                         cuda_gemv_norm(q.t, W, M, K, x, add, w, 1e-5f, NULL, y2, 0) == -1;
+    if (!refused) g_fail++;
+    printf("%s gemv_norm %s: x_out aliasing x, or missing, is refused\n",
+           refused ? "PASS" : "FAIL", q.name);
+    for (void *p : {(void *)W, (void *)w, (void *)x, (void *)add, (void *)xr, (void *)x_out,
+                    (void *)y1, (void *)y2, (void *)xq})
+        CUDA_CHECK(cudaFree(p));
+}
+
 /* median of reps, each after an L2 flush (a 256 MB write) */
 template <class F> static double time_us(F f, int reps = 50) {
     static void *flush = nullptr;
@@ -321,6 +388,27 @@ static void bench_gemv_pre(const qtype &q, int M, int K) {
         CUDA_CHECK(cudaFree(p));
 }
 
+/* batch 1, one L2-flushed launch each: norm kernel + cuda_gemv_pre against cuda_gemv_norm (the
+ * decode chain overlaps the first pair through PDL, which a kernel timed alone cannot show) */
+static void bench_gemv_norm(const qtype &q, int M, int K) {
+    void *W = make_weights(q.t, M, K);
+    float *x = dfloats(rnd_vec(K, 1.0f)), *w = dfloats(rnd_vec(K, 1.0f));
+    float *add = dfloats(rnd_vec(K, 1.0f)), *x_out = dalloc<float>(K), *y = dalloc<float>(M);
+    uint8_t *xq = dalloc<uint8_t>(CUDA_Q8X_ROW_BYTES(K));
+    CUDA_CHECK(cudaMemcpy(x_out, x, (size_t)K * 4, cudaMemcpyDeviceToDevice));
+    const double t1 = time_us([&] {
+        cuda_add_rmsnorm(NULL, xq, x_out, add, w, K, 1, 1e-5f, 0);
+        cuda_gemv_pre(q.t, W, M, K, xq, 1, y, 0);
+    });
+    const double t2 =
+        time_us([&] { cuda_gemv_norm(q.t, W, M, K, x, add, w, 1e-5f, x_out, y, 0); });
+    printf("bench gemv %-5s %5dx%-5d nb=1  norm + gemv_pre %7.2f us   gemv_norm %7.2f us\n",
+           q.name, M, K, t1, t2);
+    for (void *p : {(void *)W, (void *)x, (void *)w, (void *)add, (void *)x_out, (void *)y,
+                    (void *)xq})
+        CUDA_CHECK(cudaFree(p));
+}
+
 int main(int argc, char **argv) {
     bool small = false, bench = true;
     for (int i = 1; i < argc; i++) {
@@ -351,8 +439,20 @@ int main(int argc, char **argv) {
         test_gemv_pre(q, small ? 64 : 1000, 4096, false);
         test_gemv_pre(q, small ? 64 : 300, small ? 1024 : 11008, true);
     }
+    for (const qtype &q : k_qtypes) {
+        if (small) {
+            test_gemv_norm(q, 64, 1024);
+            test_gemv_norm(q, 300, 2048);
+        } else {
+            test_gemv_norm(q, 1000, 4096);  /* batch 1 on a small matrix: 2 rows x 2 stages */
+            test_gemv_norm(q, 12288, 4096); /* K < 8192: 2 x 4 */
+            test_gemv_norm(q, 3000, 8192);  /* K = 8192, the longest row the norm holds */
+        }
+    }
     if (bench)
         for (const qtype &q : k_qtypes) {
+            bench_gemv_norm(q, 12288, 4096);
+            bench_gemv_norm(q, 22016, 4096);
             bench_gemv_pre(q, 4096, 4096);
             bench_gemv_pre(q, 12288, 4096);
             bench_gemv_pre(q, 22016, 4096);

@@ -81,7 +81,11 @@ typedef struct cuda_state {
     /* per-step scratch, one allocation; [max_tokens][...] rows as forward.c */
     void *scr_buf;
     size_t scr_bytes;
-    float *x, *xb, *att;
+    /* x: the residual stream, x_main's rows; a batch-1 GEMV with the norm inside
+     * (NORMED_IN_GEMV) writes the sum it adds to x_alt instead (the other CTAs still read x),
+     * and the two swap; forward_launches starts each step at x_main */
+    float *x, *x_alt, *x_main, *x_row;
+    float *xb, *att;
     float *qkv; /* rows [q | k | v] (fused), or blocks q, k, v (see qkv_of) */
     float *ffn; /* rows [gate | up] (fused), or blocks gate, up */
     float *act; /* silu(gate) * up, the input of w_down */
@@ -201,7 +205,8 @@ static size_t scratch_layout(cuda_state *c, const si_model *m, const backend_par
         if (base) c->field = (void *)(base + off);                                             \
         off += ALIGN_UP(bytes);                                                                \
     } while (0)
-    TAKE(x, T * hp->n_embd * 4);
+    TAKE(x_main, T * hp->n_embd * 4);
+    TAKE(x_row, hp->n_embd * 4);
     TAKE(xb, T * hp->n_embd * 4);
     TAKE(qkv, (T * (q_dim + 2 * kv_dim) + 2 * SPLIT_PAD) * 4);
     TAKE(att, T * q_dim * 4);
@@ -240,6 +245,10 @@ static size_t scratch_layout(cuda_state *c, const si_model *m, const backend_par
     TAKE(d_smp, S * sizeof(cuda_sample_params));
     TAKE(d_ids, S * 4);
 #undef TAKE
+    if (base) {
+        c->x = c->x_main;
+        c->x_alt = c->x_row;
+    }
     return off;
 }
 
@@ -443,17 +452,35 @@ static bool pre_half(const dev_mat *w, int n) {
            fusion_on("SI_CUDA_GEMM_PRE", &on);
 }
 
-/* What the norm before a matmul wrote for it besides c->xb (norm_for, matmul_normed) */
-typedef enum { NORMED_F32, NORMED_Q8, NORMED_MMQ, NORMED_HALF } normed_kind;
+/* Whether a batch-1 GEMV of a quantised type runs the norm before it in its own CTAs
+ * (cuda_gemv_norm), so that no norm kernel sits between it and the GEMV before;
+ * SI_CUDA_GEMV_NORM=0: the norm kernel quantises x for it. */
+static bool gemv_norm_on(void) {
+    static int on = -1;
+    return fusion_on("SI_CUDA_GEMV_NORM", &on);
+}
+
+/* What the norm before a matmul wrote for it besides c->xb (norm_for, matmul_normed), or
+ * (NORMED_IN_GEMV) that it did not run: the matmul's GEMV runs it, with weight nw, adding c->xb
+ * first when add. */
+typedef enum { NORMED_F32, NORMED_Q8, NORMED_MMQ, NORMED_HALF, NORMED_IN_GEMV } normed_kind;
+typedef struct normed {
+    normed_kind kind;
+    const float *nw;
+    bool add;
+} normed;
 
 /* RMSNorm of c->x into c->xb (adding c->xb first when add), and for the matmul of w after it:
  * quantised into c->xq8 (NORMED_Q8) when that GEMV can take it, or as f16 into c->gemm_scr in
  * the batched quantised matmul's layout (NORMED_MMQ) when w is its only reader and that matmul
  * can take it (cuda_matmul_quant_rows_pre: one kernel fewer). w_only: w is the only matmul to
  * read the result, so the f32 rows may be left out when it takes q8. */
-static normed_kind norm_for(cuda_state *c, const float *nw, bool add, const dev_mat *w, int n,
-                            int what, bool w_only) {
+static normed norm_for(cuda_state *c, const float *nw, bool add, const dev_mat *w, int n,
+                       int what, bool w_only) {
     const model_hparams *hp = &c->m->hp;
+    if (n == 1 && w_only && w->K == hp->n_embd && gemv_norm_on() &&
+        cuda_gemv_norm_ok(w->type, w->M, w->K))
+        return (normed){NORMED_IN_GEMV, nw, add};
     const bool pre = pre_quant(w, n) && hp->n_embd <= CUDA_NORM_Q8_MAX;
     const bool mmq = !pre && w_only && hp->n_embd <= CUDA_NORM_Q8_MAX &&
                      cuda_matmul_quant_rows_pre_ok(w->type, w->K, n);
@@ -462,17 +489,17 @@ static normed_kind norm_for(cuda_state *c, const float *nw, bool add, const dev_
                              : mmq  ? NORMED_MMQ
                              : half ? NORMED_HALF
                                     : NORMED_F32;
-    if (skip(what)) return kind;
+    if (skip(what)) return (normed){kind, nw, add};
     float *xb_add = add ? c->xb : NULL;
     if (mmq) {
         SI_ASSERT(cuda_add_rmsnorm_mmq(c->xb, c->gemm_scr, c->x, xb_add, nw, hp->n_embd, n,
                                        hp->rms_eps, c->st) == 0);
-        return kind;
+        return (normed){kind, nw, add};
     }
     if (half) { /* w, the only reader, takes the converted rows: no f32 rows */
         SI_ASSERT(cuda_add_rmsnorm_half(NULL, c->gemm_scr, w->type, c->x, xb_add, nw, hp->n_embd,
                                         n, hp->rms_eps, c->st) == 0);
-        return kind;
+        return (normed){kind, nw, add};
     }
     /* The f32 rows are not read when w (the only reader) takes the q8 copy. Leaving them out
      * was measured on the H200 (s8 call 8, tg128, 3 rounds): Q8_0 432.3 -> 435.6 t/s, but Q4_0
@@ -480,13 +507,23 @@ static normed_kind norm_for(cuda_state *c, const float *nw, bool add, const dev_
     float *out = pre && w_only && w->type == SI_TYPE_Q8_0 ? NULL : c->xb;
     SI_ASSERT(cuda_add_rmsnorm(out, pre ? c->xq8 : NULL, c->x, xb_add, nw, hp->n_embd, n,
                                hp->rms_eps, c->st) == 0);
-    return kind;
+    return (normed){kind, nw, add};
 }
 
 /* y[n][M] = xb[n][K] W^T where xb is norm_for's output, read from what it wrote for w */
 static void matmul(cuda_state *c, const dev_mat *w, const float *x, int n, float *y);
-static void matmul_normed(cuda_state *c, const dev_mat *w, int n, float *y, normed_kind kind) {
-    if (kind == NORMED_Q8 && pre_quant(w, n))
+static void matmul_normed(cuda_state *c, const dev_mat *w, int n, float *y, normed pn) {
+    const normed_kind kind = pn.kind;
+    if (kind == NORMED_IN_GEMV) {
+        SI_ASSERT(n == 1);
+        SI_ASSERT(cuda_gemv_norm(w->type, w->d, w->M, w->K, c->x, pn.add ? c->xb : NULL, pn.nw,
+                                 c->m->hp.rms_eps, pn.add ? c->x_alt : NULL, y, c->st) == 0);
+        if (pn.add) { /* the sum is the residual now */
+            float *t = c->x;
+            c->x = c->x_alt;
+            c->x_alt = t;
+        }
+    } else if (kind == NORMED_Q8 && pre_quant(w, n))
         SI_ASSERT(cuda_gemv_pre(w->type, w->d, w->M, w->K, c->xq8, n, y, c->st) == 0);
     else if (kind == NORMED_MMQ)
         SI_ASSERT(cuda_matmul_quant_rows_pre(w->type, w->d, w->M, w->K, n, y, c->gemm_scr,
@@ -543,7 +580,7 @@ static void attention_block(cuda_state *c, const dev_layer *D, int il, const ste
     const uint8_t *row_ror = sh->streaming ? (const uint8_t *)(c->d_in + L.row_ror) : NULL;
 
     /* the residual of the previous layer's FFN (c->xb, pending unless il == 0) is added here */
-    const normed_kind pre =
+    const normed pre =
         norm_for(c, D->attn_norm, il > 0, D->qkv_fused ? &D->wqkv : &D->wq, n, 1, D->qkv_fused);
     const qkv_view v = qkv_of(c, D, n);
     if (D->qkv_fused) {
@@ -552,8 +589,8 @@ static void attention_block(cuda_state *c, const dev_layer *D, int il, const ste
     } else {
         /* the quantised copy is for wq's type; wk, wv take it when theirs is the same */
         matmul_normed(c, &D->wq, n, v.q, pre);
-        matmul_normed(c, &D->wk, n, v.k, D->wk.type == D->wq.type ? pre : NORMED_F32);
-        matmul_normed(c, &D->wv, n, v.v, D->wv.type == D->wq.type ? pre : NORMED_F32);
+        matmul_normed(c, &D->wk, n, v.k, D->wk.type == D->wq.type ? pre : (normed){NORMED_F32});
+        matmul_normed(c, &D->wv, n, v.v, D->wv.type == D->wq.type ? pre : (normed){NORMED_F32});
         if (D->b_qkv) {
             cuda_fwd_add_bias(v.q, D->b_qkv, q_dim, n, st);
             cuda_fwd_add_bias(v.k, D->b_qkv + q_dim, kv_dim, n, st);
@@ -612,7 +649,7 @@ static void ffn_block(cuda_state *c, const dev_layer *D, const step_shape *sh) {
     const bool pre_down = D->gate_up_fused && pre_quant(&D->w_down, n);
     /* or converted by it for cuBLASLt */
     const bool half_down = D->gate_up_fused && !pre_down && pre_half(&D->w_down, n);
-    const normed_kind pre = norm_for(c, D->ffn_norm, true,
+    const normed pre = norm_for(c, D->ffn_norm, true,
                                      D->gate_up_fused ? &D->w_gate_up : &D->w_gate, n, 32,
                                      D->gate_up_fused);
     if (D->gate_up_fused) {
@@ -628,7 +665,8 @@ static void ffn_block(cuda_state *c, const dev_layer *D, const step_shape *sh) {
     } else {
         float *up = c->ffn + split_at((size_t)n * ff);
         matmul_normed(c, &D->w_gate, n, c->ffn, pre);
-        matmul_normed(c, &D->w_up, n, up, D->w_up.type == D->w_gate.type ? pre : NORMED_F32);
+        matmul_normed(c, &D->w_up, n, up,
+                      D->w_up.type == D->w_gate.type ? pre : (normed){NORMED_F32});
         cuda_swiglu(c->act, c->ffn, up, (int64_t)n * ff, st);
     }
     /* the result is added by the next layer's norm, or at the end */
@@ -652,6 +690,8 @@ static void forward_launches(cuda_state *c, const step_shape *sh) {
     const batch_layout L = layout_of(&c->p, c->max_blocks);
     const int dim = hp->n_embd;
     cudaStream_t st = c->st;
+    c->x = c->x_main;
+    c->x_alt = c->x_row;
     SI_ASSERT(cuda_get_rows(w->tok_embd.type, w->tok_embd.d, dim, c->d_in + L.token,
                             sh->n_tokens, c->x, st) == 0);
     for (int il = 0; il < hp->n_layer; il++) {

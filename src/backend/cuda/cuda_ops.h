@@ -48,6 +48,16 @@ int cuda_gemv_pre_ok(si_type t, int K, int n_batch);
 int cuda_gemv_pre(si_type t, const void *W, int M, int K, const void *xq, int n_batch, float *y,
                   cudaStream_t stream);
 
+/* Batch-1 cuda_gemv_pre with the norm before it inside (no norm kernel between this GEMV and
+ * the kernel before it): x_out = x + add (add may be NULL: nothing added, x_out not written;
+ * x_out must not alias x or add), then y = W (rmsnorm(x_out) * norm_w) — the same bits as
+ * cuda_add_rmsnorm(out_q8) followed by cuda_gemv_pre. x, add, norm_w: K floats. -1 where not
+ * cuda_gemv_norm_ok(t, M, K) (the types of cuda_gemv_pre, K <= CUDA_NORM_Q8_MAX, shared memory
+ * for the norm's 256 threads). */
+int cuda_gemv_norm_ok(si_type t, int M, int K);
+int cuda_gemv_norm(si_type t, const void *W, int M, int K, const float *x, const float *add,
+                   const float *norm_w, float eps, float *x_out, float *y, cudaStream_t stream);
+
 /* The int8 tensor-core GEMV (gemv_mma.cuh) for 7-8 batch rows of the quantised types: ~30%
  * faster than dp4a for Q4_0/Q4_1 at 8 rows on the H200, but its sums run in another order
  * than the 1-row kernel's, so a sequence's logits would depend on how many others share its

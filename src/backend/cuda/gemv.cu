@@ -209,13 +209,45 @@ extern "C" int cuda_gemv_pre(si_type t, const void *W, int M, int K, const void 
                              float *y, cudaStream_t stream) {
     if (!cuda_gemv_pre_ok(t, K, n_batch) || M < 1 || ((uintptr_t)W & 15) || ((uintptr_t)xq & 15))
         return -1;
-    const float *x = (const float *)xq; /* the kernels' x parameter; PRE reads it as bytes */
+    const float *x = (const float *)xq; /* the kernels' x parameter; Q8X_PRE reads it as bytes */
     switch (t) {
-    case SI_TYPE_Q8_0: return gemv_q8x_launch<tqx_q8_0, true>(W, M, K, x, n_batch, y, stream);
-    case SI_TYPE_Q4_0: return gemv_q8x_launch<tqx_q4_0, true>(W, M, K, x, n_batch, y, stream);
-    case SI_TYPE_Q4_1: return gemv_q8x_launch<tqx_q4_1, true>(W, M, K, x, n_batch, y, stream);
-    case SI_TYPE_Q4_K: return gemv_q8x_launch<tqx_q4_k, true>(W, M, K, x, n_batch, y, stream);
-    case SI_TYPE_Q6_K: return gemv_q8x_launch<tqx_q6_k, true>(W, M, K, x, n_batch, y, stream);
+    case SI_TYPE_Q8_0: return gemv_q8x_launch<tqx_q8_0, Q8X_PRE>(W, M, K, x, n_batch, y, stream);
+    case SI_TYPE_Q4_0: return gemv_q8x_launch<tqx_q4_0, Q8X_PRE>(W, M, K, x, n_batch, y, stream);
+    case SI_TYPE_Q4_1: return gemv_q8x_launch<tqx_q4_1, Q8X_PRE>(W, M, K, x, n_batch, y, stream);
+    case SI_TYPE_Q4_K: return gemv_q8x_launch<tqx_q4_k, Q8X_PRE>(W, M, K, x, n_batch, y, stream);
+    case SI_TYPE_Q6_K: return gemv_q8x_launch<tqx_q6_k, Q8X_PRE>(W, M, K, x, n_batch, y, stream);
+    default: return -1;
+    }
+}
+
+/* ---- the norm before it inside (cuda_gemv_norm) */
+
+extern "C" int cuda_gemv_norm_ok(si_type t, int M, int K) {
+    if (!cuda_gemv_pre_ok(t, K, 1)) return 0;
+    switch (t) {
+    case SI_TYPE_Q8_0: return gemv_q8x_norm_ok<tqx_q8_0>(M, K);
+    case SI_TYPE_Q4_0: return gemv_q8x_norm_ok<tqx_q4_0>(M, K);
+    case SI_TYPE_Q4_1: return gemv_q8x_norm_ok<tqx_q4_1>(M, K);
+    case SI_TYPE_Q4_K: return gemv_q8x_norm_ok<tqx_q4_k>(M, K);
+    case SI_TYPE_Q6_K: return gemv_q8x_norm_ok<tqx_q6_k>(M, K);
+    default: return 0;
+    }
+}
+
+extern "C" int cuda_gemv_norm(si_type t, const void *W, int M, int K, const float *x,
+                              const float *add, const float *norm_w, float eps, float *x_out,
+                              float *y, cudaStream_t stream) {
+    if (!cuda_gemv_norm_ok(t, M, K) || !x || !norm_w || (add && !x_out) ||
+        (add && (x_out == x || x_out == add)) || ((uintptr_t)W & 15) || ((uintptr_t)x & 15) ||
+        ((uintptr_t)norm_w & 15) || ((uintptr_t)add & 15) || ((uintptr_t)x_out & 15))
+        return -1;
+    const q8x_norm_in nin = {add, norm_w, x_out, eps};
+    switch (t) {
+    case SI_TYPE_Q8_0: return gemv_q8x_norm_launch<tqx_q8_0>(W, M, K, x, y, nin, stream);
+    case SI_TYPE_Q4_0: return gemv_q8x_norm_launch<tqx_q4_0>(W, M, K, x, y, nin, stream);
+    case SI_TYPE_Q4_1: return gemv_q8x_norm_launch<tqx_q4_1>(W, M, K, x, y, nin, stream);
+    case SI_TYPE_Q4_K: return gemv_q8x_norm_launch<tqx_q4_k>(W, M, K, x, y, nin, stream);
+    case SI_TYPE_Q6_K: return gemv_q8x_norm_launch<tqx_q6_k>(W, M, K, x, y, nin, stream);
     default: return -1;
     }
 }

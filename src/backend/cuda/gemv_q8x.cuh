@@ -18,6 +18,7 @@
  * The grid is persistent (at most the resident CTAs) so the x quantisation is paid once per CTA;
  * warps walk row groups of R rows (R rows share each x load). */
 #include "backend/cuda/gemv_q8x_units.cuh"
+#include "backend/cuda/norm.cuh"
 #include "backend/cuda/pdl.cuh"
 #include "backend/cuda/q8x_row.cuh"
 
@@ -79,13 +80,29 @@ __device__ __forceinline__ void q8x_quantize_x(const float *__restrict__ x, int 
     if (first) issued(); /* this warp had no x blocks */
 }
 
-/* PRE: x is not f32 but already quantised, nb rows of CUDA_Q8X_ROW_BYTES(K) (cuda_ops.h), so
- * the CTA copies it instead of quantising it: every CTA used to read and quantise all of x (for
- * 4096-row shapes nearly as many bytes from L2 as the weights from HBM). */
-template <class T, int NB, int R, int S, bool PRE>
-__global__ void __launch_bounds__(256)
-    gemv_q8x_kernel(const uint8_t *__restrict__ W, int M, int K, size_t row_bytes,
-                    const float *__restrict__ x, int nb, float *__restrict__ y) {
+/* Where x comes from (XIN):
+ * Q8X_F32: nb rows of K floats, quantised by every CTA;
+ * Q8X_PRE: already quantised, nb rows of CUDA_Q8X_ROW_BYTES(K) (cuda_ops.h), so the CTA copies
+ *   it instead of quantising it: every CTA used to read and quantise all of x (for 4096-row
+ *   shapes nearly as many bytes from L2 as the weights from HBM);
+ * Q8X_NORM: one row of K floats that the norm before the matmul has not seen yet: every CTA adds
+ *   the residual, normalises and quantises the row itself (q8x_norm_in), so that the decode
+ *   chain has no norm kernel between this GEMV and the one before it. The same arithmetic as
+ *   rmsnorm_kernel's (norm.cuh) at the same thread count: the same bits as norm + Q8X_PRE. */
+enum { Q8X_F32, Q8X_PRE, Q8X_NORM };
+
+/* Q8X_NORM's inputs: the row is x + add (add NULL: x), normalised with weight w and eps; CTA 0
+ * writes x + add to x_out (not in place: the other CTAs still read x) unless add is NULL. */
+struct q8x_norm_in {
+    const float *add, *w;
+    float *x_out;
+    float eps;
+};
+
+template <class T, int NB, int R, int S, int XIN>
+__device__ __forceinline__ void gemv_q8x_body(const uint8_t *__restrict__ W, int M, int K,
+                                              size_t row_bytes, const float *__restrict__ x,
+                                              int nb, float *__restrict__ y, q8x_norm_in nin) {
     constexpr int XUB = q8x_layout<T>::XUB, SEG = q8x_layout<T>::SEG, SEGBYTES = 32 * T::UBYTES;
     extern __shared__ __align__(16) uint8_t smem[];
     const int nwarps = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -130,9 +147,43 @@ __global__ void __launch_bounds__(256)
      * flight while x is quantised. */
 #pragma unroll
     for (int i = 0; i < S - 1; i++) produce();
+    float4 g[NORM_VEC]; /* Q8X_NORM: the norm weight, which no kernel writes, also before it */
+    if (XIN == Q8X_NORM) {
+#pragma unroll
+        for (int k = 0; k < NORM_VEC; k++)
+            if (threadIdx.x + k * NORM_THREADS < K / 4)
+                g[k] = __ldg((const float4 *)nin.w + threadIdx.x + k * NORM_THREADS);
+    }
     si_pdl_trigger();
     si_pdl_wait();
-    if (PRE) {
+    if (XIN == Q8X_NORM) {
+        /* rmsnorm_kernel's row (norm.cuh) quantised as q8x_quantize_x would: thread t holds
+         * float4 j = t + k NORM_THREADS, 8 consecutive lanes one block of 32 */
+        __shared__ float red[NORM_THREADS / 32];
+        const int t = threadIdx.x, n4 = K / 4;
+        float4 v[NORM_VEC];
+        const float ss = norm_row_load(v, (const float4 *)x, (const float4 *)nin.add, n4, t);
+        if (nin.add && blockIdx.x == 0) {
+#pragma unroll
+            for (int k = 0; k < NORM_VEC; k++)
+                if (t + k * NORM_THREADS < n4) ((float4 *)nin.x_out)[t + k * NORM_THREADS] = v[k];
+        }
+        const float scale = norm_row_scale(ss, red, K, nin.eps);
+#pragma unroll
+        for (int k = 0; k < NORM_VEC; k++) {
+            const int j = t + k * NORM_THREADS;
+            if (j >= n4) break;
+            float d;
+            int sum;
+            const uint32_t q = q8x_block4(norm_out4(v[k], scale, g[k]), &d, &sum);
+            const int bb = j / 8, u = bb / T::UB, ub = bb % T::UB, sub = j & 7;
+            *(uint32_t *)(xq + (size_t)u * XUB + 32 * ub + 4 * sub) = q;
+            if (sub == 0) {
+                xd[bb] = d;
+                xs[bb] = sum;
+            }
+        }
+    } else if (XIN == Q8X_PRE) {
         /* x came quantised (CUDA_Q8X_ROW_BYTES layout, from the norm before): copy it into the
          * padded layout; this group is the newest, so waiting for it waits for the weights too */
         const uint8_t *xg = (const uint8_t *)x;
@@ -228,42 +279,80 @@ __global__ void __launch_bounds__(256)
     si_cp_async_wait<0>(); /* no copy outlives the warp (the trailing groups are empty) */
 }
 
+template <class T, int NB, int R, int S, int XIN>
+__global__ void __launch_bounds__(256)
+    gemv_q8x_kernel(const uint8_t *__restrict__ W, int M, int K, size_t row_bytes,
+                    const float *__restrict__ x, int nb, float *__restrict__ y) {
+    gemv_q8x_body<T, NB, R, S, XIN>(W, M, K, row_bytes, x, nb, y, q8x_norm_in{});
+}
+
+/* Q8X_NORM's kernel: the others do without its extra parameter */
+template <class T, int R, int S>
+__global__ void __launch_bounds__(NORM_THREADS)
+    gemv_q8x_norm_kernel(const uint8_t *__restrict__ W, int M, int K, size_t row_bytes,
+                         const float *__restrict__ x, float *__restrict__ y, q8x_norm_in nin) {
+    gemv_q8x_body<T, 1, R, S, Q8X_NORM>(W, M, K, row_bytes, x, 1, y, nin);
+}
+
 /* At most this many CTAs per SM (0: as many as fit). Every CTA reads and quantises all of x, so
  * fewer CTAs, each walking more rows, cut that cost. */
 #ifndef GEMV_Q8X_CTAS_PER_SM
 #define GEMV_Q8X_CTAS_PER_SM 0
 #endif
 
-template <class T, int NB, int R, int S, bool PRE>
-static int gemv_q8x_launch_nb(const void *W, int M, int K, const float *x, int nb, float *y,
-                              cudaStream_t st) {
-    static int smem_optin = 0, n_sm = 0; /* per instance: the attribute is per kernel */
-    if (!smem_optin) {
+/* the device's opt-in shared memory per CTA and SM count (first call) */
+static void q8x_device(int *smem_optin, int *n_sm) {
+    static int optin = 0, sms = 0;
+    if (!optin) {
         int dev;
         CUDA_CHECK(cudaGetDevice(&dev));
-        CUDA_CHECK(cudaDeviceGetAttribute(&n_sm, cudaDevAttrMultiProcessorCount, dev));
-        int optin;
+        CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
         CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-        CUDA_CHECK(cudaFuncSetAttribute(gemv_q8x_kernel<T, NB, R, S, PRE>, cudaFuncAttributeMaxDynamicSharedMemorySize, optin));
-        smem_optin = optin;
+    }
+    *smem_optin = optin;
+    *n_sm = sms;
+}
+
+/* nin: Q8X_NORM's inputs (nb 1; NULL otherwise) */
+template <class T, int NB, int R, int S, int XIN>
+static int gemv_q8x_launch_nb(const void *W, int M, int K, const float *x, int nb, float *y,
+                              cudaStream_t st, const q8x_norm_in *nin = NULL) {
+    static_assert(XIN != Q8X_NORM || NB == 1, "the norm runs on one row");
+    void (*kernel)(const uint8_t *, int, int, size_t, const float *, int, float *) = NULL;
+    void (*norm_kernel)(const uint8_t *, int, int, size_t, const float *, float *, q8x_norm_in) =
+        NULL;
+    if constexpr (XIN == Q8X_NORM) norm_kernel = gemv_q8x_norm_kernel<T, R, S>;
+    else kernel = gemv_q8x_kernel<T, NB, R, S, XIN>;
+    const void *fn = kernel ? (const void *)kernel : (const void *)norm_kernel;
+    int smem_optin, n_sm;
+    q8x_device(&smem_optin, &n_sm);
+    static bool attr_set = false; /* per instance: the attribute is per kernel */
+    if (!attr_set) {
+        CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_optin));
+        attr_set = true;
     }
     /* 8 warps, or fewer where x (nb up to 8 rows of K up to GEMV_Q8X_MAX_K) and the stages
-     * would not fit: with 1 warp every supported shape fits */
+     * would not fit: with 1 warp every supported shape fits. The norm's arithmetic needs
+     * NORM_THREADS. */
     int warps = 8;
     size_t smem = q8x_smem_bytes<T>(K, nb, warps, R, S);
     while (smem > (size_t)smem_optin && warps > 1) {
         warps /= 2;
         smem = q8x_smem_bytes<T>(K, nb, warps, R, S);
     }
-    if (smem > (size_t)smem_optin) return -1;
+    if (smem > (size_t)smem_optin || (XIN == Q8X_NORM && warps * 32 != NORM_THREADS)) return -1;
     int per_sm = 0;
-    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, gemv_q8x_kernel<T, NB, R, S, PRE>, warps * 32, smem));
+    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, warps * 32, smem));
     if (GEMV_Q8X_CTAS_PER_SM > 0) per_sm = min(per_sm, GEMV_Q8X_CTAS_PER_SM);
     const int need = si_div_up(M, warps * R);
     const int grid = min(need, max(1, per_sm) * n_sm);
     const size_t row_bytes = (size_t)(K / (32 * T::UB)) * T::UBYTES; /* units x bytes */
-    si_launch_pdl(gemv_q8x_kernel<T, NB, R, S, PRE>, grid, warps * 32, smem, st, (const uint8_t *)W, M, K,
-                  row_bytes, x, nb, y);
+    if constexpr (XIN == Q8X_NORM)
+        si_launch_pdl(norm_kernel, grid, warps * 32, smem, st, (const uint8_t *)W, M, K, row_bytes,
+                      x, y, *nin);
+    else
+        si_launch_pdl(kernel, grid, warps * 32, smem, st, (const uint8_t *)W, M, K, row_bytes, x,
+                      nb, y);
     return 0;
 }
 
@@ -294,10 +383,10 @@ template <int I> static constexpr int q8x_stages() {
     constexpr int s[] = {GEMV_Q8X_S};
     return s[I];
 }
-template <class T, int NB, int I, bool PRE>
+template <class T, int NB, int I, int XIN>
 static int gemv_q8x_launch_case(const void *W, int M, int K, const float *x, int nb, float *y,
-                                cudaStream_t st) {
-    return gemv_q8x_launch_nb<T, NB, q8x_rows<I>(), q8x_stages<I>(), PRE>(W, M, K, x, nb, y, st);
+                                cudaStream_t st, const q8x_norm_in *nin = NULL) {
+    return gemv_q8x_launch_nb<T, NB, q8x_rows<I>(), q8x_stages<I>(), XIN>(W, M, K, x, nb, y, st, nin);
 }
 
 /* Timing knobs, not for the engine, each R,S (R rows per warp, S cp.async stages per warp; read at
@@ -312,22 +401,22 @@ static int gemv_q8x_knob(int which) {
 }
 
 /* batch 1 at a knob's (R, S) = 10 R + S; -2 when that pair is not instantiated */
-template <class T, bool PRE>
+template <class T, int XIN>
 static int gemv_q8x_launch_rs(int rs, const void *W, int M, int K, const float *x, int nb, float *y,
                               cudaStream_t st) {
     switch (rs) {
-    case 12: return gemv_q8x_launch_nb<T, 1, 1, 2, PRE>(W, M, K, x, nb, y, st);
-    case 13: return gemv_q8x_launch_nb<T, 1, 1, 3, PRE>(W, M, K, x, nb, y, st);
-    case 14: return gemv_q8x_launch_nb<T, 1, 1, 4, PRE>(W, M, K, x, nb, y, st);
-    case 22: return gemv_q8x_launch_nb<T, 1, 2, 2, PRE>(W, M, K, x, nb, y, st);
-    case 23: return gemv_q8x_launch_nb<T, 1, 2, 3, PRE>(W, M, K, x, nb, y, st);
-    case 24: return gemv_q8x_launch_nb<T, 1, 2, 4, PRE>(W, M, K, x, nb, y, st);
+    case 12: return gemv_q8x_launch_nb<T, 1, 1, 2, XIN>(W, M, K, x, nb, y, st);
+    case 13: return gemv_q8x_launch_nb<T, 1, 1, 3, XIN>(W, M, K, x, nb, y, st);
+    case 14: return gemv_q8x_launch_nb<T, 1, 1, 4, XIN>(W, M, K, x, nb, y, st);
+    case 22: return gemv_q8x_launch_nb<T, 1, 2, 2, XIN>(W, M, K, x, nb, y, st);
+    case 23: return gemv_q8x_launch_nb<T, 1, 2, 3, XIN>(W, M, K, x, nb, y, st);
+    case 24: return gemv_q8x_launch_nb<T, 1, 2, 4, XIN>(W, M, K, x, nb, y, st);
     default: return -2;
     }
 }
 
-/* x: nb rows of K floats, or (PRE) of CUDA_Q8X_ROW_BYTES(K) quantised bytes */
-template <class T, bool PRE = false>
+/* x: nb rows of K floats, or (Q8X_PRE) of CUDA_Q8X_ROW_BYTES(K) quantised bytes */
+template <class T, int XIN = Q8X_F32>
 static int gemv_q8x_launch(const void *W, int M, int K, const float *x, int nb, float *y,
                            cudaStream_t st) {
     if (!gemv_q8x_ok<T>(K)) return -1;
@@ -335,14 +424,36 @@ static int gemv_q8x_launch(const void *W, int M, int K, const float *x, int nb, 
         int knob = gemv_q8x_knob(0);
         if (!knob && (long long)M * K <= GEMV_Q8X_SMALL_MK) knob = gemv_q8x_knob(1);
         if (!knob && K >= 8192) knob = gemv_q8x_knob(2);
-        const int r = gemv_q8x_launch_rs<T, PRE>(knob, W, M, K, x, nb, y, st);
+        const int r = gemv_q8x_launch_rs<T, XIN>(knob, W, M, K, x, nb, y, st);
         if (r != -2) return r;
     }
     if (nb <= 1 && (long long)M * K <= GEMV_Q8X_SMALL_MK)
-        return gemv_q8x_launch_case<T, 1, 5, PRE>(W, M, K, x, nb, y, st);
-    if (nb <= 1 && K < 8192) return gemv_q8x_launch_case<T, 1, 0, PRE>(W, M, K, x, nb, y, st);
-    if (nb <= 1) return gemv_q8x_launch_case<T, 1, 1, PRE>(W, M, K, x, nb, y, st);
-    if (nb <= 2) return gemv_q8x_launch_case<T, 2, 2, PRE>(W, M, K, x, nb, y, st);
-    if (nb <= 4) return gemv_q8x_launch_case<T, 4, 3, PRE>(W, M, K, x, nb, y, st);
-    return gemv_q8x_launch_case<T, 8, 4, PRE>(W, M, K, x, nb, y, st);
+        return gemv_q8x_launch_case<T, 1, 5, XIN>(W, M, K, x, nb, y, st);
+    if (nb <= 1 && K < 8192) return gemv_q8x_launch_case<T, 1, 0, XIN>(W, M, K, x, nb, y, st);
+    if (nb <= 1) return gemv_q8x_launch_case<T, 1, 1, XIN>(W, M, K, x, nb, y, st);
+    if (nb <= 2) return gemv_q8x_launch_case<T, 2, 2, XIN>(W, M, K, x, nb, y, st);
+    if (nb <= 4) return gemv_q8x_launch_case<T, 4, 3, XIN>(W, M, K, x, nb, y, st);
+    return gemv_q8x_launch_case<T, 8, 4, XIN>(W, M, K, x, nb, y, st);
+}
+
+/* Q8X_NORM: batch 1 at the (R, S) gemv_q8x_launch would take (no knobs); -1 where it cannot run
+ * (gemv_q8x_norm_ok false) */
+template <class T> static bool gemv_q8x_norm_ok(int M, int K) {
+    if (!gemv_q8x_ok<T>(K) || K > NORM_VEC_MAX || M < 1) return false;
+    int smem_optin, n_sm;
+    q8x_device(&smem_optin, &n_sm);
+    const bool small = (long long)M * K <= GEMV_Q8X_SMALL_MK;
+    const int R = small ? q8x_rows<5>() : K < 8192 ? q8x_rows<0>() : q8x_rows<1>();
+    const int S = small ? q8x_stages<5>() : K < 8192 ? q8x_stages<0>() : q8x_stages<1>();
+    return q8x_smem_bytes<T>(K, 1, NORM_THREADS / 32, R, S) <= (size_t)smem_optin;
+}
+
+template <class T>
+static int gemv_q8x_norm_launch(const void *W, int M, int K, const float *x, float *y,
+                                const q8x_norm_in &nin, cudaStream_t st) {
+    if (!gemv_q8x_norm_ok<T>(M, K)) return -1;
+    if ((long long)M * K <= GEMV_Q8X_SMALL_MK)
+        return gemv_q8x_launch_case<T, 1, 5, Q8X_NORM>(W, M, K, x, 1, y, st, &nin);
+    if (K < 8192) return gemv_q8x_launch_case<T, 1, 0, Q8X_NORM>(W, M, K, x, 1, y, st, &nin);
+    return gemv_q8x_launch_case<T, 1, 1, Q8X_NORM>(W, M, K, x, 1, y, st, &nin);
 }

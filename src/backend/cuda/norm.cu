@@ -51,26 +51,12 @@ __global__ void __launch_bounds__(NORM_THREADS)
     if (vec) {
         const int n4 = n / 4;
         float4 *x4 = (float4 *)xr;
-        const float4 *y4 = ADD ? (const float4 *)(y + r * n) : NULL;
-#pragma unroll
-        for (int k = 0; k < NORM_VEC; k++)
-            if (t + k * NORM_THREADS < n4) v[k] = x4[t + k * NORM_THREADS];
+        ss = norm_row_load(v, x4, ADD ? (const float4 *)(y + r * n) : NULL, n4, t);
         if (ADD) {
-            float4 a[NORM_VEC];
 #pragma unroll
             for (int k = 0; k < NORM_VEC; k++)
-                if (t + k * NORM_THREADS < n4) a[k] = y4[t + k * NORM_THREADS];
-#pragma unroll
-            for (int k = 0; k < NORM_VEC; k++)
-                if (t + k * NORM_THREADS < n4) {
-                    v[k].x += a[k].x; v[k].y += a[k].y; v[k].z += a[k].z; v[k].w += a[k].w;
-                    x4[t + k * NORM_THREADS] = v[k];
-                }
+                if (t + k * NORM_THREADS < n4) x4[t + k * NORM_THREADS] = v[k];
         }
-#pragma unroll
-        for (int k = 0; k < NORM_VEC; k++)
-            if (t + k * NORM_THREADS < n4)
-                ss += v[k].x * v[k].x + v[k].y * v[k].y + v[k].z * v[k].z + v[k].w * v[k].w;
     } else {
         for (int i = t; i < n; i += NORM_THREADS) {
             float e = xr[i];
@@ -81,21 +67,14 @@ __global__ void __launch_bounds__(NORM_THREADS)
             ss += e * e;
         }
     }
-    ss = si_warp_sum(ss);
-    if (t % 32 == 0) red[t / 32] = ss;
-    __syncthreads();
-    float tot = 0.0f;
-#pragma unroll
-    for (int i = 0; i < NORM_THREADS / 32; i++) tot += red[i];
-    const float scale = 1.0f / sqrtf(tot / (float)n + eps);
+    const float scale = norm_row_scale(ss, red, n, eps);
     if (vec) {
         const int n4 = n / 4;
 #pragma unroll
         for (int k = 0; k < NORM_VEC; k++) {
             const int j = t + k * NORM_THREADS;
             if (j >= n4) break;
-            const float4 o = make_float4(v[k].x * scale * g[k].x, v[k].y * scale * g[k].y,
-                                         v[k].z * scale * g[k].z, v[k].w * scale * g[k].w);
+            const float4 o = norm_out4(v[k], scale, g[k]);
             if (out) ((float4 *)(out + r * n))[j] = o;
             if (OUTH == 1) {
                 __half2 *h = (__half2 *)out_h + (r * n) / 2 + 2 * j;
