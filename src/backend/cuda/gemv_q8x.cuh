@@ -326,11 +326,16 @@ static int gemv_q8x_launch_nb(const void *W, int M, int K, const float *x, int n
     const void *fn = kernel ? (const void *)kernel : (const void *)norm_kernel;
     int smem_optin, n_sm;
     q8x_device(&smem_optin, &n_sm);
-    static bool attr_set = false; /* per instance: the attribute is per kernel */
-    if (!attr_set) {
-        CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_optin));
-        attr_set = true;
+    /* per instance: the attribute is per kernel; static shared memory (the norm's) counts too */
+    static int dyn_max = 0;
+    if (!dyn_max) {
+        cudaFuncAttributes fa;
+        CUDA_CHECK(cudaFuncGetAttributes(&fa, fn));
+        CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        smem_optin - (int)fa.sharedSizeBytes));
+        dyn_max = smem_optin - (int)fa.sharedSizeBytes;
     }
+    smem_optin = dyn_max;
     /* 8 warps, or fewer where x (nb up to 8 rows of K up to GEMV_Q8X_MAX_K) and the stages
      * would not fit: with 1 warp every supported shape fits. The norm's arithmetic needs
      * NORM_THREADS. */
@@ -445,7 +450,8 @@ template <class T> static bool gemv_q8x_norm_ok(int M, int K) {
     const bool small = (long long)M * K <= GEMV_Q8X_SMALL_MK;
     const int R = small ? q8x_rows<5>() : K < 8192 ? q8x_rows<0>() : q8x_rows<1>();
     const int S = small ? q8x_stages<5>() : K < 8192 ? q8x_stages<0>() : q8x_stages<1>();
-    return q8x_smem_bytes<T>(K, 1, NORM_THREADS / 32, R, S) <= (size_t)smem_optin;
+    return q8x_smem_bytes<T>(K, 1, NORM_THREADS / 32, R, S) + NORM_THREADS / 32 * sizeof(float) <=
+           (size_t)smem_optin; /* + the norm's static shared memory */
 }
 
 template <class T>
