@@ -474,7 +474,9 @@ typedef struct normed {
  * quantised into c->xq8 (NORMED_Q8) when that GEMV can take it, or as f16 into c->gemm_scr in
  * the batched quantised matmul's layout (NORMED_MMQ) when w is its only reader and that matmul
  * can take it (cuda_matmul_quant_rows_pre: one kernel fewer). w_only: w is the only matmul to
- * read the result, so the f32 rows may be left out when it takes q8. */
+ * read the result, so the f32 rows may be left out when it takes q8. One row whose only reader
+ * is a GEMV that can run the norm itself (cuda_gemv_norm_ok): nothing is launched here
+ * (NORMED_IN_GEMV; measured on the H200, tg128 Q8_0 425 -> 442.7 t/s, bench/RESULTS.md s11). */
 static normed norm_for(cuda_state *c, const float *nw, bool add, const dev_mat *w, int n,
                        int what, bool w_only) {
     const model_hparams *hp = &c->m->hp;
@@ -650,8 +652,8 @@ static void ffn_block(cuda_state *c, const dev_layer *D, const step_shape *sh) {
     /* or converted by it for cuBLASLt */
     const bool half_down = D->gate_up_fused && !pre_down && pre_half(&D->w_down, n);
     const normed pre = norm_for(c, D->ffn_norm, true,
-                                     D->gate_up_fused ? &D->w_gate_up : &D->w_gate, n, 32,
-                                     D->gate_up_fused);
+                                D->gate_up_fused ? &D->w_gate_up : &D->w_gate, n, 32,
+                                D->gate_up_fused);
     if (D->gate_up_fused) {
         if (!skip(64)) matmul_normed(c, &D->w_gate_up, n, c->ffn, pre);
         if (skip(128)) {
