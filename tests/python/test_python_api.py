@@ -1,0 +1,191 @@
+"""The Python API (python/swiftinfer, ctypes over libswiftinfer.so) on the default model: its
+structs laid out as the C compiler lays out the header's, its tokens and greedy continuations
+against llama-cpp-python's, streaming, seeded sampling, cancellation, concurrency and errors."""
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import threading
+
+import pytest
+
+from conftest import BUILD, ROOT
+
+os.environ.setdefault("SWIFTINFER_LIB", str(BUILD / "libswiftinfer.so"))
+sys.path.insert(0, str(ROOT / "python"))
+import swiftinfer  # noqa: E402
+from swiftinfer import _capi  # noqa: E402
+
+llama_cpp = pytest.importorskip("llama_cpp")
+from test_vs_llama_cpp import NEAR_TIE, PROMPTS, llama_greedy  # noqa: E402
+
+
+def test_structs_match_the_c_layout(tmp_path):
+    """Every mirrored struct's size and every field's offset, against a C program compiled on the
+    header: a field added, removed or retyped in swiftinfer.h and not in _capi.py fails here."""
+    cc = shutil.which("cc") or shutil.which("gcc")
+    assert cc, "no C compiler"
+    lines = ['#include <stddef.h>', '#include <stdio.h>', '#include "swiftinfer.h"',
+             "int main(void) {"]
+    want = {}
+    for cname, cls in _capi.C_STRUCTS.items():
+        lines.append(f'printf("{cname} sizeof %zu\\n", sizeof({cname}));')
+        want[(cname, "sizeof")] = ctypes_size = __import__("ctypes").sizeof(cls)
+        assert ctypes_size > 0
+        for fname, _ in cls._fields_:
+            lines.append(f'printf("{cname} {fname} %zu\\n", offsetof({cname}, {fname}));')
+            want[(cname, fname)] = getattr(cls, fname).offset
+    lines.append("return 0; }")
+    src, exe = tmp_path / "layout.c", tmp_path / "layout"
+    src.write_text("\n".join(lines))
+    subprocess.run([cc, "-std=c11", "-I", str(ROOT / "include"), "-o", str(exe), str(src)],
+                   check=True)
+    got = {}
+    for line in subprocess.run([str(exe)], check=True, capture_output=True,
+                               text=True).stdout.splitlines():
+        s, f, v = line.split()
+        got[(s, f)] = int(v)
+    assert got == want
+
+
+@pytest.fixture(scope="module")
+def model(default_model):
+    with swiftinfer.Model(default_model, n_ctx=512, n_threads=2) as m:
+        yield m
+
+
+@pytest.fixture(scope="module")
+def engine(model):
+    with swiftinfer.Engine(model, max_num_seqs=8, n_blocks=256) as e:
+        yield e
+
+
+@pytest.fixture(scope="module")
+def vocab(default_model):
+    return llama_cpp.Llama(model_path=str(default_model), vocab_only=True, verbose=False)
+
+
+def test_model_facts(model):
+    assert model.arch == "llama" and model.n_vocab == 49152 and model.n_ctx == 512
+    assert model.is_eog(model.tokenize("<|im_end|>", add_special=False)[0])
+    assert not model.is_eog(model.tokenize("Hello", add_special=False)[0])
+
+
+@pytest.mark.parametrize("text", ["Hello, world!", "  leading spaces and trailing   ",
+                                  "多语言文本：你好，世界！", "Emoji: 🦙🚀👍🏽",
+                                  "<|im_start|>user\nWhat is 2+2?<|im_end|>\n", ""])
+def test_tokenize_matches_llama_cpp(model, vocab, text):
+    assert model.tokenize(text) == vocab.tokenize(text.encode(), add_bos=True, special=True)
+    # control tokens render as "": special text round-trips as plain characters
+    plain = model.tokenize(text, add_special=False, parse_special=False)
+    assert model.detokenize(plain) == text
+
+
+def test_greedy_matches_llama_cpp(default_model, model, engine):
+    """Greedy continuations through the engine against llama.cpp's: where they differ, only at a
+    near-tie (as test_vs_llama_cpp allows the CLI), and most prompts identical."""
+    n, identical = 32, 0
+    for prompt in PROMPTS[:6]:
+        expected, margins = llama_greedy(default_model, prompt, n)
+        c = engine.generate(prompt, max_tokens=n)
+        got = [t for t in c.tokens if not model.is_eog(t)]
+        assert c.finish_reason in ("stop", "length")
+        assert c.usage["completion_tokens"] == len(c.tokens)
+        for i in range(max(len(got), len(expected))):
+            a = got[i] if i < len(got) else "end"
+            b = expected[i] if i < len(expected) else "end"
+            if a != b:
+                assert margins[i] < NEAR_TIE, (prompt, i, a, b, margins[i])
+                break
+        identical += got == expected
+    assert identical >= 4, identical
+
+
+def test_stream_is_generate_and_text_is_the_tokens(model, engine):
+    prompt = "Once upon a time, in a small village,"
+    whole = engine.generate(prompt, max_tokens=24, ignore_eos=True)
+    toks = list(engine.stream(prompt, max_tokens=24, ignore_eos=True))
+    assert [t.token for t in toks] == whole.tokens and len(toks) == 24
+    assert "".join(t.text for t in toks) == whole.text == model.detokenize(whole.tokens)
+    assert whole.finish_reason == "length"
+
+
+def test_seeded_sampling_repeats_and_seeds_differ(engine):
+    kw = dict(max_tokens=24, ignore_eos=True, temperature=0.9, top_p=0.95)
+    a = engine.generate("Tell me a story.", seed=7, **kw)
+    b = engine.generate("Tell me a story.", seed=7, **kw)
+    c = engine.generate("Tell me a story.", seed=8, **kw)
+    assert a.tokens == b.tokens
+    assert a.tokens != c.tokens
+
+
+def test_stop_strings_and_logprobs(engine):
+    c = engine.generate("1, 2, 3, 4, 5,", max_tokens=32, stop=[" 8"], logprobs=True,
+                        top_logprobs=3)
+    assert c.finish_reason == "stop" and " 8" not in c.text and c.text.strip().endswith("7,")
+    assert len(c.logprobs) == len(c.tokens)
+    for tok in c.logprobs:
+        assert tok.logprob <= 0 and len(tok.top_logprobs) == 3
+        assert tok.top_logprobs[0][1] >= tok.logprob - 1e-5  # greedy: the top one, or tied
+
+
+def test_cancel_returns_what_was_produced(engine):
+    s = engine.stream("Write a long essay about the sea.", max_tokens=400, ignore_eos=True)
+    got = [next(s) for _ in range(5)]
+    c = s.cancel()
+    assert c.finish_reason == "cancelled"
+    assert c.tokens[:5] == [t.token for t in got] and 5 <= len(c.tokens) < 400
+    assert c.usage["completion_tokens"] == len(c.tokens)
+    assert s.cancel() is c  # again: nothing more
+
+
+def test_threads_batch_together_with_the_same_results(engine):
+    """Requests from several threads run batched; each gets what it gets alone."""
+    prompts = PROMPTS[:6]
+    alone = [engine.generate(p, max_tokens=16, ignore_eos=True).tokens for p in prompts]
+    out = [None] * len(prompts)
+    steps_before = engine.stats()["steps"]
+
+    def run(i):
+        out[i] = engine.generate(prompts[i], max_tokens=16, ignore_eos=True).tokens
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(prompts))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert out == alone
+    # six requests of 16 tokens alone would take >= 6 * 16 steps
+    assert engine.stats()["steps"] - steps_before < len(prompts) * 16
+
+
+def test_errors_name_what_is_wrong(default_model, engine, tmp_path):
+    with pytest.raises(swiftinfer.SwiftInferError, match="SI_ERR_IO.*nonexistent"):
+        swiftinfer.Model(tmp_path / "nonexistent.gguf")
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(pathlib.Path(default_model).read_bytes()[:4096])
+    with pytest.raises(swiftinfer.SwiftInferError, match="SI_ERR_FORMAT"):
+        swiftinfer.Model(bad)
+    with pytest.raises(swiftinfer.SwiftInferError, match="SI_ERR_CONTEXT_FULL.*512"):
+        engine.generate("word " * 600, max_tokens=4)
+    with pytest.raises(swiftinfer.SwiftInferError, match="SI_ERR_INVALID_ARG"):
+        engine.generate("Hello", top_logprobs=21)
+    with pytest.raises(TypeError, match="temprature"):
+        engine.generate("Hello", temprature=0.5)
+    with pytest.raises(ValueError, match="device"):
+        swiftinfer.Model(default_model, device="tpu")
+    with pytest.raises(TypeError, match="max_seqs"):
+        swiftinfer.Engine(engine.model, max_seqs=4)
+
+
+def test_device_cuda_runs_or_says_why(default_model):
+    """device="cuda": on a GPU machine with a CUDA build it generates; elsewhere the load says
+    why not (no GPU visible, or a build without CUDA)."""
+    try:
+        m = swiftinfer.Model(default_model, n_ctx=256, device="cuda")
+    except swiftinfer.SwiftInferError as e:
+        assert e.status == "SI_ERR_UNSUPPORTED" and "cuda" in str(e).lower(), e
+        return
+    with m, swiftinfer.Engine(m, n_blocks=64) as e:
+        assert len(e.generate("Hello", max_tokens=8, ignore_eos=True).tokens) == 8
