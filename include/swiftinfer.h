@@ -111,6 +111,24 @@ int32_t si_token_bos(const si_model *m);
 /* True when a token ends generation (EOS, EOT, <|im_end|>, <|eot_id|>, ...). */
 bool si_token_is_eog(const si_model *m, int32_t token);
 
+/* ---- Chat --------------------------------------------------------------------------------- */
+
+/* Renders a conversation with the model's own chat template (tokenizer.chat_template), run the
+ * way Hugging Face transformers' apply_chat_template runs it (jinja2 semantics, bos_token and
+ * eos_token set, raise_exception). messages_json: an OpenAI-style JSON array of message objects
+ * ({"role", "content"}, tool_calls and the like kept as they are); tools_json: a JSON array of
+ * tool definitions, or NULL. On SI_OK *out is a NUL-terminated prompt (free it with si_free) to
+ * tokenise with add_special and parse_special (si_tokenize, or as si_request.prompt): a BOS the
+ * template writes itself is left out of it where the tokenizer adds one, so the prompt gets one.
+ * SI_ERR_NOT_FOUND: the model has no chat template; SI_ERR_INVALID_ARG: malformed JSON (the
+ * offset is named) or a conversation the template rejects (its message); SI_ERR_FORMAT: the
+ * template does not parse or fails while running (line and column named). */
+si_status si_chat_apply_template(const si_model *m, const char *messages_json,
+                                 const char *tools_json, bool add_generation_prompt, char **out);
+
+/* Frees memory the library returned to the caller (si_chat_apply_template's prompt). */
+void si_free(void *p);
+
 /* ---- Single-sequence generation (the reference path) ------------------------------------- */
 
 typedef struct si_session si_session;

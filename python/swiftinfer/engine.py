@@ -198,6 +198,12 @@ class Engine:
             s.cancel()  # only does something when interrupted (Ctrl-C)
         return s.completion
 
+    def chat(self, messages, *, tools=None, **options):
+        """generate() on a conversation (OpenAI-style messages, optional tools) rendered by the
+        model's chat template (Model.apply_chat_template); the Completion's text is the
+        assistant's reply."""
+        return self.generate(self.model.apply_chat_template(messages, tools=tools), **options)
+
     def stats(self):
         """A snapshot after the engine's last step: running, waiting, kv_blocks_{total,used,free,
         cached}, prefix_hits, prefix_misses, tokens_computed, preemptions, steps."""

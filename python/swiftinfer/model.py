@@ -1,5 +1,6 @@
 """A loaded GGUF model and its tokenizer."""
 import ctypes
+import json
 
 from ._capi import DEVICES, SwiftInferError, check, lib
 
@@ -94,3 +95,17 @@ class Model:
     def detokenize(self, tokens):
         """The text of token ids (invalid UTF-8 from a cut-off character shows as U+FFFD)."""
         return b"".join(self.token_bytes(t) for t in tokens).decode(errors="replace")
+
+    def apply_chat_template(self, messages, *, tools=None, add_generation_prompt=True):
+        """The prompt for a conversation, rendered with the model's own chat template as
+        transformers' apply_chat_template renders it: messages as in an OpenAI request
+        ([{"role": "user", "content": "Hi"}, ...]), tools a list of tool definitions or None.
+        Ready for Engine.generate / stream (the BOS the tokenizer adds is not in it twice)."""
+        out = ctypes.c_void_p()
+        check(lib.si_chat_apply_template(self._handle(), json.dumps(messages).encode(),
+                                         None if tools is None else json.dumps(tools).encode(),
+                                         add_generation_prompt, ctypes.byref(out)))
+        try:
+            return ctypes.string_at(out).decode()
+        finally:
+            lib.si_free(out)

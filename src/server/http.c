@@ -22,7 +22,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "model/gguf.h"
 #include "model/model.h"
 #include "server/metrics.h"
 #include "server/openai.h"
@@ -737,15 +736,6 @@ static void on_signal(int sig) {
     (void)k;
 }
 
-/* The text of token id (for the templates' bos_token / eos_token), or "". */
-static char *token_text(si_model *m, int32_t id) {
-    const gguf_value *v = NULL;
-    if (id >= 0 && gguf_get_arr(m->file, "tokenizer.ggml.tokens", GGUF_TYPE_STRING, &v) == SI_OK &&
-        v && (uint64_t)id < v->arr.n)
-        return strdup(((const gguf_str *)v->arr.data)[id].s);
-    return strdup("");
-}
-
 static char *default_name(const char *path) {
     const char *base = strrchr(path, '/');
     base = base ? base + 1 : path;
@@ -814,8 +804,9 @@ int server_run(const server_config *c) {
                         "formats\n", si_last_error());
         S.tmpl = NULL;
     }
-    S.bos_text = token_text(S.m, si_token_bos(S.m));
-    S.eos_text = token_text(S.m, tokenizer_eos(S.m->tok));
+    /* the templates' bos_token / eos_token */
+    S.bos_text = tokenizer_token_text(S.m->tok, si_token_bos(S.m));
+    S.eos_text = tokenizer_token_text(S.m->tok, tokenizer_eos(S.m->tok));
     atomic_store(&S.ready, true);
     fprintf(stderr, "serve: ready: model '%s', context %d, on http://%s:%d\n", S.name,
             si_model_n_ctx(S.m), c->host, port);

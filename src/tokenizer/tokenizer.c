@@ -492,6 +492,12 @@ done:
 int32_t tokenizer_n_vocab(const tokenizer *t) { return t->n_vocab; }
 int32_t tokenizer_bos(const tokenizer *t) { return t->bos; }
 int32_t tokenizer_eos(const tokenizer *t) { return t->eos; }
+bool tokenizer_adds_bos(const tokenizer *t) { return t->add_bos && t->bos >= 0; }
+
+char *tokenizer_token_text(const tokenizer *t, int32_t id) {
+    if (id < 0 || id >= t->n_vocab) return strdup("");
+    return strndup(t->blob + t->off[id], t->len[id]);
+}
 bool tokenizer_is_eog(const tokenizer *t, int32_t id) {
     return id >= 0 && id < t->n_vocab && t->eog[id];
 }

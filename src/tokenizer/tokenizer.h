@@ -29,6 +29,11 @@ int32_t tokenizer_token_to_piece(const tokenizer *t, int32_t id, char *out, int3
 int32_t tokenizer_n_vocab(const tokenizer *t);
 int32_t tokenizer_bos(const tokenizer *t); /* -1 when none */
 int32_t tokenizer_eos(const tokenizer *t); /* -1 when none */
+/* Whether encoding with add_special prepends BOS (tokenizer.ggml.add_bos_token and the like). */
+bool tokenizer_adds_bos(const tokenizer *t);
+/* A malloc'd copy of token id's text in the vocabulary ("<|im_end|>"), "" for an id outside it
+ * (-1: no such token); NULL when out of memory. */
+char *tokenizer_token_text(const tokenizer *t, int32_t id);
 bool tokenizer_is_eog(const tokenizer *t, int32_t id);
 /* The id whose text is exactly piece (e.g. "<|im_start|>"), or -1. */
 int32_t tokenizer_find(const tokenizer *t, const char *piece);

@@ -189,3 +189,74 @@ def test_device_cuda_runs_or_says_why(default_model):
         return
     with m, swiftinfer.Engine(m, n_blocks=64) as e:
         assert len(e.generate("Hello", max_tokens=8, ignore_eos=True).tokens) == 8
+
+
+# ---- chat: the model's template, against jinja2 and llama.cpp's tokens ----------------------
+
+CONVERSATION = [{"role": "system", "content": "You are terse."},
+                {"role": "user", "content": "Name a colour."},
+                {"role": "assistant", "content": "Blue."},
+                {"role": "user", "content": "Another one?"}]
+
+
+def test_chat_template_matches_jinja2(model, vocab):
+    from test_chat_template_vs_jinja2 import render_jinja
+    source = vocab.metadata["tokenizer.chat_template"]
+    for msgs in (CONVERSATION, CONVERSATION[1:2]):
+        for gen in (True, False):
+            want = render_jinja(source, msgs, gen, "<|im_start|>", "<|im_end|>")
+            assert model.apply_chat_template(msgs, add_generation_prompt=gen) == want
+    assert model.apply_chat_template(CONVERSATION).endswith("<|im_start|>assistant\n")
+
+
+def test_chat_greedy_matches_llama_cpp(default_model, model, engine):
+    prompt = model.apply_chat_template(CONVERSATION[1:2])
+    expected, margins = llama_greedy(default_model, prompt, 24)
+    got = [t for t in engine.chat(CONVERSATION[1:2], max_tokens=24).tokens
+           if not model.is_eog(t)]
+    for i in range(max(len(got), len(expected))):
+        a = got[i] if i < len(got) else "end"
+        b = expected[i] if i < len(expected) else "end"
+        if a != b:
+            assert margins[i] < NEAR_TIE, (i, a, b, margins[i])
+            break
+
+
+@pytest.mark.parametrize("add_bos", [False, True])
+def test_chat_prompt_gets_one_bos(default_model, tmp_path, add_bos):
+    """A template that writes bos_token itself, on a model whose tokenizer adds BOS or not: the
+    prompt tokenises to what llama.cpp gives for the template's text without an added BOS."""
+    f = tmp_path / "bos.gguf"
+    template = ("{{ bos_token }}{% for m in messages %}<|im_start|>{{ m['role'] }}\n"
+                "{{ m['content'] }}<|im_end|>\n{% endfor %}"
+                "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+    subprocess.run([sys.executable, "-m", "gguf.scripts.gguf_new_metadata", "--special-token",
+                    "bos", "<|endoftext|>", "--chat-template", template, str(default_model),
+                    str(f)], check=True, capture_output=True)
+    if add_bos:  # the default model's is False (gguf_set_metadata reads any text as True)
+        subprocess.run([sys.executable, "-m", "gguf.scripts.gguf_set_metadata", "--force",
+                        str(f), "tokenizer.ggml.add_bos_token", "1"], check=True,
+                       capture_output=True)
+    from test_chat_template_vs_jinja2 import render_jinja
+    text = render_jinja(template, CONVERSATION[1:2], True, "<|endoftext|>", "<|im_end|>")
+    ref = llama_cpp.Llama(model_path=str(f), vocab_only=True, verbose=False)
+    assert ref.metadata["tokenizer.ggml.add_bos_token"] == str(add_bos).lower()
+    want = ref.tokenize(text.encode(), add_bos=False, special=True)
+    assert want[0] == 0 and want[1] != 0  # <|endoftext|> once, then the conversation
+    with swiftinfer.Model(f) as m:
+        prompt = m.apply_chat_template(CONVERSATION[1:2])
+        assert prompt == (text[len("<|endoftext|>"):] if add_bos else text)
+        assert m.tokenize(prompt) == want
+
+
+def test_chat_errors(model, tmp_path, binary):
+    with pytest.raises(swiftinfer.SwiftInferError, match="SI_ERR_INVALID_ARG.*array"):
+        model.apply_chat_template({"role": "user"})
+    with pytest.raises(swiftinfer.SwiftInferError, match="SI_ERR_FORMAT.*line"):
+        model.apply_chat_template([{"role": "user"}])  # no content: the template fails
+    tiny = tmp_path / "tiny.gguf"
+    subprocess.run([str(binary), "synth", "-o", str(tiny), "--shape", "tiny"], check=True,
+                   capture_output=True)
+    with swiftinfer.Model(tiny) as m, pytest.raises(swiftinfer.SwiftInferError,
+                                                     match="SI_ERR_NOT_FOUND.*chat template"):
+        m.apply_chat_template(CONVERSATION)
