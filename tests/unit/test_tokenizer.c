@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include "model/gguf.h"
+#include "model/synth.h"
 #include "tokenizer/detok.h"
 #include "tokenizer/tokenizer.h"
 
@@ -188,7 +189,60 @@ static void test_smollm_special(void **state) {
     assert_int_equal(tokenizer_token_to_piece(t, -1, buf, sizeof buf), -1);
     /* a too-small buffer reports the size needed */
     assert_int_equal(tokenizer_token_to_piece_ex(t, im_end, true, buf, 3), 10);
+    /* the vocabulary's own text (the chat templates' bos_token / eos_token) */
+    char *txt = tokenizer_token_text(t, im_end);
+    assert_string_equal(txt, "<|im_end|>");
+    free(txt);
+    txt = tokenizer_token_text(t, -1);
+    assert_string_equal(txt, "");
+    free(txt);
+    assert_false(tokenizer_adds_bos(t));
     tokenizer_free(t);
+}
+
+/* si_chat_apply_template on the default model: its ChatML template with the default system
+ * prompt, the errors it names, and a model without a template. */
+static void test_smollm_chat_apply_template(void **state) {
+    (void)state;
+    char path[4096];
+    const char *src = getenv("SI_SOURCE_DIR");
+    snprintf(path, sizeof path, "%s/models/SmolLM2-135M-Instruct.Q4_1.gguf", src && *src ? src : ".");
+    if (!is_file(path)) {
+        print_message("SKIP: default model %s not found\n", path);
+        skip();
+    }
+    si_model_params mp = si_model_default_params();
+    mp.device = SI_DEVICE_CPU;
+    si_model *m = NULL;
+    assert_int_equal(si_model_load(path, &mp, &m), SI_OK);
+    char *out = NULL;
+    assert_int_equal(si_chat_apply_template(m, "[{\"role\": \"user\", \"content\": \"hi\"}]",
+                                            NULL, true, &out),
+                     SI_OK);
+    assert_string_equal(out, "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, "
+                             "trained by Hugging Face<|im_end|>\n<|im_start|>user\nhi<|im_end|>\n"
+                             "<|im_start|>assistant\n");
+    si_free(out);
+    out = (char *)1;
+    assert_int_equal(si_chat_apply_template(m, "[{\"role\": ", NULL, true, &out),
+                     SI_ERR_INVALID_ARG);
+    assert_null(out);
+    assert_non_null(strstr(si_last_error(), "JSON"));
+    assert_int_equal(si_chat_apply_template(m, NULL, NULL, true, &out), SI_ERR_INVALID_ARG);
+    si_model_free(m);
+
+    char tiny[] = "/tmp/si_test_chat_XXXXXX";
+    int fd = mkstemp(tiny);
+    assert_true(fd >= 0);
+    close(fd);
+    synth_params sp;
+    assert_int_equal(synth_params_init(&sp, "tiny"), SI_OK);
+    assert_int_equal(synth_write(&sp, tiny), SI_OK);
+    assert_int_equal(si_model_load(tiny, &mp, &m), SI_OK);
+    assert_int_equal(si_chat_apply_template(m, "[]", NULL, true, &out), SI_ERR_NOT_FOUND);
+    assert_non_null(strstr(si_last_error(), "no chat template"));
+    si_model_free(m);
+    unlink(tiny);
 }
 
 /* Round trip: decoding the ids of a text gives the text back (byte-level BPE is lossless). */
@@ -315,6 +369,7 @@ int main(void) {
         cmocka_unit_test(test_vocab_falcon),
         cmocka_unit_test(test_vocab_llama_spm),
         cmocka_unit_test(test_smollm_special),
+        cmocka_unit_test(test_smollm_chat_apply_template),
         cmocka_unit_test(test_smollm_roundtrip),
         cmocka_unit_test(test_smollm_speed),
         cmocka_unit_test(test_synthetic),
