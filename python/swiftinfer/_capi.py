@@ -177,3 +177,29 @@ def check(status):
     """Raises SwiftInferError for a non-zero si_status, with this thread's si_last_error."""
     if status != 0:
         raise SwiftInferError(status, lib.si_last_error().decode(errors="replace"))
+
+
+class Handle:
+    """An object owning a C handle (self._h) that its class frees with _free (si_model_free,
+    si_engine_free): close(), a `with` block or garbage collection frees it once."""
+    _free = None   # the C function that frees the handle
+    _what = "object"
+
+    def close(self):
+        if getattr(self, "_h", None):
+            type(self)._free(self._h)
+            self._h = ctypes.c_void_p()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        self.close()
+
+    def _handle(self):
+        if not getattr(self, "_h", None):
+            raise ValueError(f"the {self._what} is closed")
+        return self._h

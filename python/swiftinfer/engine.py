@@ -3,8 +3,8 @@ or many from several threads."""
 import ctypes
 from dataclasses import dataclass, field
 
-from ._capi import (EVENT_ERROR, EVENT_FINISH, EVENT_NONE, EVENT_TOKEN, FINISH_REASONS,
-                    KV_CACHE_DTYPES, EngineStats, Event, Request, SwiftInferError, check, lib)
+from ._capi import (EVENT_ERROR, EVENT_NONE, EVENT_TOKEN, FINISH_REASONS, KV_CACHE_DTYPES,
+                    EngineStats, Event, Handle, SwiftInferError, check, lib)
 
 _ENGINE_KNOBS = ("max_num_seqs", "max_batched_tokens", "max_wait_ms", "min_batch", "kv_memory",
                  "n_blocks", "gpu_memory_fraction")
@@ -101,14 +101,17 @@ class Stream:
         self.cancel()
 
 
-class Engine:
+class Engine(Handle):
     """An engine on model (which must stay open while the engine lives).
 
     The knobs are si_engine_params': max_num_seqs (sequences at once, default 64),
     max_batched_tokens (tokens a step, default 512), max_wait_ms and min_batch (dynamic
     batching), kv_memory (bytes of KV cache) or n_blocks (16-token blocks), gpu_memory_fraction
     (CUDA: the KV pool's share of free GPU memory) and kv_cache_dtype ("f16" or "fp8"). Any
-    method may be called from any thread; requests from several threads run batched together."""
+    method may be called from any thread; requests from several threads run batched together.
+    close() (or the end of a `with` block) stops the engine thread and drops every request."""
+    _free = staticmethod(lib.si_engine_free)
+    _what = "engine"
 
     def __init__(self, model, *, kv_cache_dtype="f16", **knobs):
         unknown = set(knobs) - set(_ENGINE_KNOBS)
@@ -125,27 +128,6 @@ class Engine:
         self.model = model  # keeps it alive
         self._h = ctypes.c_void_p()
         check(lib.si_engine_create(model._handle(), ctypes.byref(p), ctypes.byref(self._h)))
-
-    def close(self):
-        """Stops the engine thread and drops every request."""
-        if self._h:
-            lib.si_engine_free(self._h)
-            self._h = ctypes.c_void_p()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        if getattr(self, "_h", None):
-            self.close()
-
-    def _handle(self):
-        if not self._h:
-            raise ValueError("the engine is closed")
-        return self._h
 
     def stream(self, prompt, *, max_tokens=0, stop=(), stop_token_ids=(), ignore_eos=False,
                logprobs=False, top_logprobs=0, stream_sink=0, stream_window=0, **sampling):

@@ -2,16 +2,19 @@
 import ctypes
 import json
 
-from ._capi import DEVICES, SwiftInferError, check, lib
+from ._capi import DEVICES, Handle, SwiftInferError, check, lib
 
 
-class Model:
+class Model(Handle):
     """A GGUF model, mapped read-only (si_model_load).
 
     n_ctx: context window in tokens (0: the model's trained length, capped at 4096);
     n_threads: CPU threads (0: all online cores); device: "auto" (the GPU when the library was
     built with CUDA and one is present), "cpu" or "cuda"; verbose: load progress on stderr.
-    Raises SwiftInferError naming the file, tensor or key when the model cannot be loaded."""
+    Raises SwiftInferError naming the file, tensor or key when the model cannot be loaded.
+    close() (or the end of a `with` block) frees it; every engine on it must be closed first."""
+    _free = staticmethod(lib.si_model_free)
+    _what = "model"
 
     def __init__(self, path, *, n_ctx=0, n_threads=0, device="auto", verbose=False):
         if device not in DEVICES:
@@ -22,26 +25,6 @@ class Model:
         check(lib.si_model_load(str(path).encode(), ctypes.byref(p), ctypes.byref(self._h)))
         self.path = str(path)
 
-    def close(self):
-        """Frees the model; every engine on it must be closed first."""
-        if self._h:
-            lib.si_model_free(self._h)
-            self._h = ctypes.c_void_p()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        if getattr(self, "_h", None):
-            self.close()
-
-    def _handle(self):
-        if not self._h:
-            raise ValueError("the model is closed")
-        return self._h
 
     @property
     def n_vocab(self):
