@@ -18,7 +18,8 @@ import swiftinfer  # noqa: E402
 from swiftinfer import _capi  # noqa: E402
 
 llama_cpp = pytest.importorskip("llama_cpp")
-from test_vs_llama_cpp import NEAR_TIE, PROMPTS, llama_greedy  # noqa: E402
+from test_vs_llama_cpp import (PROMPTS, assert_diverges_only_at_near_tie,  # noqa: E402
+                               llama_greedy)
 
 
 def test_structs_match_the_c_layout(tmp_path):
@@ -92,12 +93,7 @@ def test_greedy_matches_llama_cpp(default_model, model, engine):
         got = [t for t in c.tokens if not model.is_eog(t)]
         assert c.finish_reason in ("stop", "length")
         assert c.usage["completion_tokens"] == len(c.tokens)
-        for i in range(max(len(got), len(expected))):
-            a = got[i] if i < len(got) else "end"
-            b = expected[i] if i < len(expected) else "end"
-            if a != b:
-                assert margins[i] < NEAR_TIE, (prompt, i, a, b, margins[i])
-                break
+        assert_diverges_only_at_near_tie(got, expected, margins)
         identical += got == expected
     assert identical >= 4, identical
 
@@ -214,12 +210,7 @@ def test_chat_greedy_matches_llama_cpp(default_model, model, engine):
     expected, margins = llama_greedy(default_model, prompt, 24)
     got = [t for t in engine.chat(CONVERSATION[1:2], max_tokens=24).tokens
            if not model.is_eog(t)]
-    for i in range(max(len(got), len(expected))):
-        a = got[i] if i < len(got) else "end"
-        b = expected[i] if i < len(expected) else "end"
-        if a != b:
-            assert margins[i] < NEAR_TIE, (i, a, b, margins[i])
-            break
+    assert_diverges_only_at_near_tie(got, expected, margins)
 
 
 @pytest.mark.parametrize("add_bos", [False, True])
