@@ -42,8 +42,12 @@ elif ! { cmake -S . -B build-cuda -DCMAKE_BUILD_TYPE=Release -DSWIFTINFER_CUDA=O
          sed 's/\.cu$//' | grep -v '^test_cuda_kernels$'); } >> "$LOG/build.log" 2>&1; then
     echo "cmake build failed (see build.log); falling back to nvcc" | tee -a "$LOG/build.log"
     full=0
+    # the sm90a kernels (wgmma) as their own object: sm_90a machine code only, as CMake builds them
+    nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -Iinclude -Isrc -c \
+        -o "$BD/sm90a.o" src/backend/cuda/sm90a/gemm_rows64.cu >> "$LOG/build.log" 2>&1 ||
+        { echo "BUILD FAILED"; tail -30 "$LOG/build.log"; exit 1; }
     nvcc -O3 -std=c++17 -gencode arch=compute_90,code=sm_90 -Iinclude -Isrc -o "$BD/test_cuda_kernels" \
-        tests/cuda/test_cuda_kernels.cu src/backend/cuda/*.cu src/quant/quant.c \
+        tests/cuda/test_cuda_kernels.cu src/backend/cuda/*.cu "$BD/sm90a.o" src/quant/quant.c \
         src/quant/quant_float.c src/quant/quant_legacy.c src/quant/quant_k.c -lcublasLt -lm \
         >> "$LOG/build.log" 2>&1 || { echo "BUILD FAILED"; tail -30 "$LOG/build.log"; exit 1; }
 fi

@@ -108,6 +108,11 @@ int cuda_gemm(cuda_gemm_ctx *g, si_type t, const void *W, int M, int K, const fl
  * numbers of cuda_gemm on the f32 x, one kernel fewer. -1 for another type. */
 int cuda_gemm_pre(cuda_gemm_ctx *g, si_type t, const void *W, int M, int K, int n_rows, float *y,
                   const void *scratch, cudaStream_t stream);
+/* on != 0: both take the TMA + wgmma kernel of gemm_rows64.h (H100/H200 only) for up to 64 rows
+ * where it takes the shape, cuBLASLt otherwise; on = 0: cuBLASLt always. Off by default, since
+ * it is not faster yet (gemm_rows64.h); SI_CUDA_ROWS64=1 in the environment turns it on from the
+ * start. Returns whether this GPU has the kernel. */
+int cuda_gemm_use_rows64(cuda_gemm_ctx *g, int on);
 
 /* n elements (a multiple of the block size) of type t to f16 (dst) — the GEMM's dequantiser. */
 int cuda_dequantize_f16(si_type t, const void *src, int64_t n, void *dst, cudaStream_t stream);

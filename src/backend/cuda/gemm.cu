@@ -5,10 +5,13 @@
  * Row-major W[M][K] is column-major K x M, so cuBLAS computes Y^T (M x N) = op_T(W) * X^T. */
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/gemm.cuh"
+#include "backend/cuda/gemm_rows64.h"
 
 struct cuda_gemm_ctx {
     cublasLtHandle_t lt;
     void *workspace;
+    cuda_rows64 *rows64; /* NULL: not this GPU */
+    bool rows64_on;      /* cuda_gemm_use_rows64; SI_CUDA_ROWS64=1 */
 };
 
 extern "C" int cuda_gemm_create(cuda_gemm_ctx **out) {
@@ -16,6 +19,9 @@ extern "C" int cuda_gemm_create(cuda_gemm_ctx **out) {
     if (!g) return -1;
     CUBLAS_CHECK(cublasLtCreate(&g->lt));
     CUDA_CHECK(cudaMalloc(&g->workspace, GEMM_WORKSPACE));
+    g->rows64 = cuda_rows64_create();
+    const char *e = getenv("SI_CUDA_ROWS64");
+    g->rows64_on = e && e[0] == '1';
     *out = g;
     return 0;
 }
@@ -24,6 +30,7 @@ extern "C" void cuda_gemm_free(cuda_gemm_ctx *g) {
     if (!g) return;
     cublasLtDestroy(g->lt);
     CUDA_CHECK(cudaFree(g->workspace));
+    cuda_rows64_free(g->rows64);
     free(g);
 }
 
@@ -47,9 +54,16 @@ __global__ void to_half_kernel(const float *x, void *out, int64_t n) {
     }
 }
 
+extern "C" int cuda_gemm_use_rows64(cuda_gemm_ctx *g, int on) {
+    g->rows64_on = on != 0;
+    return g->rows64 != NULL;
+}
+
 /* y = xs Wh^T through cuBLASLt, xs [n_rows][K] and Wh of type bf16 (bf) or f16 */
 static int gemm_lt(cuda_gemm_ctx *g, bool bf, const void *Wh, int M, int K, const void *xs,
                    int n_rows, float *y, cudaStream_t stream);
+static int gemm_half(cuda_gemm_ctx *g, bool bf, const void *Wh, int M, int K, const void *xs,
+                     int n_rows, float *y, cudaStream_t stream);
 
 extern "C" int cuda_gemm(cuda_gemm_ctx *g, si_type t, const void *W, int M, int K, const float *x,
                          int n_rows, float *y, void *scratch, cudaStream_t stream) {
@@ -67,13 +81,23 @@ extern "C" int cuda_gemm(cuda_gemm_ctx *g, si_type t, const void *W, int M, int 
     if (bf) to_half_kernel<true><<<grid, 256, 0, stream>>>(x, xs, nx);
     else to_half_kernel<false><<<grid, 256, 0, stream>>>(x, xs, nx);
     CUDA_CHECK_LAUNCH();
-    return gemm_lt(g, bf, Wh, M, K, xs, n_rows, y, stream);
+    return gemm_half(g, bf, Wh, M, K, xs, n_rows, y, stream);
 }
 
 extern "C" int cuda_gemm_pre(cuda_gemm_ctx *g, si_type t, const void *W, int M, int K,
                              int n_rows, float *y, const void *scratch, cudaStream_t stream) {
     if (M < 1 || K < 1 || n_rows < 1 || !gemm_native(t)) return -1;
-    return gemm_lt(g, t == SI_TYPE_BF16, W, M, K, scratch, n_rows, y, stream);
+    return gemm_half(g, t == SI_TYPE_BF16, W, M, K, scratch, n_rows, y, stream);
+}
+
+/* cuBLASLt, or for up to 64 rows the TMA + wgmma kernel where it is on and takes the shape
+ * (gemm_rows64.h) */
+static int gemm_half(cuda_gemm_ctx *g, bool bf, const void *Wh, int M, int K, const void *xs,
+                     int n_rows, float *y, cudaStream_t stream) {
+    const si_type t = bf ? SI_TYPE_BF16 : SI_TYPE_F16;
+    if (g->rows64_on && cuda_rows64_ok(g->rows64, t, M, K, n_rows))
+        return cuda_rows64_matmul(g->rows64, t, Wh, M, K, xs, n_rows, y, stream);
+    return gemm_lt(g, bf, Wh, M, K, xs, n_rows, y, stream);
 }
 
 static int gemm_lt(cuda_gemm_ctx *g, bool bf, const void *Wh, int M, int K, const void *xs,
