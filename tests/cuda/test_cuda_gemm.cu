@@ -25,6 +25,7 @@
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/gemm_rows64.h"
+#include "timing.cuh"
 #include <chrono>
 extern "C" {
 #include "core/fp16.h"
@@ -81,9 +82,9 @@ struct problem {
     std::vector<float> run(cuda_gemm_ctx *g, bool rows64, int rows) {
         cuda_gemm_use_rows64(g, rows64);
         CUDA_CHECK(cudaMemset(dy, 0xFF, (size_t)n * M * 4));
-        if (cuda_gemm_pre(g, t, dw, M, K, rows, dy, dx, 0) != 0) return {};
+        if (cuda_gemm_pre(g, t, dw, M, K, rows, dy, dx, g_st) != 0) return {};
         std::vector<float> y((size_t)rows * M);
-        CUDA_CHECK(cudaDeviceSynchronize());
+        CUDA_CHECK(cudaStreamSynchronize(g_st));
         CUDA_CHECK(cudaMemcpy(y.data(), dy, y.size() * 4, cudaMemcpyDeviceToHost));
         return y;
     }
@@ -130,60 +131,7 @@ static void test_shape(cuda_gemm_ctx *g, si_type t, int M, int K) {
     }
 }
 
-/* ---- timings ---- */
-static void *g_flush;
-static const size_t k_flush_bytes = 256u << 20;
-__global__ void flush_read_kernel(const float4 *p, size_t n, float *sink) {
-    float a = 0.0f;
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x)
-        a += p[i].x;
-    if (a == 1234.5678f) *sink = a;
-}
-
-/* median of 30 launches, each after an L2 flush (a read, so no dirty lines are left) */
-template <class F> static double time_flushed_us(F fn) {
-    cudaEvent_t a, b;
-    CUDA_CHECK(cudaEventCreate(&a));
-    CUDA_CHECK(cudaEventCreate(&b));
-    std::vector<float> t;
-    fn();
-    for (int i = 0; i < 30; i++) {
-        flush_read_kernel<<<1056, 512>>>((const float4 *)g_flush, k_flush_bytes / 16,
-                                         (float *)g_flush);
-        CUDA_CHECK(cudaEventRecord(a, 0));
-        fn();
-        CUDA_CHECK(cudaEventRecord(b, 0));
-        CUDA_CHECK(cudaEventSynchronize(b));
-        float ms;
-        CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
-        t.push_back(ms * 1000.0f);
-    }
-    CUDA_CHECK(cudaEventDestroy(a));
-    CUDA_CHECK(cudaEventDestroy(b));
-    std::sort(t.begin(), t.end());
-    return t[t.size() / 2];
-}
-
-/* mean a launch, back to back over copies of W that together beat the L2 (fn(i): copy i) */
-template <class F> static double time_stream_us(F fn, int copies) {
-    cudaEvent_t a, b;
-    CUDA_CHECK(cudaEventCreate(&a));
-    CUDA_CHECK(cudaEventCreate(&b));
-    for (int i = 0; i < copies; i++)
-        fn(i);
-    CUDA_CHECK(cudaEventRecord(a, 0));
-    for (int i = 0; i < 4 * copies; i++)
-        fn(i % copies);
-    CUDA_CHECK(cudaEventRecord(b, 0));
-    CUDA_CHECK(cudaEventSynchronize(b));
-    float ms;
-    CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
-    CUDA_CHECK(cudaEventDestroy(a));
-    CUDA_CHECK(cudaEventDestroy(b));
-    return ms * 1000.0 / (4 * copies);
-}
-
+/* ---- timings (timing.cuh) ---- */
 static void bench_shape(cuda_gemm_ctx *g, int M, int K, const char *what) {
     const int n = 64;
     problem pr(SI_TYPE_F16, M, K, n);
@@ -201,7 +149,7 @@ static void bench_shape(cuda_gemm_ctx *g, int M, int K, const char *what) {
         CUDA_CHECK(cudaDeviceSynchronize());
         const auto h0 = std::chrono::steady_clock::now();
         for (int i = 0; i < 20; i++)
-            cuda_gemm_pre(g, pr.t, cw[i % copies], M, K, n, pr.dy, pr.dx, 0);
+            cuda_gemm_pre(g, pr.t, cw[i % copies], M, K, n, pr.dy, pr.dx, g_st);
         const double host_us =
             std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - h0)
                 .count() /
@@ -210,9 +158,9 @@ static void bench_shape(cuda_gemm_ctx *g, int M, int K, const char *what) {
         printf("host %-9s %-8s %.2f us a call to enqueue\n", what, rows64 ? "rows64" : "cuBLASLt",
                host_us);
         const double us =
-            time_flushed_us([&] { cuda_gemm_pre(g, pr.t, pr.dw, M, K, n, pr.dy, pr.dx, 0); });
+            time_median_us([&] { cuda_gemm_pre(g, pr.t, pr.dw, M, K, n, pr.dy, pr.dx, g_st); }, 30);
         const double us_s = time_stream_us(
-            [&](int i) { cuda_gemm_pre(g, pr.t, cw[i], M, K, n, pr.dy, pr.dx, 0); }, copies);
+            [&](int i) { cuda_gemm_pre(g, pr.t, cw[i], M, K, n, pr.dy, pr.dx, g_st); }, copies);
         printf("time %-9s f16 %5dx%-5d n=64 %-8s %7.2f us %5.1f%% of 4.21 TB/s | back to back "
                "%7.2f us %5.1f%%\n",
                what, M, K, rows64 ? "rows64" : "cuBLASLt", us, 100.0 * wb / us * 1e-3 / 4210.0,
@@ -224,9 +172,9 @@ static void bench_shape(cuda_gemm_ctx *g, int M, int K, const char *what) {
     CUDA_CHECK(cudaMemset(dt, 0, 3 * 1024 * 8));
     cuda_gemm_use_rows64(g, 1);
     for (int rep = 0; rep < 3; rep++) {
-        cuda_gemm_pre(g, pr.t, cw[rep % copies], M, K, n, pr.dy, pr.dx, 0);
+        cuda_gemm_pre(g, pr.t, cw[rep % copies], M, K, n, pr.dy, pr.dx, g_st);
         cuda_rows64_set_trace(dt);
-        cuda_gemm_pre(g, pr.t, cw[(rep + 1) % copies], M, K, n, pr.dy, pr.dx, 0);
+        cuda_gemm_pre(g, pr.t, cw[(rep + 1) % copies], M, K, n, pr.dy, pr.dx, g_st);
         cuda_rows64_set_trace(nullptr);
         std::vector<unsigned long long> h(3 * 1024);
         CUDA_CHECK(cudaDeviceSynchronize());
@@ -279,6 +227,7 @@ int main(int argc, char **argv) {
     CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
     printf("device: %s, %d SMs, cc %d.%d\n", prop.name, prop.multiProcessorCount, prop.major,
            prop.minor);
+    timing_init(); /* g_st: the checks run on it too */
     cuda_gemm_ctx *g;
     if (cuda_gemm_create(&g) != 0) {
         fprintf(stderr, "cuda_gemm_create failed\n");
@@ -306,16 +255,14 @@ int main(int argc, char **argv) {
         for (shape s : shapes)
             if (checks) test_shape(g, t, s.M, s.K);
     if (bench && !small) {
-        CUDA_CHECK(cudaMalloc(&g_flush, k_flush_bytes));
-        CUDA_CHECK(cudaMemset(g_flush, 0, k_flush_bytes));
         bench_shape(g, 12288, 4096, "QKV");
         bench_shape(g, 4096, 4096, "out proj");
         bench_shape(g, 22016, 4096, "gate/up");
         bench_shape(g, 4096, 11008, "down");
         bench_shape(g, 32000, 4096, "logits");
-        CUDA_CHECK(cudaFree(g_flush));
     }
     cuda_gemm_free(g);
+    timing_free();
     printf("\n==== summary: %d checks, %d failed ====\n%s\n", g_checks, g_fail,
            g_fail ? "FAILED" : "ALL PASSED");
     return g_fail ? 1 : 0;
