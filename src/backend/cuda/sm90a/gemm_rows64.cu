@@ -21,7 +21,7 @@
  * buffer and raised a flag; the owner adds them in k order and writes y. All CTAs are resident
  * at once (grid = multiprocessors, one CTA each), so the owner's wait always ends.
  *
- * Measured on the H200 (bench/RESULTS.md, 2026-12-01 03:51-04:20): correct, but not faster than
+ * Measured on the H200 (bench/RESULTS.md, 2026-12-01 03:51-04:44): correct, but not faster than
  * cuBLASLt, so it is off by default (SI_CUDA_ROWS64=1 turns it on). Its CTAs stream W at about
  * cuBLASLt's rate, but they do not finish together: with the work divided statically, the last
  * CTA ends 10-25 % after the median one (per-CTA %globaltimer, cuda_rows64_set_trace), where
