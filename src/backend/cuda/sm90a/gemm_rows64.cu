@@ -147,6 +147,14 @@ __device__ __forceinline__ unsigned flag_acquire(const unsigned *f) {
 }
 #endif
 
+/* cuda_rows64_set_trace's timestamps: %globaltimer into trace[i] when tracing */
+__device__ __forceinline__ void stamp(unsigned long long *trace, int i) {
+    if (!trace) return;
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    trace[i] = t;
+}
+
 /* the first unit of CTA p's run when `units` are divided among P CTAs */
 __device__ __forceinline__ int64_t run_start(int64_t units, int p, int P) { return units * p / P; }
 
@@ -174,11 +182,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     /* every CTA is resident: the kernel after this one may launch as CTAs finish, and read its
      * own weights while the slowest CTAs here still stream theirs (pdl.cuh) */
     si_pdl_trigger();
-    if (trace && threadIdx.x == 0) {
-        unsigned long long t0;
-        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
-        trace[3 * p] = t0;
-    }
+    if (threadIdx.x == 0) stamp(trace, 3 * p);
 
     if (warp == CONSUMERS * 4) { /* the producer */
         if (lane != 0) return;
@@ -266,21 +270,13 @@ __global__ void __launch_bounds__(THREADS, 1)
                     acc[j] += __ldcg(&slot[j * CONSUMER_THREADS + tc]);
             }
         }
-        if (trace && tc == 0 && !whole) {
-            unsigned long long t0;
-            asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
-            trace[3 * p + 1] = t0;
-        }
+        if (tc == 0 && !whole) stamp(trace, 3 * p + 1);
         float *yt = y + t * BM;
 #pragma unroll
         for (int j = 0; j < ACC; j++)
             if (n_of(j) < n_rows) yt[(size_t)n_of(j) * M + m_of(j)] = acc[j];
     }
-    if (trace && tc == 0) {
-        unsigned long long t0;
-        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
-        trace[3 * p + 2] = t0;
-    }
+    if (tc == 0) stamp(trace, 3 * p + 2);
 #else
     __trap(); /* built without sm_90a: cuda_rows64_create refuses such a GPU, so never reached */
 #endif
