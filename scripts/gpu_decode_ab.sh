@@ -5,7 +5,7 @@
 #   2. with ncu (AB_PROFILE_TYPES, default "f16"): ~600 decode kernels under each of
 #      AB_PROFILE_ENVS, each kernel timed alone, summed by name, and one layer's kernels in
 #      launch order (scripts/ncu_profile_sum.py);
-#   3. tg128 (-p 16 -n 128 -r 2) of each model with each binary of AB_BINS (default
+#   3. pp16 and tg128 (-p 16 -n 128 -r 2) of each model with each binary of AB_BINS (default
 #      $SI_BIN_DIR/swiftinfer; e.g. this commit's and an older one's, both carried) under each
 #      AB_ENVS setting (default "SI_CUDA_PDL=0 SI_CUDA_PDL=1"; one setting may join several
 #      assignments with "+": "A=1+B=2"), all of them AB_ROUNDS times
@@ -45,9 +45,13 @@ for round in $(seq "${AB_ROUNDS:-2}"); do
         [ -f "$m" ] || continue
         for bin in ${AB_BINS:-$BD/swiftinfer}; do
             for e in ${AB_ENVS:-SI_CUDA_PDL=0 SI_CUDA_PDL=1}; do
+                # the 16-token prefill too: an eager step (decode steps are graphs), so it
+                # shows host time per launch
                 r=$(env ${e//+/ } timeout 100 "$bin" bench --device cuda --bw 4210 -m "$m" -p 16 \
-                    -n 128 -r 2 2>&1 | grep -E "\| tg128|error" || echo "(no tg line)")
-                echo "round $round $t $bin $e: $r" | tee -a "$W/tg.txt"
+                    -n 128 -r 2 2>&1 | grep -E "\| (pp16|tg128) |error" || echo "(no tg line)")
+                while IFS= read -r line; do
+                    echo "round $round $t $bin $e: $line" | tee -a "$W/tg.txt"
+                done <<< "$r"
             done
         done
     done
