@@ -12,7 +12,8 @@
 #   4. the whole model on the GPU: the full project (swiftinfer CLI, test_cuda_model) built with
 #      CUDA, synthetic models written by `swiftinfer synth` (tiny, tiny-qwen2, smollm2-135m in
 #      f16/q8_0/q4_0, tiny in q8_0/q4_0 (n_embd 256: the batch-1 GEMVs with the norm inside); llama2-7b q4_0 with SI_SYNTH_7B=1; more with SI_EXTRA_MODELS), whole-model logits GPU vs CPU and the
-#      engine's exactness on the GPU (test_cuda_model), a CLI smoke run, then
+#      engine's exactness on the GPU (test_cuda_model), a CLI smoke run, the Python API with
+#      device="cuda" against "cpu" (tests/cuda/python_api_gpu.py; needs libswiftinfer.so), then
 #      `swiftinfer bench --device cuda -p 512 -n 128` on every synthesised model.
 # The host libraries the full project needs (PCRE2, utf8proc, jansson, libmicrohttpd, xxhash,
 # cmocka) are missing on the GPU image: when .debs/ holds their Debian packages (carried; see
@@ -69,7 +70,7 @@ fi
 
 # ---- the whole model on the GPU ----------------------------------------------------------------
 if [ "$full" = 1 ] && [ -z "${SI_BIN_DIR:-}" ] && ! cmake --build build-cuda -j "$(nproc)" \
-        --target swiftinfer-cli test_cuda_model >> "$LOG/build.log" 2>&1; then
+        --target swiftinfer-cli swiftinfer_shared test_cuda_model >> "$LOG/build.log" 2>&1; then
     echo "full project build FAILED"; tail -30 "$LOG/build.log"; full=0; fail=1
 fi
 [ "${SI_SKIP_MODEL:-0}" = 1 ] && full=0
@@ -106,6 +107,19 @@ if [ "$full" = 1 ]; then
         echo "rc=$? (expected: a clear 'does not fit' error)"
     } > "$LOG/run_smoke.log" 2>&1
     grep -E "ready in|rc=|does not fit" "$LOG/run_smoke.log"
+    echo "== Python API, device=\"cuda\" against \"cpu\" (tests/cuda/python_api_gpu.py)"
+    if [ -f "$BD/libswiftinfer.so" ] && command -v python3 > /dev/null; then
+        for sp in smollm2-f16:0.01 smollm2-q4_0:0.05; do # model:logprob tolerance (nats)
+            name=${sp%:*}
+            SWIFTINFER_LIB=$BD/libswiftinfer.so PYTHONPATH=python timeout 300 python3 \
+                tests/cuda/python_api_gpu.py "$MD/$name.gguf" "${sp#*:}" \
+                > "$LOG/python_api_$name.log" 2>&1 \
+                || { fail=1; echo "python_api_gpu $name FAILED"; }
+            sed "s/^/$name: /" "$LOG/python_api_$name.log" | grep -v "^$name: *$" | tail -8
+        done
+    else
+        echo "python API check skipped: no $BD/libswiftinfer.so or python3"
+    fi
     echo "== bench --device cuda -p 512 -n 128"
     "$SI" bench --device cuda --bw 4210 -p 512 -n 128 -m "${bench_models#,}" > "$LOG/bench.log" 2>&1 \
         || { fail=1; echo "bench FAILED"; }
