@@ -15,6 +15,8 @@
 #include <cstdlib>
 #include <vector>
 
+#include "timing.cuh" /* tests/cuda: the kernel tests' L2 flush and median timing, on g_st */
+
 #define CK(x)                                                                                      \
     do {                                                                                           \
         cudaError_t e_ = (x);                                                                      \
@@ -36,13 +38,6 @@ __global__ void fill(__half *p, size_t n, unsigned seed) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
         p[i] = __float2half((float)((i * 2654435761u + seed) % 2001) / 1000.0f - 1.0f);
 }
-__global__ void flush_read(const float4 *p, size_t n, float *sink) {
-    float a = 0;
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-        a += p[i].x;
-    if (a == 1234.5678f) *sink = a;
-}
-
 static unsigned cfg_attr(const cublasLtMatmulAlgo_t &a, cublasLtMatmulAlgoConfigAttributes_t at) {
     unsigned v = 0;
     size_t w = 0;
@@ -56,20 +51,13 @@ int main(int argc, char **argv) {
     if (ns.empty()) ns = {64};
     const struct { int M, K; const char *name; } shapes[] = {
         {12288, 4096, "qkv"}, {4096, 4096, "o"}, {22016, 4096, "gate_up"}, {4096, 11008, "down"}};
-    cudaStream_t st;
-    CK(cudaStreamCreate(&st));
+    timing_init();
+    cudaStream_t st = g_st;
     cublasLtHandle_t lt;
     LK(cublasLtCreate(&lt));
-    const size_t ws = 32u << 20, flush_bytes = 256u << 20;
-    void *work, *flush;
-    float *sink;
+    const size_t ws = 32u << 20;
+    void *work;
     CK(cudaMalloc(&work, ws));
-    CK(cudaMalloc(&flush, flush_bytes));
-    CK(cudaMemset(flush, 1, flush_bytes));
-    CK(cudaMalloc(&sink, 4));
-    cudaEvent_t e0, e1;
-    CK(cudaEventCreate(&e0));
-    CK(cudaEventCreate(&e1));
     for (int n : ns)
         for (const auto &s : shapes) {
             __half *W, *x;
@@ -103,19 +91,7 @@ int main(int argc, char **argv) {
                                           work, ws, st);
                 };
                 if (run() != CUBLAS_STATUS_SUCCESS) continue;
-                std::vector<float> t;
-                for (int r = 0; r < 30; r++) {
-                    flush_read<<<132 * 8, 512, 0, st>>>((const float4 *)flush, flush_bytes / 16, sink);
-                    CK(cudaEventRecord(e0, st));
-                    run();
-                    CK(cudaEventRecord(e1, st));
-                    CK(cudaEventSynchronize(e1));
-                    float ms;
-                    CK(cudaEventElapsedTime(&ms, e0, e1));
-                    t.push_back(ms * 1000);
-                }
-                std::sort(t.begin(), t.end());
-                const double us = t[t.size() / 2];
+                const double us = time_median_us([&] { run(); }, 30);
                 if (i == 0) first = us;
                 const cublasLtMatmulAlgo_t &a = heur[i].algo;
                 printf("%-7s M=%-5d K=%-5d n=%-3d algo %2d: %8.2f us %5.1f%% of 4.21 TB/s  %.2fx first  "
@@ -136,5 +112,7 @@ int main(int argc, char **argv) {
             CK(cudaFree(x));
             CK(cudaFree(y));
         }
+    CK(cudaFree(work));
+    timing_free();
     return 0;
 }

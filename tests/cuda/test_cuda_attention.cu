@@ -42,13 +42,13 @@
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/attention.cuh" /* attn_decode_config */
+#include "timing.cuh" /* g_st, the stream every test and timing runs on */
 #include <cuda_fp8.h>
 extern "C" {
 #include "core/fp16.h"
 }
 
 static int g_fail = 0, g_checks = 0;
-static cudaStream_t g_st;
 
 static void report(const char *name, double err, double tol) {
     const bool ok = err <= tol && !std::isnan(err);
@@ -695,43 +695,9 @@ static void test_e4m3_conversion() {
 
 /* ---- timing ---- */
 
-/* Median time of 20 runs of f in microseconds, each after reading a buffer of 4x the L2 (so
- * every run starts from cold caches, as a layer of a real forward pass does for its K/V). */
-__global__ void flush_l2_kernel(const float4 *p, size_t n, float *sink) {
-    float a = 0.0f;
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        const float4 v = p[i];
-        a += v.x + v.y + v.z + v.w;
-    }
-    if (a == 1234.5678f) *sink = a; /* keeps the loads */
-}
-template <class F> static double time_us(F f) {
-    static float4 *flush = nullptr;
-    static float *sink = nullptr;
-    const size_t flush_n = (256u << 20) / sizeof(float4);
-    if (!flush) {
-        CUDA_CHECK(cudaMalloc(&flush, flush_n * sizeof(float4)));
-        CUDA_CHECK(cudaMemset(flush, 0, flush_n * sizeof(float4)));
-        CUDA_CHECK(cudaMalloc(&sink, sizeof(float)));
-    }
-    cudaEvent_t e0, e1;
-    CUDA_CHECK(cudaEventCreate(&e0)); CUDA_CHECK(cudaEventCreate(&e1));
-    f(); /* warm-up */
-    std::vector<float> ms;
-    for (int i = 0; i < 20; i++) {
-        flush_l2_kernel<<<1024, 256, 0, g_st>>>(flush, flush_n, sink);
-        CUDA_CHECK(cudaEventRecord(e0, g_st));
-        f();
-        CUDA_CHECK(cudaEventRecord(e1, g_st));
-        CUDA_CHECK(cudaEventSynchronize(e1));
-        float t;
-        CUDA_CHECK(cudaEventElapsedTime(&t, e0, e1));
-        ms.push_back(t);
-    }
-    CUDA_CHECK(cudaEventDestroy(e0)); CUDA_CHECK(cudaEventDestroy(e1));
-    std::sort(ms.begin(), ms.end());
-    return ms[ms.size() / 2] * 1e3;
-}
+/* Median of 20 runs of f after an L2 flush (timing.cuh's time_median_us), so every run starts
+ * from cold caches, as a layer of a real forward pass does for its K/V. */
+template <class F> static double time_us(F f) { return time_median_us(f, 20); }
 
 /* The prefill kernel on n_seqs sequences of n_new tokens each from position 0 (no reference:
  * random cache), L2 flushed. FLOPs: 4 * head_dim * n_head per (query, visible key). */
@@ -896,12 +862,12 @@ int main(int argc, char **argv) {
     cudaDeviceProp prop;
     CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
     printf("device: %s, %d SMs, cc %d.%d\n", prop.name, prop.multiProcessorCount, prop.major, prop.minor);
-    CUDA_CHECK(cudaStreamCreate(&g_st));
+    timing_init();
 
     fp8_tests(small, bench, prefill);
     if (only_fp8) {
         printf("\n%d checks, %d failed\n%s\n", g_checks, g_fail, g_fail ? "FAILED" : "ALL PASSED");
-        CUDA_CHECK(cudaStreamDestroy(g_st));
+        timing_free();
         return g_fail ? 1 : 0;
     }
 
@@ -1018,6 +984,6 @@ int main(int argc, char **argv) {
         bench_decode(8, 2048, 32, 8, 128, true, {k_dcfg_default, {1, 0, 0}});
     }
     printf("\n%d checks, %d failed\n%s\n", g_checks, g_fail, g_fail ? "FAILED" : "ALL PASSED");
-    CUDA_CHECK(cudaStreamDestroy(g_st));
+    timing_free();
     return g_fail ? 1 : 0;
 }
