@@ -3,7 +3,7 @@
  * feasibility measurement for a persistent decode kernel (issue 6: Q4_0 batch-1 at 75 % of
  * 4.21 TB/s needs ~825 t/s; the engine's one-kernel-a-matmul chain reaches ~620).
  *
- * The bytes are those of Llama-2-7B's matrices in one type (default Q4_0: M x K / 32 x 18 bytes):
+ * The bytes are those of Llama-2-7B's matrices in one type (Q4_0: M x K / 32 x 18 bytes):
  * per layer QKV 12288 x 4096, output 4096 x 4096, gate/up 22016 x 4096, down 4096 x 11008; 32
  * layers; then the 32000 x 4096 output matrix. Nothing is computed from them but a checksum, so
  * this is the ceiling of the streaming alone:
@@ -21,14 +21,25 @@
  * For the persistent kinds it also prints when the CTAs finished (min / median / max after the
  * first start): whether the multiprocessors stream at the same rate.
  *
- *   persist_chain [bytes-per-1024-elements (default 576: Q4_0; F16 2048, Q8_0 1088)] [reps] */
+ *   gemv        the engine's batch-1 GEMVs (cuda_gemv_pre for the quantised types, x quantised
+ *               ahead as the engine's norms do; cuda_gemv for F16) on the same bytes, in a
+ *               graph: what the engine's chain of matmuls reaches without its other kernels;
+ *               gemv+norm: the same with the norm inside QKV's and gate/up's GEMV (cuda_gemv_norm),
+ *               as the engine runs batch 1 of the quantised types; then each layer shape alone
+ *               (its 32 matrices in a chain), read+pdl and gemv.
+ *
+ *   persist_chain q4_0|q8_0|f16 [reps (default 20)] [gemv batch rows (default 1)] */
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <vector>
+
+#include "backend/cuda/cuda_ops.h"
 
 #define CK(x)                                                                                      \
     do {                                                                                           \
@@ -193,32 +204,124 @@ __global__ void read_kernel(const uint4 *__restrict__ p, size_t n16, unsigned *s
     if (acc == 0x9e3779b9u) sink[0] = acc;
 }
 
+/* Probes of what a GEMV adds to a PDL read (the "probe" lines): ONESHOT, a grid of CTAs that
+ * each load 4 x 16 bytes a thread before the PDL wait and nothing after (as gemv_h16_kernel at
+ * batch 1, K = 4096: 1,024 pieces a CTA, many waves), else grid-stride over n_sm x 8 CTAs as
+ * read_kernel; XDEP 1, the loaded words are multiplied by x (16 bytes of a 16 KB x a piece,
+ * which the kernel before may have written, read after the wait), summed over the CTA through
+ * shared memory and written to y[blockIdx], as a GEMV's rows are; XDEP 2, each piece as 8
+ * halves times 32 bytes of f32 x, as gemv_h16_kernel reads them. */
+template <bool ONESHOT, int XDEP>
+__global__ void __launch_bounds__(256)
+    probe_kernel(const uint4 *__restrict__ p, size_t n16, const float4 *x, float *y) {
+    __shared__ float red[8];
+    const size_t stride = ONESHOT ? 256 : (size_t)gridDim.x * 256;
+    size_t i = ONESHOT ? blockIdx.x * 1024ull + threadIdx.x : blockIdx.x * 256ull + threadIdx.x;
+    float acc = 0.0f;
+    bool first = true;
+    for (; i < n16; i += 4 * stride) {
+        uint4 v[4];
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            const size_t j = i + k * stride < n16 ? i + k * stride : i;
+            asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
+                         : "=r"(v[k].x), "=r"(v[k].y), "=r"(v[k].z), "=r"(v[k].w)
+                         : "l"(p + j));
+        }
+        if (first) {
+            asm volatile("griddepcontrol.launch_dependents;");
+            asm volatile("griddepcontrol.wait;" ::: "memory");
+            first = false;
+        }
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            if (XDEP == 2) { /* as gemv_h16_kernel: 8 halves a piece, 8 f32 x (32 bytes) */
+                const float4 *xp = x + 2 * ((i + k * stride) % 512);
+                const float4 x0 = __ldg(xp), x1 = __ldg(xp + 1);
+                const float2 a = __half22float2(*(const __half2 *)&v[k].x);
+                const float2 b = __half22float2(*(const __half2 *)&v[k].y);
+                const float2 c2 = __half22float2(*(const __half2 *)&v[k].z);
+                const float2 d = __half22float2(*(const __half2 *)&v[k].w);
+                acc = fmaf(a.x, x0.x, acc);
+                acc = fmaf(a.y, x0.y, acc);
+                acc = fmaf(b.x, x0.z, acc);
+                acc = fmaf(b.y, x0.w, acc);
+                acc = fmaf(c2.x, x1.x, acc);
+                acc = fmaf(c2.y, x1.y, acc);
+                acc = fmaf(d.x, x1.z, acc);
+                acc = fmaf(d.y, x1.w, acc);
+                continue;
+            }
+            const float4 xv = XDEP ? x[(i + k * stride) % 1024] : make_float4(1.f, 1.f, 1.f, 1.f);
+            acc += __uint_as_float(v[k].x & 0x3fffffffu) * xv.x +
+                   __uint_as_float(v[k].y & 0x3fffffffu) * xv.y +
+                   __uint_as_float(v[k].z & 0x3fffffffu) * xv.z +
+                   __uint_as_float(v[k].w & 0x3fffffffu) * xv.w;
+        }
+        if (ONESHOT) break;
+    }
+    if (first) {
+        asm volatile("griddepcontrol.launch_dependents;");
+        asm volatile("griddepcontrol.wait;" ::: "memory");
+    }
+    if (XDEP) {
+        for (int o = 16; o; o >>= 1)
+            acc += __shfl_xor_sync(0xffffffffu, acc, o);
+        if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = acc;
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            float t = 0.0f;
+            for (int k = 0; k < 8; k++)
+                t += red[k];
+            y[blockIdx.x % 4096] = t;
+        }
+    } else if (acc == 1234.5f) {
+        y[0] = acc;
+    }
+}
+
+/* the weight types it measures, with their bytes per 1024 elements */
+static const struct {
+    const char *name;
+    si_type t;
+    int per1024;
+} k_types[] = {
+    {"q4_0", SI_TYPE_Q4_0, 576}, {"q8_0", SI_TYPE_Q8_0, 1088}, {"f16", SI_TYPE_F16, 2048}};
+
 int main(int argc, char **argv) {
-    const int per1024 = argc > 1 ? atoi(argv[1]) : 576;
+    int ti = -1;
+    for (int i = 0; argc > 1 && i < 3; i++)
+        if (!strcmp(argv[1], k_types[i].name)) ti = i;
     const int reps = argc > 2 ? atoi(argv[2]) : 20;
-    if (per1024 < 16 || per1024 % 16 || reps < 1) {
-        fprintf(stderr,
-                "usage: persist_chain [bytes-per-1024-elements, a multiple of 16] [reps]\n");
+    const int nb = argc > 3 ? atoi(argv[3]) : 1; /* the GEMVs' batch rows */
+    if (ti < 0 || reps < 1 || nb < 1 || nb > 8) {
+        fprintf(stderr, "usage: persist_chain q4_0|q8_0|f16 [reps] [gemv batch rows 1..8]\n");
         return 2;
     }
-    const long long shapes[4][2] = {{12288, 4096}, {4096, 4096}, {22016, 4096}, {4096, 11008}};
+    const si_type type = k_types[ti].t;
+    const int per1024 = k_types[ti].per1024;
+    /* the matrices in decode order, each with the engine's allocation (cuda_weight_alloc_bytes,
+     * which rounds to 16 bytes) */
+    const int shapes[4][2] = {{12288, 4096}, {4096, 4096}, {22016, 4096}, {4096, 11008}};
     chain c{};
+    int mk[MAX_MATS][2];
     unsigned long long off = 0;
-    for (int l = 0; l < 32; l++)
-        for (auto &s : shapes) {
+    for (int l = 0; l <= 32; l++)
+        for (int j = 0; j < (l < 32 ? 4 : 1); j++) {
+            const int M = l < 32 ? shapes[j][0] : 32000, K = l < 32 ? shapes[j][1] : 4096;
+            mk[c.n][0] = M;
+            mk[c.n][1] = K;
             c.off[c.n++] = off;
-            off += (unsigned long long)(s[0] * s[1] / 1024 * per1024 + 15) / 16 * 16;
+            off += cuda_weight_alloc_bytes(type, M, K);
         }
-    c.off[c.n++] = off;
-    off += (unsigned long long)(32000LL * 4096 / 1024 * per1024 + 15) / 16 * 16;
     c.off[c.n] = off;
     const double gb = off * 1e-9;
     int dev = 0, n_sm = 0;
     CK(cudaGetDevice(&dev));
     CK(cudaDeviceGetAttribute(&n_sm, cudaDevAttrMultiProcessorCount, dev));
-    printf(
-        "persist_chain: %d matrices, %.3f GB a token (%d bytes a 1024 elements), %d SMs, %d reps\n",
-        c.n, gb, per1024, n_sm, reps);
+    printf("persist_chain %s: %d matrices, %.3f GB a token (%d bytes a 1024 elements), %d SMs, %d "
+           "reps, gemv batch rows %d\n",
+           k_types[ti].name, c.n, gb, per1024, n_sm, reps, nb);
     uint8_t *w;
     unsigned *sink, *arrived;
     unsigned long long *trace;
@@ -232,33 +335,21 @@ int main(int argc, char **argv) {
     cudaEvent_t e0, e1;
     CK(cudaEventCreate(&e0));
     CK(cudaEventCreate(&e1));
-    auto report = [&](const char *what, float ms_total) {
-        const double us = ms_total * 1e3 / reps;
-        printf("%-11s %8.1f us a token  %6.0f GB/s  %5.1f %% of 4.21 TB/s  = %6.1f tokens/s\n",
+    auto report = [&](const char *what, double us) {
+        printf("%-14s %8.1f us a token  %6.0f GB/s  %5.1f %% of 4.21 TB/s  = %6.1f tokens/s\n",
                what, us, gb / (us * 1e-6), 100.0 * gb / (us * 1e-6) / 4210.0, 1e6 / us);
     };
 
-    /* kernels: one read kernel a matrix, in a graph; then the same launched with PDL */
-    float ms;
-    for (int pdl = 0; pdl < 2; pdl++) {
+    /* us a launch of a graph of launch(m) for each m of mats, over reps launches after one */
+    auto graph_us = [&](const std::vector<int> &mats, auto launch) {
+        for (int m : mats) /* first launches outside the capture (kernel attributes) */
+            launch(m);
+        CK(cudaStreamSynchronize(st));
         cudaGraph_t g;
         cudaGraphExec_t ge;
         CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
-        for (int m = 0; m < c.n; m++) {
-            const uint4 *p = (const uint4 *)(w + c.off[m]);
-            const size_t n16 = (c.off[m + 1] - c.off[m]) / 16;
-            cudaLaunchConfig_t cfg = {};
-            cfg.gridDim = n_sm * 8;
-            cfg.blockDim = 256;
-            cfg.stream = st;
-            cudaLaunchAttribute at[1];
-            at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-            at[0].val.programmaticStreamSerializationAllowed = 1;
-            cfg.attrs = at;
-            cfg.numAttrs = pdl;
-            CK(cudaLaunchKernelEx(&cfg, pdl ? read_kernel<true> : read_kernel<false>, p, n16,
-                                  sink));
-        }
+        for (int m : mats)
+            launch(m);
         CK(cudaStreamEndCapture(st, &g));
         CK(cudaGraphInstantiate(&ge, g, 0));
         CK(cudaGraphLaunch(ge, st));
@@ -267,11 +358,110 @@ int main(int argc, char **argv) {
             CK(cudaGraphLaunch(ge, st));
         CK(cudaEventRecord(e1, st));
         CK(cudaEventSynchronize(e1));
+        float ms;
         CK(cudaEventElapsedTime(&ms, e0, e1));
-        report(pdl ? "kernels+pdl" : "kernels", ms);
         CK(cudaGraphExecDestroy(ge));
         CK(cudaGraphDestroy(g));
+        return ms * 1e3 / reps;
+    };
+    /* kernels: one read kernel a matrix; pdl: launched with PDL */
+    auto read = [&](int m, bool pdl) {
+        const uint4 *p = (const uint4 *)(w + c.off[m]);
+        const size_t n16 = (c.off[m + 1] - c.off[m]) / 16;
+        cudaLaunchConfig_t cfg = {};
+        cfg.gridDim = n_sm * 8;
+        cfg.blockDim = 256;
+        cfg.stream = st;
+        cudaLaunchAttribute at[1];
+        at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        at[0].val.programmaticStreamSerializationAllowed = 1;
+        cfg.attrs = at;
+        cfg.numAttrs = pdl;
+        CK(cudaLaunchKernelEx(&cfg, pdl ? read_kernel<true> : read_kernel<false>, p, n16, sink));
+    };
+    /* gemv: the engine's decode GEMVs on these bytes, batch 1 (they launch with PDL themselves):
+     * x as the engine hands it (q8 rows for the quantised types, f32 for F16) */
+    float *x, *y;
+    const size_t x_bytes = 8 * (CUDA_Q8X_ROW_BYTES(11008) + 4 * 11008);
+    CK(cudaMalloc(&x, x_bytes));
+    CK(cudaMalloc(&y, 8 * 4 * 32000));
+    CK(cudaMemset(x, 0x01, x_bytes));
+    auto gemv = [&](int m) {
+        const void *W = w + c.off[m];
+        const int r = type == SI_TYPE_F16
+                          ? cuda_gemv(type, W, mk[m][0], mk[m][1], x, nb, y, st)
+                          : cuda_gemv_pre(type, W, mk[m][0], mk[m][1], x, nb, y, st);
+        if (r != 0) {
+            fprintf(stderr, "persist_chain: the GEMV refused %dx%d\n", mk[m][0], mk[m][1]);
+            exit(1);
+        }
+    };
+    std::vector<int> all;
+    for (int m = 0; m < c.n; m++)
+        all.push_back(m);
+    report("kernels", graph_us(all, [&](int m) { read(m, false); }));
+    report("kernels+pdl", graph_us(all, [&](int m) { read(m, true); }));
+    { /* the probes: what of a GEMV's structure costs against read+pdl */
+        auto probe = [&](int m, bool oneshot, int xdep) {
+            const uint4 *p = (const uint4 *)(w + c.off[m]);
+            const size_t n16 = (c.off[m + 1] - c.off[m]) / 16;
+            cudaLaunchConfig_t cfg = {};
+            cfg.gridDim = oneshot ? (unsigned)((n16 + 1023) / 1024) : (unsigned)n_sm * 8;
+            cfg.blockDim = 256;
+            cfg.stream = st;
+            cudaLaunchAttribute at[1];
+            at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+            at[0].val.programmaticStreamSerializationAllowed = 1;
+            cfg.attrs = at;
+            cfg.numAttrs = 1;
+            auto k = !oneshot    ? (xdep ? probe_kernel<false, 1> : probe_kernel<false, 0>)
+                     : xdep == 2 ? probe_kernel<true, 2>
+                     : xdep      ? probe_kernel<true, 1>
+                                 : probe_kernel<true, 0>;
+            CK(cudaLaunchKernelEx(&cfg, k, p, n16, (const float4 *)x, y));
+        };
+        report("probe stride", graph_us(all, [&](int m) { probe(m, false, 0); }));
+        report("probe stride+x", graph_us(all, [&](int m) { probe(m, false, 1); }));
+        report("probe 1shot", graph_us(all, [&](int m) { probe(m, true, 0); }));
+        report("probe 1shot+x", graph_us(all, [&](int m) { probe(m, true, 1); }));
+        report("probe 1shot+x32", graph_us(all, [&](int m) { probe(m, true, 2); }));
     }
+    CK(cudaMemset(w, type == SI_TYPE_F16 ? 0x11 : 0x3c, off)); /* finite f16 values and scales */
+    report("gemv", graph_us(all, gemv));
+    if (type != SI_TYPE_F16 &&
+        nb == 1) { /* as the engine at batch 1: QKV and gate/up run the norm inside */
+        float *xf;
+        CK(cudaMalloc(&xf, 4 * 4 * 4096));
+        CK(cudaMemset(xf, 0x3c, 4 * 4 * 4096));
+        auto gemv_norm = [&](int m) {
+            if (m >= 128 || m % 2) return gemv(m);
+            if (cuda_gemv_norm(type, w + c.off[m], mk[m][0], mk[m][1], xf, xf + 4096, xf + 8192,
+                               1e-5f, xf + 12288, y, st) != 0) {
+                fprintf(stderr, "persist_chain: cuda_gemv_norm refused %dx%d\n", mk[m][0],
+                        mk[m][1]);
+                exit(1);
+            }
+        };
+        report("gemv+norm", graph_us(all, gemv_norm));
+        CK(cudaFree(xf));
+    }
+    /* each layer shape alone: its 32 matrices in a chain, read (PDL) and the GEMV */
+    for (int j = 0; j < 4; j++) {
+        std::vector<int> same;
+        double bytes = 0;
+        for (int l = 0; l < 32; l++) {
+            same.push_back(4 * l + j);
+            bytes += (double)(c.off[4 * l + j + 1] - c.off[4 * l + j]);
+        }
+        const double r_us = graph_us(same, [&](int m) { read(m, true); });
+        const double g_us = graph_us(same, gemv);
+        printf("  %5dx%-5d x32: read+pdl %7.1f us (%5.1f %%)  gemv %7.1f us (%5.1f %%): %4.2f us "
+               "a matrix more\n",
+               mk[j][0], mk[j][1], r_us, 100.0 * bytes / (r_us * 1e-6) * 1e-9 / 4210.0, g_us,
+               100.0 * bytes / (g_us * 1e-6) * 1e-9 / 4210.0, (g_us - r_us) / 32);
+    }
+    CK(cudaFree(x));
+    CK(cudaFree(y));
 
     const size_t smem = STAGES * CHUNK + 2 * STAGES * 8;
     for (int barrier = 1; barrier >= 0; barrier--) {
@@ -286,10 +476,11 @@ int main(int argc, char **argv) {
             CK(cudaEventRecord(e1, st));
             CK(cudaEventSynchronize(e1));
             CK(cudaGetLastError());
+            float ms;
             CK(cudaEventElapsedTime(&ms, e0, e1));
             if (r > 0) tot += ms; /* the first is a warm-up */
         }
-        report(barrier ? "persistent" : "nobarrier", tot);
+        report(barrier ? "persistent" : "nobarrier", tot * 1e3 / reps);
         std::vector<unsigned long long> h(3 * (size_t)n_sm);
         CK(cudaMemcpy(h.data(), trace, h.size() * 8, cudaMemcpyDeviceToHost));
         unsigned long long t0 = ~0ull;
