@@ -17,6 +17,8 @@
  * shared memory pads each unit's bytes by 16 so the lanes' 16-byte loads are conflict-free too.
  * The grid is persistent (at most the resident CTAs) so the x quantisation is paid once per CTA;
  * warps walk row groups of R rows (R rows share each x load). */
+#include <type_traits>
+
 #include "backend/cuda/gemv_q8x_units.cuh"
 #include "backend/cuda/norm.cuh"
 #include "backend/cuda/pdl.cuh"
@@ -388,6 +390,21 @@ template <int I> static constexpr int q8x_stages() {
     constexpr int s[] = {GEMV_Q8X_S};
     return s[I];
 }
+/* The batch-1 case (5, 0 or 1 above) of a matrix M x K of type T with x from XIN. Q4_0 takes the
+ * small case's 2, 2 for every shape; Q8_0 for every shape but the norm-fused ones (Q8X_NORM: QKV
+ * and gate/up), i.e. the output projection, down (x quantised ahead) and the output matrix (f32
+ * x); the other types as above. Measured on the H200 in whole decode steps, 7B tg128, 2-3
+ * rounds against the binary before, in one device call each (bench/RESULTS.md 2026-12-01 s13):
+ * Q4_0 626-629 -> 645-658 t/s, Q8_0 441-445 -> 448-451; Q8_0 with its norm-fused GEMVs at 2, 2
+ * too ran 432-434, so those keep 2, 4. Fewer stages are less shared memory a CTA, so the next
+ * kernel's CTAs fit beside it sooner. The other types were not measured. */
+template <class T, int XIN> static int q8x_batch1_case(int M, int K) {
+    const bool two_stages = std::is_same<T, tqx_q4_0>::value ||
+                            (std::is_same<T, tqx_q8_0>::value && XIN != Q8X_NORM);
+    if (two_stages || (long long)M * K <= GEMV_Q8X_SMALL_MK) return 5;
+    return K < 8192 ? 0 : 1;
+}
+
 template <class T, int NB, int I, int XIN>
 static int gemv_q8x_launch_case(const void *W, int M, int K, const float *x, int nb, float *y,
                                 cudaStream_t st, const q8x_norm_in *nin = NULL) {
@@ -432,10 +449,12 @@ static int gemv_q8x_launch(const void *W, int M, int K, const float *x, int nb, 
         const int r = gemv_q8x_launch_rs<T, XIN>(knob, W, M, K, x, nb, y, st);
         if (r != -2) return r;
     }
-    if (nb <= 1 && (long long)M * K <= GEMV_Q8X_SMALL_MK)
-        return gemv_q8x_launch_case<T, 1, 5, XIN>(W, M, K, x, nb, y, st);
-    if (nb <= 1 && K < 8192) return gemv_q8x_launch_case<T, 1, 0, XIN>(W, M, K, x, nb, y, st);
-    if (nb <= 1) return gemv_q8x_launch_case<T, 1, 1, XIN>(W, M, K, x, nb, y, st);
+    if (nb <= 1) {
+        const int c = q8x_batch1_case<T, XIN>(M, K);
+        if (c == 5) return gemv_q8x_launch_case<T, 1, 5, XIN>(W, M, K, x, nb, y, st);
+        if (c == 0) return gemv_q8x_launch_case<T, 1, 0, XIN>(W, M, K, x, nb, y, st);
+        return gemv_q8x_launch_case<T, 1, 1, XIN>(W, M, K, x, nb, y, st);
+    }
     if (nb <= 2) return gemv_q8x_launch_case<T, 2, 2, XIN>(W, M, K, x, nb, y, st);
     if (nb <= 4) return gemv_q8x_launch_case<T, 4, 3, XIN>(W, M, K, x, nb, y, st);
     return gemv_q8x_launch_case<T, 8, 4, XIN>(W, M, K, x, nb, y, st);
@@ -447,9 +466,9 @@ template <class T> static bool gemv_q8x_norm_ok(int M, int K) {
     if (!gemv_q8x_ok<T>(K) || K > NORM_VEC_MAX || M < 1) return false;
     int smem_optin, n_sm;
     q8x_device(&smem_optin, &n_sm);
-    const bool small = (long long)M * K <= GEMV_Q8X_SMALL_MK;
-    const int R = small ? q8x_rows<5>() : K < 8192 ? q8x_rows<0>() : q8x_rows<1>();
-    const int S = small ? q8x_stages<5>() : K < 8192 ? q8x_stages<0>() : q8x_stages<1>();
+    const int c = q8x_batch1_case<T, Q8X_NORM>(M, K);
+    const int R = c == 5 ? q8x_rows<5>() : c == 0 ? q8x_rows<0>() : q8x_rows<1>();
+    const int S = c == 5 ? q8x_stages<5>() : c == 0 ? q8x_stages<0>() : q8x_stages<1>();
     return q8x_smem_bytes<T>(K, 1, NORM_THREADS / 32, R, S) + NORM_THREADS / 32 * sizeof(float) <=
            (size_t)smem_optin; /* + the norm's static shared memory */
 }
@@ -458,8 +477,8 @@ template <class T>
 static int gemv_q8x_norm_launch(const void *W, int M, int K, const float *x, float *y,
                                 const q8x_norm_in &nin, cudaStream_t st) {
     if (!gemv_q8x_norm_ok<T>(M, K)) return -1;
-    if ((long long)M * K <= GEMV_Q8X_SMALL_MK)
-        return gemv_q8x_launch_case<T, 1, 5, Q8X_NORM>(W, M, K, x, 1, y, st, &nin);
-    if (K < 8192) return gemv_q8x_launch_case<T, 1, 0, Q8X_NORM>(W, M, K, x, 1, y, st, &nin);
+    const int c = q8x_batch1_case<T, Q8X_NORM>(M, K);
+    if (c == 5) return gemv_q8x_launch_case<T, 1, 5, Q8X_NORM>(W, M, K, x, 1, y, st, &nin);
+    if (c == 0) return gemv_q8x_launch_case<T, 1, 0, Q8X_NORM>(W, M, K, x, 1, y, st, &nin);
     return gemv_q8x_launch_case<T, 1, 1, Q8X_NORM>(W, M, K, x, 1, y, st, &nin);
 }
