@@ -17,25 +17,18 @@
 
 #include "timing.cuh" /* tests/cuda: the kernel tests' L2 flush and median timing, on g_st */
 
-#define CK(x)                                                                                      \
-    do {                                                                                           \
-        cudaError_t e_ = (x);                                                                      \
-        if (e_ != cudaSuccess) {                                                                   \
-            fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, cudaGetErrorString(e_));           \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
 #define LK(x)                                                                                      \
     do {                                                                                           \
         cublasStatus_t s_ = (x);                                                                   \
         if (s_ != CUBLAS_STATUS_SUCCESS) {                                                         \
-            fprintf(stderr, "%s:%d: cublasLt status %d\n", __FILE__, __LINE__, (int)s_);          \
+            fprintf(stderr, "%s:%d: cublasLt status %d\n", __FILE__, __LINE__, (int)s_);           \
             exit(1);                                                                               \
         }                                                                                          \
     } while (0)
 
 __global__ void fill(__half *p, size_t n, unsigned seed) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
         p[i] = __float2half((float)((i * 2654435761u + seed) % 2001) / 1000.0f - 1.0f);
 }
 static unsigned cfg_attr(const cublasLtMatmulAlgo_t &a, cublasLtMatmulAlgoConfigAttributes_t at) {
@@ -47,9 +40,13 @@ static unsigned cfg_attr(const cublasLtMatmulAlgo_t &a, cublasLtMatmulAlgoConfig
 
 int main(int argc, char **argv) {
     std::vector<int> ns;
-    for (int i = 1; i < argc; i++) ns.push_back(atoi(argv[i]));
+    for (int i = 1; i < argc; i++)
+        ns.push_back(atoi(argv[i]));
     if (ns.empty()) ns = {64};
-    const struct { int M, K; const char *name; } shapes[] = {
+    const struct {
+        int M, K;
+        const char *name;
+    } shapes[] = {
         {12288, 4096, "qkv"}, {4096, 4096, "o"}, {22016, 4096, "gate_up"}, {4096, 11008, "down"}};
     timing_init();
     cudaStream_t st = g_st;
@@ -57,14 +54,14 @@ int main(int argc, char **argv) {
     LK(cublasLtCreate(&lt));
     const size_t ws = 32u << 20;
     void *work;
-    CK(cudaMalloc(&work, ws));
+    CUDA_CHECK(cudaMalloc(&work, ws));
     for (int n : ns)
         for (const auto &s : shapes) {
             __half *W, *x;
             float *y;
-            CK(cudaMalloc(&W, (size_t)s.M * s.K * 2));
-            CK(cudaMalloc(&x, (size_t)n * s.K * 2));
-            CK(cudaMalloc(&y, (size_t)n * s.M * 4));
+            CUDA_CHECK(cudaMalloc(&W, (size_t)s.M * s.K * 2));
+            CUDA_CHECK(cudaMalloc(&x, (size_t)n * s.K * 2));
+            CUDA_CHECK(cudaMalloc(&y, (size_t)n * s.M * 4));
             fill<<<1024, 256, 0, st>>>(W, (size_t)s.M * s.K, 1);
             fill<<<1024, 256, 0, st>>>(x, (size_t)n * s.K, 2);
             cublasLtMatmulDesc_t op;
@@ -78,7 +75,8 @@ int main(int argc, char **argv) {
             LK(cublasLtMatrixLayoutCreate(&lc, CUDA_R_32F, s.M, n, s.M));
             cublasLtMatmulPreference_t pref;
             LK(cublasLtMatmulPreferenceCreate(&pref));
-            LK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
+            LK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                    &ws, sizeof ws));
             cublasLtMatmulHeuristicResult_t heur[32];
             int found = 0;
             LK(cublasLtMatmulAlgoGetHeuristic(lt, op, la, lb, lc, lc, pref, 32, heur, &found));
@@ -87,18 +85,21 @@ int main(int argc, char **argv) {
             for (int i = 0; i < found; i++) {
                 const float alpha = 1, beta = 0;
                 auto run = [&] {
-                    return cublasLtMatmul(lt, op, &alpha, W, la, x, lb, &beta, y, lc, y, lc, &heur[i].algo,
-                                          work, ws, st);
+                    return cublasLtMatmul(lt, op, &alpha, W, la, x, lb, &beta, y, lc, y, lc,
+                                          &heur[i].algo, work, ws, st);
                 };
                 if (run() != CUBLAS_STATUS_SUCCESS) continue;
                 const double us = time_median_us([&] { run(); }, 30);
                 if (i == 0) first = us;
                 const cublasLtMatmulAlgo_t &a = heur[i].algo;
-                printf("%-7s M=%-5d K=%-5d n=%-3d algo %2d: %8.2f us %5.1f%% of 4.21 TB/s  %.2fx first  "
+                printf("%-7s M=%-5d K=%-5d n=%-3d algo %2d: %8.2f us %5.1f%% of 4.21 TB/s  %.2fx "
+                       "first  "
                        "id=%u tile=%u stages=%u splitk=%u red=%u swizzle=%u cluster=%u ws=%zu\n",
                        s.name, s.M, s.K, n, i, us, 100.0 * bytes / us * 1e-3 / 4210.0, first / us,
-                       cfg_attr(a, CUBLASLT_ALGO_CONFIG_ID), cfg_attr(a, CUBLASLT_ALGO_CONFIG_TILE_ID),
-                       cfg_attr(a, CUBLASLT_ALGO_CONFIG_STAGES_ID), cfg_attr(a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM),
+                       cfg_attr(a, CUBLASLT_ALGO_CONFIG_ID),
+                       cfg_attr(a, CUBLASLT_ALGO_CONFIG_TILE_ID),
+                       cfg_attr(a, CUBLASLT_ALGO_CONFIG_STAGES_ID),
+                       cfg_attr(a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM),
                        cfg_attr(a, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME),
                        cfg_attr(a, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING),
                        cfg_attr(a, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID), heur[i].workspaceSize);
@@ -108,11 +109,11 @@ int main(int argc, char **argv) {
             cublasLtMatrixLayoutDestroy(lb);
             cublasLtMatrixLayoutDestroy(lc);
             cublasLtMatmulDescDestroy(op);
-            CK(cudaFree(W));
-            CK(cudaFree(x));
-            CK(cudaFree(y));
+            CUDA_CHECK(cudaFree(W));
+            CUDA_CHECK(cudaFree(x));
+            CUDA_CHECK(cudaFree(y));
         }
-    CK(cudaFree(work));
+    CUDA_CHECK(cudaFree(work));
     timing_free();
     return 0;
 }

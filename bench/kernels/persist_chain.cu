@@ -1,32 +1,34 @@
-/* persist_chain.cu — how close to the bandwidth can one batch-1 decode token stream its weights,
- * one kernel a matrix (as the engine does) or one persistent kernel for the whole token? A
- * feasibility measurement for a persistent decode kernel (issue 6: Q4_0 batch-1 at 75 % of
- * 4.21 TB/s needs ~825 t/s; the engine's one-kernel-a-matmul chain reaches ~620).
+/* persist_chain.cu — how close to the bandwidth can one batch-1 decode token stream its weights:
+ * one kernel a matrix (as the engine does), one persistent kernel for the whole token, and the
+ * engine's own GEMVs (issue 6: Q4_0 batch-1 at 75 % of 4.21 TB/s needs ~825 t/s). Findings:
+ * bench/RESULTS.md, 2026-12-01 05:54.
  *
  * The bytes are those of Llama-2-7B's matrices in one type (Q4_0: M x K / 32 x 18 bytes):
  * per layer QKV 12288 x 4096, output 4096 x 4096, gate/up 22016 x 4096, down 4096 x 11008; 32
- * layers; then the 32000 x 4096 output matrix. Nothing is computed from them but a checksum, so
- * this is the ceiling of the streaming alone:
+ * layers; then the 32000 x 4096 output matrix. The read modes compute nothing from them but a
+ * checksum, so they are the ceiling of the streaming alone:
  *   kernels     one read kernel a matrix (16-byte ld.global.nc, 4 in flight a thread), launched
  *               back to back in a CUDA graph: the shape of the engine's chain, without its work;
  *   kernels+pdl the same launched with programmatic dependent launch, each kernel issuing its
  *               first loads before it waits for the one before (as the engine's GEMVs do);
+ *   probe ...   kernels+pdl shaped more like a GEMV (probe_kernel says how);
+ *   gemv        the engine's GEMVs (cuda_gemv_pre for the quantised types, x quantised ahead as
+ *               the engine's norms do; cuda_gemv for F16) on the same bytes, in a graph: what
+ *               the engine's chain of matmuls reaches without its other kernels; gemv+norm
+ *               (batch 1, quantised types): QKV's and gate/up's GEMV with the norm inside
+ *               (cuda_gemv_norm), as the engine runs them; then each layer shape alone (its 32
+ *               matrices in a chain), read+pdl against gemv;
  *   persistent  one kernel, one CTA a multiprocessor. A producer warp streams the CTA's slice of
  *               every matrix in turn into a ring of shared-memory stages (cp.async.bulk, one
  *               mbarrier a stage); four consumer warps read each stage. Between two matrices the
  *               consumers of all CTAs meet at a grid barrier, as a real decode step must (the next
  *               matrix's x depends on every CTA's rows); the producer does not wait for it, so
  *               the stream runs on across the barrier as far as the ring reaches;
- *   nobarrier   the same without the grid barrier: what the barriers cost.
- * For the persistent kinds it also prints when the CTAs finished (min / median / max after the
- * first start): whether the multiprocessors stream at the same rate.
- *
- *   gemv        the engine's batch-1 GEMVs (cuda_gemv_pre for the quantised types, x quantised
- *               ahead as the engine's norms do; cuda_gemv for F16) on the same bytes, in a
- *               graph: what the engine's chain of matmuls reaches without its other kernels;
- *               gemv+norm: the same with the norm inside QKV's and gate/up's GEMV (cuda_gemv_norm),
- *               as the engine runs batch 1 of the quantised types; then each layer shape alone
- *               (its 32 matrices in a chain), read+pdl and gemv.
+ *   nobarrier   the same without the grid barrier: what the barriers cost. For both persistent
+ *               kinds one more traced run prints when the CTAs finished (min / median / max
+ *               after the first start): whether the multiprocessors stream at the same rate.
+ * Graphs are timed back to back (the mean of 4 x reps launches after reps), the persistent kernel
+ * as the median of reps launches (tests/cuda/timing.cuh).
  *
  *   persist_chain q4_0|q8_0|f16 [reps (default 20)] [gemv batch rows (default 1)] */
 #include <cuda_fp16.h>
@@ -40,15 +42,7 @@
 #include <vector>
 
 #include "backend/cuda/cuda_ops.h"
-
-#define CK(x)                                                                                      \
-    do {                                                                                           \
-        cudaError_t e_ = (x);                                                                      \
-        if (e_ != cudaSuccess) {                                                                   \
-            fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, cudaGetErrorString(e_));            \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
+#include "timing.cuh" /* tests/cuda: g_st, CUDA_CHECK, the median and back-to-back timings */
 
 constexpr int STAGES = 12, CHUNK = 16384; /* the ring: 192 KB a CTA */
 constexpr int CONSUMERS = 128, THREADS = CONSUMERS + 32;
@@ -88,6 +82,21 @@ __device__ __forceinline__ void slice(const chain &c, int m, unsigned long long 
     e = c.off[m] + 16 * (n16 * (blockIdx.x + 1) / gridDim.x);
 }
 
+/* f(m, p, bytes, it) for each chunk of the CTA's slice of every matrix in turn (it counts the
+ * chunks: the ring stage is it % STAGES), then done(m) after matrix m's last chunk: the one walk
+ * that the producer and the consumers must agree on */
+template <class F, class G>
+__device__ __forceinline__ void each_chunk(const chain &c, F f, G done) {
+    int it = 0;
+    for (int m = 0; m < c.n; m++) {
+        unsigned long long b, e;
+        slice(c, m, b, e);
+        for (unsigned long long p = b; p < e; p += CHUNK, it++)
+            f(m, p, (uint32_t)umin(CHUNK, e - p), it);
+        done(m);
+    }
+}
+
 template <bool BARRIER>
 __global__ void __launch_bounds__(THREADS, 1)
     persistent(const uint8_t *__restrict__ w, const chain c, unsigned *arrived,
@@ -106,14 +115,11 @@ __global__ void __launch_bounds__(THREADS, 1)
     const unsigned long long t0 = gtimer();
     if (threadIdx.x >= CONSUMERS) { /* the producer warp, one lane */
         if (threadIdx.x != CONSUMERS) return;
-        int it = 0;
-        for (int m = 0; m < c.n; m++) {
-            unsigned long long b, e;
-            slice(c, m, b, e);
-            for (unsigned long long p = b; p < e; p += CHUNK, it++) {
+        each_chunk(
+            c,
+            [&](int, unsigned long long p, uint32_t bytes, int it) {
                 const int s = it % STAGES;
                 if (it >= STAGES) mbar_wait(empty + s, ((it / STAGES) - 1) & 1);
-                const uint32_t bytes = (uint32_t)umin(CHUNK, e - p);
                 asm volatile(
                     "mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(sa(full + s)),
                     "r"(bytes)
@@ -122,28 +128,27 @@ __global__ void __launch_bounds__(THREADS, 1)
                              "[%0], [%1], %2, [%3];" ::"r"(sa(smem + s * CHUNK)),
                              "l"(w + p), "r"(bytes), "r"(sa(full + s))
                              : "memory");
-            }
-        }
+            },
+            [](int) {});
         return;
     }
     unsigned acc = 0;
-    int it = 0;
-    for (int m = 0; m < c.n; m++) {
-        unsigned long long b, e;
-        slice(c, m, b, e);
-        for (unsigned long long p = b; p < e; p += CHUNK, it++) {
+    each_chunk(
+        c,
+        [&](int, unsigned long long, uint32_t bytes, int it) {
             const int s = it % STAGES;
             mbar_wait(full + s, (it / STAGES) & 1);
-            const int n16 = (int)(umin(CHUNK, e - p) / 16);
             const uint4 *q = (const uint4 *)(smem + s * CHUNK);
-            for (int i = threadIdx.x; i < n16; i += CONSUMERS) {
+            for (int i = threadIdx.x; i < (int)(bytes / 16); i += CONSUMERS) {
                 const uint4 v = q[i];
                 acc ^= v.x + v.y + v.z + v.w;
             }
             asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(sa(empty + s))
                          : "memory");
-        }
-        if (BARRIER) { /* consumers of every CTA; the counter only grows within a launch */
+        },
+        [&](int m) {
+            if (!BARRIER) return;
+            /* consumers of every CTA; the counter only grows within a launch */
             asm volatile("bar.sync 1, %0;" ::"r"(CONSUMERS));
             if (threadIdx.x == 0) {
                 const unsigned target = (unsigned)(m + 1) * gridDim.x;
@@ -157,8 +162,7 @@ __global__ void __launch_bounds__(THREADS, 1)
                 } while (v < target);
             }
             asm volatile("bar.sync 1, %0;" ::"r"(CONSUMERS));
-        }
-    }
+        });
     if (acc == 0x9e3779b9u) sink[0] = acc; /* keeps the reads */
     if (threadIdx.x == 0 && trace) {
         unsigned smid;
@@ -317,52 +321,42 @@ int main(int argc, char **argv) {
     c.off[c.n] = off;
     const double gb = off * 1e-9;
     int dev = 0, n_sm = 0;
-    CK(cudaGetDevice(&dev));
-    CK(cudaDeviceGetAttribute(&n_sm, cudaDevAttrMultiProcessorCount, dev));
+    CUDA_CHECK(cudaGetDevice(&dev));
+    CUDA_CHECK(cudaDeviceGetAttribute(&n_sm, cudaDevAttrMultiProcessorCount, dev));
     printf("persist_chain %s: %d matrices, %.3f GB a token (%d bytes a 1024 elements), %d SMs, %d "
            "reps, gemv batch rows %d\n",
            k_types[ti].name, c.n, gb, per1024, n_sm, reps, nb);
     uint8_t *w;
     unsigned *sink, *arrived;
     unsigned long long *trace;
-    CK(cudaMalloc(&w, off));
-    CK(cudaMemset(w, 0x5a, off));
-    CK(cudaMalloc(&sink, 4));
-    CK(cudaMalloc(&arrived, 4));
-    CK(cudaMalloc(&trace, 3 * 8 * (size_t)n_sm));
-    cudaStream_t st;
-    CK(cudaStreamCreate(&st));
-    cudaEvent_t e0, e1;
-    CK(cudaEventCreate(&e0));
-    CK(cudaEventCreate(&e1));
+    CUDA_CHECK(cudaMalloc(&w, off));
+    CUDA_CHECK(cudaMemset(w, 0x5a, off));
+    CUDA_CHECK(cudaMalloc(&sink, 4));
+    CUDA_CHECK(cudaMalloc(&arrived, 4));
+    CUDA_CHECK(cudaMalloc(&trace, 3 * 8 * (size_t)n_sm));
+    timing_init();
+    cudaStream_t st = g_st;
     auto report = [&](const char *what, double us) {
         printf("%-14s %8.1f us a token  %6.0f GB/s  %5.1f %% of 4.21 TB/s  = %6.1f tokens/s\n",
                what, us, gb / (us * 1e-6), 100.0 * gb / (us * 1e-6) / 4210.0, 1e6 / us);
     };
 
-    /* us a launch of a graph of launch(m) for each m of mats, over reps launches after one */
+    /* us a launch of a graph of launch(m) for each m of mats */
     auto graph_us = [&](const std::vector<int> &mats, auto launch) {
         for (int m : mats) /* first launches outside the capture (kernel attributes) */
             launch(m);
-        CK(cudaStreamSynchronize(st));
+        CUDA_CHECK(cudaStreamSynchronize(st));
         cudaGraph_t g;
         cudaGraphExec_t ge;
-        CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
+        CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
         for (int m : mats)
             launch(m);
-        CK(cudaStreamEndCapture(st, &g));
-        CK(cudaGraphInstantiate(&ge, g, 0));
-        CK(cudaGraphLaunch(ge, st));
-        CK(cudaEventRecord(e0, st));
-        for (int r = 0; r < reps; r++)
-            CK(cudaGraphLaunch(ge, st));
-        CK(cudaEventRecord(e1, st));
-        CK(cudaEventSynchronize(e1));
-        float ms;
-        CK(cudaEventElapsedTime(&ms, e0, e1));
-        CK(cudaGraphExecDestroy(ge));
-        CK(cudaGraphDestroy(g));
-        return ms * 1e3 / reps;
+        CUDA_CHECK(cudaStreamEndCapture(st, &g));
+        CUDA_CHECK(cudaGraphInstantiate(&ge, g, 0));
+        const double us = time_stream_us([&](int) { CUDA_CHECK(cudaGraphLaunch(ge, st)); }, reps);
+        CUDA_CHECK(cudaGraphExecDestroy(ge));
+        CUDA_CHECK(cudaGraphDestroy(g));
+        return us;
     };
     /* kernels: one read kernel a matrix; pdl: launched with PDL */
     auto read = [&](int m, bool pdl) {
@@ -377,15 +371,16 @@ int main(int argc, char **argv) {
         at[0].val.programmaticStreamSerializationAllowed = 1;
         cfg.attrs = at;
         cfg.numAttrs = pdl;
-        CK(cudaLaunchKernelEx(&cfg, pdl ? read_kernel<true> : read_kernel<false>, p, n16, sink));
+        CUDA_CHECK(
+            cudaLaunchKernelEx(&cfg, pdl ? read_kernel<true> : read_kernel<false>, p, n16, sink));
     };
     /* gemv: the engine's decode GEMVs on these bytes, batch 1 (they launch with PDL themselves):
      * x as the engine hands it (q8 rows for the quantised types, f32 for F16) */
     float *x, *y;
     const size_t x_bytes = 8 * (CUDA_Q8X_ROW_BYTES(11008) + 4 * 11008);
-    CK(cudaMalloc(&x, x_bytes));
-    CK(cudaMalloc(&y, 8 * 4 * 32000));
-    CK(cudaMemset(x, 0x01, x_bytes));
+    CUDA_CHECK(cudaMalloc(&x, x_bytes));
+    CUDA_CHECK(cudaMalloc(&y, 8 * 4 * 32000));
+    CUDA_CHECK(cudaMemset(x, 0x01, x_bytes));
     auto gemv = [&](int m) {
         const void *W = w + c.off[m];
         const int r = type == SI_TYPE_F16
@@ -418,7 +413,7 @@ int main(int argc, char **argv) {
                      : xdep == 2 ? probe_kernel<true, 2>
                      : xdep      ? probe_kernel<true, 1>
                                  : probe_kernel<true, 0>;
-            CK(cudaLaunchKernelEx(&cfg, k, p, n16, (const float4 *)x, y));
+            CUDA_CHECK(cudaLaunchKernelEx(&cfg, k, p, n16, (const float4 *)x, y));
         };
         report("probe stride", graph_us(all, [&](int m) { probe(m, false, 0); }));
         report("probe stride+x", graph_us(all, [&](int m) { probe(m, false, 1); }));
@@ -426,13 +421,14 @@ int main(int argc, char **argv) {
         report("probe 1shot+x", graph_us(all, [&](int m) { probe(m, true, 1); }));
         report("probe 1shot+x32", graph_us(all, [&](int m) { probe(m, true, 2); }));
     }
-    CK(cudaMemset(w, type == SI_TYPE_F16 ? 0x11 : 0x3c, off)); /* finite f16 values and scales */
+    CUDA_CHECK(
+        cudaMemset(w, type == SI_TYPE_F16 ? 0x11 : 0x3c, off)); /* finite f16 values and scales */
     report("gemv", graph_us(all, gemv));
     if (type != SI_TYPE_F16 &&
         nb == 1) { /* as the engine at batch 1: QKV and gate/up run the norm inside */
         float *xf;
-        CK(cudaMalloc(&xf, 4 * 4 * 4096));
-        CK(cudaMemset(xf, 0x3c, 4 * 4 * 4096));
+        CUDA_CHECK(cudaMalloc(&xf, 4 * 4 * 4096));
+        CUDA_CHECK(cudaMemset(xf, 0x3c, 4 * 4 * 4096));
         auto gemv_norm = [&](int m) {
             if (m >= 128 || m % 2) return gemv(m);
             if (cuda_gemv_norm(type, w + c.off[m], mk[m][0], mk[m][1], xf, xf + 4096, xf + 8192,
@@ -443,7 +439,7 @@ int main(int argc, char **argv) {
             }
         };
         report("gemv+norm", graph_us(all, gemv_norm));
-        CK(cudaFree(xf));
+        CUDA_CHECK(cudaFree(xf));
     }
     /* each layer shape alone: its 32 matrices in a chain, read (PDL) and the GEMV */
     for (int j = 0; j < 4; j++) {
@@ -460,29 +456,25 @@ int main(int argc, char **argv) {
                mk[j][0], mk[j][1], r_us, 100.0 * bytes / (r_us * 1e-6) * 1e-9 / 4210.0, g_us,
                100.0 * bytes / (g_us * 1e-6) * 1e-9 / 4210.0, (g_us - r_us) / 32);
     }
-    CK(cudaFree(x));
-    CK(cudaFree(y));
+    CUDA_CHECK(cudaFree(x));
+    CUDA_CHECK(cudaFree(y));
 
     const size_t smem = STAGES * CHUNK + 2 * STAGES * 8;
     for (int barrier = 1; barrier >= 0; barrier--) {
         auto k = barrier ? persistent<true> : persistent<false>;
-        CK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-        float tot = 0;
+        CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+        auto launch = [&](unsigned long long *tr) {
+            CUDA_CHECK(cudaMemsetAsync(arrived, 0, 4, st));
+            k<<<n_sm, THREADS, smem, st>>>(w, c, arrived, tr, sink);
+            CUDA_CHECK_LAUNCH();
+        };
+        report(barrier ? "persistent" : "nobarrier",
+               time_median_us([&] { launch(nullptr); }, reps));
+        launch(trace); /* one more, traced */
+        CUDA_CHECK(cudaStreamSynchronize(st));
         std::vector<double> ends;
-        for (int r = 0; r <= reps; r++) {
-            CK(cudaMemsetAsync(arrived, 0, 4, st));
-            CK(cudaEventRecord(e0, st));
-            k<<<n_sm, THREADS, smem, st>>>(w, c, arrived, r == reps ? trace : nullptr, sink);
-            CK(cudaEventRecord(e1, st));
-            CK(cudaEventSynchronize(e1));
-            CK(cudaGetLastError());
-            float ms;
-            CK(cudaEventElapsedTime(&ms, e0, e1));
-            if (r > 0) tot += ms; /* the first is a warm-up */
-        }
-        report(barrier ? "persistent" : "nobarrier", tot * 1e3 / reps);
         std::vector<unsigned long long> h(3 * (size_t)n_sm);
-        CK(cudaMemcpy(h.data(), trace, h.size() * 8, cudaMemcpyDeviceToHost));
+        CUDA_CHECK(cudaMemcpy(h.data(), trace, h.size() * 8, cudaMemcpyDeviceToHost));
         unsigned long long t0 = ~0ull;
         for (int i = 0; i < n_sm; i++)
             t0 = std::min(t0, h[3 * i]);
@@ -490,7 +482,7 @@ int main(int argc, char **argv) {
             ends.push_back((h[3 * i + 1] - t0) * 1e-3);
         std::vector<double> s = ends;
         std::sort(s.begin(), s.end());
-        printf("  last rep: CTAs end min %.1f  p50 %.1f  max %.1f us after the first start; "
+        printf("  traced run: CTAs end min %.1f  p50 %.1f  max %.1f us after the first start; "
                "slowest SMs:",
                s[0], s[n_sm / 2], s.back());
         for (int k2 = 0; k2 < 5; k2++) {
@@ -500,5 +492,6 @@ int main(int argc, char **argv) {
         }
         printf("\n");
     }
+    timing_free();
     return 0;
 }
