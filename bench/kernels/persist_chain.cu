@@ -358,12 +358,10 @@ int main(int argc, char **argv) {
         CUDA_CHECK(cudaGraphDestroy(g));
         return us;
     };
-    /* kernels: one read kernel a matrix; pdl: launched with PDL */
-    auto read = [&](int m, bool pdl) {
-        const uint4 *p = (const uint4 *)(w + c.off[m]);
-        const size_t n16 = (c.off[m + 1] - c.off[m]) / 16;
+    /* a launch of 256-thread CTAs on st, with the PDL attribute when pdl */
+    auto launch256 = [&](auto kernel, unsigned grid, bool pdl, auto... args) {
         cudaLaunchConfig_t cfg = {};
-        cfg.gridDim = n_sm * 8;
+        cfg.gridDim = grid;
         cfg.blockDim = 256;
         cfg.stream = st;
         cudaLaunchAttribute at[1];
@@ -371,8 +369,13 @@ int main(int argc, char **argv) {
         at[0].val.programmaticStreamSerializationAllowed = 1;
         cfg.attrs = at;
         cfg.numAttrs = pdl;
-        CUDA_CHECK(
-            cudaLaunchKernelEx(&cfg, pdl ? read_kernel<true> : read_kernel<false>, p, n16, sink));
+        CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, args...));
+    };
+    auto n16_of = [&](int m) { return (size_t)(c.off[m + 1] - c.off[m]) / 16; };
+    /* kernels: one read kernel a matrix; pdl: launched with PDL */
+    auto read = [&](int m, bool pdl) {
+        launch256(pdl ? read_kernel<true> : read_kernel<false>, n_sm * 8, pdl,
+                  (const uint4 *)(w + c.off[m]), n16_of(m), sink);
     };
     /* gemv: the engine's decode GEMVs on these bytes, batch 1 (they launch with PDL themselves):
      * x as the engine hands it (q8 rows for the quantised types, f32 for F16) */
@@ -398,22 +401,13 @@ int main(int argc, char **argv) {
     report("kernels+pdl", graph_us(all, [&](int m) { read(m, true); }));
     { /* the probes: what of a GEMV's structure costs against read+pdl */
         auto probe = [&](int m, bool oneshot, int xdep) {
-            const uint4 *p = (const uint4 *)(w + c.off[m]);
-            const size_t n16 = (c.off[m + 1] - c.off[m]) / 16;
-            cudaLaunchConfig_t cfg = {};
-            cfg.gridDim = oneshot ? (unsigned)((n16 + 1023) / 1024) : (unsigned)n_sm * 8;
-            cfg.blockDim = 256;
-            cfg.stream = st;
-            cudaLaunchAttribute at[1];
-            at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-            at[0].val.programmaticStreamSerializationAllowed = 1;
-            cfg.attrs = at;
-            cfg.numAttrs = 1;
             auto k = !oneshot    ? (xdep ? probe_kernel<false, 1> : probe_kernel<false, 0>)
                      : xdep == 2 ? probe_kernel<true, 2>
                      : xdep      ? probe_kernel<true, 1>
                                  : probe_kernel<true, 0>;
-            CUDA_CHECK(cudaLaunchKernelEx(&cfg, k, p, n16, (const float4 *)x, y));
+            const size_t n16 = n16_of(m);
+            launch256(k, oneshot ? (unsigned)((n16 + 1023) / 1024) : (unsigned)n_sm * 8, true,
+                      (const uint4 *)(w + c.off[m]), n16, (const float4 *)x, y);
         };
         report("probe stride", graph_us(all, [&](int m) { probe(m, false, 0); }));
         report("probe stride+x", graph_us(all, [&](int m) { probe(m, false, 1); }));
