@@ -117,8 +117,9 @@ if [ "$full" = 1 ]; then
                 || { fail=1; echo "python_api_gpu $name FAILED"; }
             sed "s/^/$name: /" "$LOG/python_api_$name.log" | grep -v "^$name: *$" | tail -8
         done
-    else
-        echo "python API check skipped: no $BD/libswiftinfer.so or python3"
+    else # a check that did not run is not a pass
+        fail=1
+        echo "python_api_gpu FAILED to run: no $BD/libswiftinfer.so (carry it with the binaries) or python3"
     fi
     echo "== bench --device cuda -p 512 -n 128"
     "$SI" bench --device cuda --bw 4210 -p 512 -n 128 -m "${bench_models#,}" > "$LOG/bench.log" 2>&1 \
