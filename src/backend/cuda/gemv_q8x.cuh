@@ -390,16 +390,18 @@ template <int I> static constexpr int q8x_stages() {
     constexpr int s[] = {GEMV_Q8X_S};
     return s[I];
 }
-/* The batch-1 case (5, 0 or 1 above) of a matrix M x K of type T with x from XIN. Q4_0 takes the
- * small case's 2, 2 for every shape; Q8_0 for every shape but the norm-fused ones (Q8X_NORM: QKV
- * and gate/up), i.e. the output projection, down (x quantised ahead) and the output matrix (f32
- * x); the other types as above. Measured on the H200 in whole decode steps, 7B tg128, 2-3
- * rounds against the binary before, in one device call each (bench/RESULTS.md 2026-12-01 s13):
- * Q4_0 626-629 -> 645-658 t/s, Q8_0 441-445 -> 448-451; Q8_0 with its norm-fused GEMVs at 2, 2
- * too ran 432-434, so those keep 2, 4. Fewer stages are less shared memory a CTA, so the next
- * kernel's CTAs fit beside it sooner. The other types were not measured. */
+/* The batch-1 case (5, 0 or 1 above) of a matrix M x K of type T with x from XIN. Q4_0 and Q4_K
+ * take the small case's 2, 2 for every shape; Q8_0 for every shape but the norm-fused ones
+ * (Q8X_NORM: QKV and gate/up), i.e. the output projection, down (x quantised ahead) and the
+ * output matrix (f32 x); the other types as above. Measured on the H200 in whole decode steps,
+ * 7B tg128, 2-3 rounds against the binary before, in one device call each (bench/RESULTS.md
+ * 2026-12-01 s13): Q4_0 626-629 -> 645-658 t/s, Q4_K 613-620 -> 645-649, Q8_0 441-446 ->
+ * 448-451; Q8_0 with its norm-fused GEMVs at 2, 2 too ran 432-434, so those keep 2, 4. Fewer
+ * stages are less shared memory a CTA, so the next kernel's CTAs fit beside it sooner. Q4_1 and
+ * Q6_K were not measured. */
 template <class T, int XIN> static int q8x_batch1_case(int M, int K) {
     const bool two_stages = std::is_same<T, tqx_q4_0>::value ||
+                            std::is_same<T, tqx_q4_k>::value ||
                             (std::is_same<T, tqx_q8_0>::value && XIN != Q8X_NORM);
     if (two_stages || (long long)M * K <= GEMV_Q8X_SMALL_MK) return 5;
     return K < 8192 ? 0 : 1;
