@@ -30,7 +30,7 @@
  * Graphs are timed back to back (the mean of 4 x reps launches after reps), the persistent kernel
  * as the median of reps launches (tests/cuda/timing.cuh).
  *
- *   persist_chain q4_0|q8_0|f16 [reps (default 20)] [gemv batch rows (default 1)] */
+ *   persist_chain q4_0|q4_k|q8_0|f16 [reps (default 20)] [gemv batch rows (default 1)] */
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
@@ -290,16 +290,17 @@ static const struct {
     si_type t;
     int per1024;
 } k_types[] = {
-    {"q4_0", SI_TYPE_Q4_0, 576}, {"q8_0", SI_TYPE_Q8_0, 1088}, {"f16", SI_TYPE_F16, 2048}};
+    {"q4_0", SI_TYPE_Q4_0, 576}, {"q4_k", SI_TYPE_Q4_K, 576}, {"q8_0", SI_TYPE_Q8_0, 1088},
+    {"f16", SI_TYPE_F16, 2048}};
 
 int main(int argc, char **argv) {
     int ti = -1;
-    for (int i = 0; argc > 1 && i < 3; i++)
+    for (int i = 0; argc > 1 && i < (int)(sizeof k_types / sizeof k_types[0]); i++)
         if (!strcmp(argv[1], k_types[i].name)) ti = i;
     const int reps = argc > 2 ? atoi(argv[2]) : 20;
     const int nb = argc > 3 ? atoi(argv[3]) : 1; /* the GEMVs' batch rows */
     if (ti < 0 || reps < 1 || nb < 1 || nb > 8) {
-        fprintf(stderr, "usage: persist_chain q4_0|q8_0|f16 [reps] [gemv batch rows 1..8]\n");
+        fprintf(stderr, "usage: persist_chain q4_0|q4_k|q8_0|f16 [reps] [gemv batch rows 1..8]\n");
         return 2;
     }
     const si_type type = k_types[ti].t;
