@@ -6,13 +6,15 @@
 #      development machine with the same CMake options and carried: saves device minutes);
 #   2. every kernel test (test_cuda_kernels, test_cuda_<family>): each kernel vs the CPU
 #      reference, then timings;
-#   3. each kernel test with --small under compute-sanitizer memcheck and racecheck
+#   3. each kernel test with --small under compute-sanitizer memcheck and racecheck; the F16/BF16
+#      GEMV checks again with the opt-in tensor-core GEMV (SI_CUDA_GEMV_H16_MMA=1), sanitized too
 #      (SI_SKIP_KERNEL_TESTS=1 skips 2 and 3; SI_SANITIZE=0 skips 3; SI_KTESTS="a b" runs only
 #      those kernel tests; SI_SKIP_MODEL=1 skips 4);
 #   4. the whole model on the GPU: the full project (swiftinfer CLI, test_cuda_model) built with
 #      CUDA, synthetic models written by `swiftinfer synth` (tiny, tiny-qwen2, smollm2-135m in
 #      f16/q8_0/q4_0, tiny in q8_0/q4_0 (n_embd 256: the batch-1 GEMVs with the norm inside); llama2-7b q4_0 with SI_SYNTH_7B=1; more with SI_EXTRA_MODELS), whole-model logits GPU vs CPU and the
-#      engine's exactness on the GPU (test_cuda_model), a CLI smoke run, the Python API with
+#      engine's exactness on the GPU (test_cuda_model; the F16 models also with
+#      SI_CUDA_GEMV_H16_MMA=1), a CLI smoke run, the Python API with
 #      device="cuda" against "cpu" (tests/cuda/python_api_gpu.py; needs libswiftinfer.so), then
 #      `swiftinfer bench --device cuda -p 512 -n 128` on every synthesised model.
 # The host libraries the full project needs (PCRE2, utf8proc, jansson, libmicrohttpd, xxhash,
@@ -66,6 +68,20 @@ if [ "${SI_SKIP_KERNEL_TESTS:-0}" != 1 ]; then
             echo "$kt $tool: $(tail -1 "$LOG/sanitize.log")"
         done
     done
+    # the opt-in tensor-core F16/BF16 GEMV (SI_CUDA_GEMV_H16_MMA=1): its checks and sanitizers
+    if [ -x "$BD/test_cuda_kernels" ]; then
+        echo "== test_cuda_kernels --gemv, F16/BF16, SI_CUDA_GEMV_H16_MMA=1"
+        SI_CUDA_GEMV_H16_MMA=1 "$BD/test_cuda_kernels" --gemv --no-bench --types f16,bf16 \
+            > "$LOG/h16mma.log" 2>&1 || { fail=1; echo "h16mma FAILED"; }
+        grep -E "^(FAIL|==== summary)" "$LOG/h16mma.log" | head -20
+        for tool in memcheck racecheck; do
+            [ "${SI_SANITIZE:-1}" = 1 ] || continue
+            SI_CUDA_GEMV_H16_MMA=1 compute-sanitizer --tool $tool --error-exitcode 3 \
+                "$BD/test_cuda_kernels" --gemv --small --types f16,bf16 > "$LOG/sanitize.log" 2>&1 \
+                || { fail=1; echo "h16mma $tool FAILED"; tail -20 "$LOG/sanitize.log"; }
+            echo "h16mma $tool: $(tail -1 "$LOG/sanitize.log")"
+        done
+    fi
 fi
 
 # ---- the whole model on the GPU ----------------------------------------------------------------
@@ -95,6 +111,11 @@ if [ "$full" = 1 ]; then
         [ "$tol" = 0 ] && continue
         "$BD/test_cuda_model" "$f" "$tol" >> "$LOG/test_cuda_model.log" 2>&1 \
             || { fail=1; echo "test_cuda_model $name FAILED"; }
+        case $name in # F16 again with the opt-in tensor-core GEMV
+        *-f16) SI_CUDA_GEMV_H16_MMA=1 "$BD/test_cuda_model" "$f" "$tol" \
+                   >> "$LOG/test_cuda_model.log" 2>&1 \
+                   || { fail=1; echo "test_cuda_model $name SI_CUDA_GEMV_H16_MMA=1 FAILED"; } ;;
+        esac
     done
     echo "== CLI smoke (run --device cuda, --parallel, --gpu-memory-fraction)"
     {

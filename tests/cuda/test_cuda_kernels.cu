@@ -179,6 +179,13 @@ static void test_gemv(si_type t, const char *tn, int M, int K, bool bench) {
             q8->to_float(tmp.data(), hxr.data() + (size_t)b * K, K);
         }
     }
+    /* F16/BF16 on the tensor-core GEMV (SI_CUDA_GEMV_H16_MMA=1, gemv_h16_mma.cuh): x is
+     * rounded to the weight's type first, and the reference rounds it alike */
+    const char *h16mma = getenv("SI_CUDA_GEMV_H16_MMA");
+    if ((t == SI_TYPE_F16 || t == SI_TYPE_BF16) && h16mma && h16mma[0] == '1' && K % 128 == 0)
+        for (auto &v : hxr)
+            v = t == SI_TYPE_F16 ? __half2float(__float2half_rn(v))
+                                 : __bfloat162float(__float2bfloat16_rn(v));
     /* reference: dequantise each row with the repo's to_float, dot in double */
     std::vector<double> ref((size_t)NBMAX * M);
     auto ref_rows = [&](int m0, int m1) {
@@ -203,7 +210,8 @@ static void test_gemv(si_type t, const char *tn, int M, int K, bool bench) {
     float *dx = dmalloc<float>(hx.size()), *dy = dmalloc<float>((size_t)NBMAX * M);
     h2d(dw, hw.data(), alloc);
     h2d(dx, hx.data(), hx.size());
-    std::vector<float> hy((size_t)NBMAX * M);
+    std::vector<float> hy((size_t)NBMAX * M), y1;
+    size_t inv_bad = 0; /* batch row 0 against the 1-row run, bit for bit */
     /* 7 and 8 rows once more with the tensor-core kernel on (7: a batch column unused) */
     const int runs[][2] = {{1, 0}, {2, 0}, {3, 0}, {5, 0}, {7, 0}, {8, 0}, {7, 1}, {8, 1}};
     for (const auto &r : runs) {
@@ -219,6 +227,13 @@ static void test_gemv(si_type t, const char *tn, int M, int K, bool bench) {
         char name[96];
         snprintf(name, sizeof name, "gemv %-5s M=%-5d K=%-5d nb=%d%s", tn, M, K, nb, r[1] ? " mma" : "");
         report(name, err, 1e-4);
+        if (nb == 1) y1.assign(hy.begin(), hy.begin() + M);
+        else if (!r[1] && !y1.empty()) inv_bad += memcmp(y1.data(), hy.data(), (size_t)M * 4) != 0;
+    }
+    {
+        char name[112];
+        snprintf(name, sizeof name, "gemv %-5s M=%-5d K=%-5d row 0 same bits nb 1..8 (mismatches)", tn, M, K);
+        report(name, y1.empty() ? NAN : (double)inv_bad, 0);
     }
     if (bench) {
         /* what a plain streaming read of the same weight bytes takes in this timing (launch and

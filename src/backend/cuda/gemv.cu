@@ -121,6 +121,7 @@ static int gemv_launch(const void *W, int M, int K, const float *x, int nb, floa
 }
 
 #include "backend/cuda/gemv_fast.cuh"
+#include "backend/cuda/gemv_h16_mma.cuh"
 #include "backend/cuda/gemv_q8x.cuh"
 #include "backend/cuda/gemv_mma.cuh"
 
@@ -176,9 +177,11 @@ extern "C" int cuda_gemv(si_type t, const void *W, int M, int K, const float *x,
         return -1;
     switch (t) {
     case SI_TYPE_F16:
+        if (gemv_h16mma_on(K)) return gemv_h16mma_launch<false>(W, M, K, x, n_batch, y, stream);
         if (K % 8 == 0) return gemv_h16_launch<false>(W, M, K, x, n_batch, y, stream);
         return gemv_launch<tq_f16>(W, M, K, x, n_batch, y, stream);
     case SI_TYPE_BF16:
+        if (gemv_h16mma_on(K)) return gemv_h16mma_launch<true>(W, M, K, x, n_batch, y, stream);
         if (K % 8 == 0) return gemv_h16_launch<true>(W, M, K, x, n_batch, y, stream);
         return gemv_launch<tq_bf16>(W, M, K, x, n_batch, y, stream);
     case SI_TYPE_Q8_0: return gemv_quant<tmma_q8_0, tqx_q8_0, tq_q8_0>(W, M, K, x, n_batch, y, stream);
