@@ -4,9 +4,10 @@
  * Why: gemv_h16_kernel (gemv_fast.cuh) multiplies in f32 FMAs, one per weight per batch row:
  * at 2, 4 and 8 rows a chain of the 7B decode GEMVs runs at 79, 53 and 45 % of the H200's
  * bandwidth, bound by instruction issue. Here one instruction multiplies a 16-row x 16-k tile of
- * W by 16 k of all 8 batch rows. On the H200 (bench/RESULTS.md 2026-12-01 s14), 8 concurrent
- * 7B F16 requests decode 57 % faster with it, but one request alone 9 % slower (the FMA kernel
- * streams at 96 % there, this one at 82 %). The engine promises a request the same output alone
+ * W by 16 k of all 8 batch rows. On the H200 (bench/RESULTS.md 2026-12-01 s14), 4 and 8
+ * concurrent 7B F16 requests decode 38 % and 58 % faster with it, 2 alike, but one request alone
+ * 7 % slower (in a chain of the decode GEMVs the FMA kernel streams at 96 % of the bandwidth
+ * there, this one at 82 %). The engine promises a request the same output alone
  * and batched, so one kernel must serve every batch size 1-8, and the default stays the one
  * that is faster alone; a server that is rarely alone turns this one on.
  *
