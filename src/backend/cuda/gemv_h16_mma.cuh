@@ -62,16 +62,17 @@ __device__ __forceinline__ void h16mma_ldsm_x4(uint32_t (&r)[4], const void *p) 
                  : "r"(a));
 }
 
-template <bool BF, int WARPS, int KS, int S>
-__global__ void __launch_bounds__(WARPS * 32)
+template <bool BF>
+__global__ void __launch_bounds__(H16MMA_WARPS * 32)
     gemv_h16mma_kernel(const uint8_t *__restrict__ W, int M, int K, const float *__restrict__ x,
                        int nb, float *__restrict__ y) {
-    static_assert(WARPS % KS == 0, "KS divides the warps");
-    extern __shared__ __align__(16) uint8_t h16mma_smem[]; /* [WARPS][S][16][H16MMA_ROWB] */
-    __shared__ float part[KS > 1 ? WARPS : 1][16][8];
+    constexpr int KS = H16MMA_KS, S = H16MMA_S;
+    static_assert(H16MMA_WARPS % KS == 0 && KS > 1, "KS divides the warps");
+    extern __shared__ __align__(16) uint8_t h16mma_smem[]; /* [warps][S][16][H16MMA_ROWB] */
+    __shared__ float part[H16MMA_WARPS][16][8];
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, slice = warp % KS;
     const int g = lane / 4, c = lane % 4;
-    const int row0 = (blockIdx.x * (WARPS / KS) + warp / KS) * 16;
+    const int row0 = (blockIdx.x * (H16MMA_WARPS / KS) + warp / KS) * 16;
     const int nchunk = K / H16MMA_CHUNK;
     const int j_beg = (int)((long long)nchunk * slice / KS);
     const int j_end = (int)((long long)nchunk * (slice + 1) / KS);
@@ -127,13 +128,6 @@ __global__ void __launch_bounds__(WARPS * 32)
     auto store = [&](int r, int b, float v) {
         if (b < nb && row0 + r < M) y[(size_t)b * M + row0 + r] = v;
     };
-    if (KS == 1) {
-        store(g, 2 * c, d[0]);
-        store(g, 2 * c + 1, d[1]);
-        store(g + 8, 2 * c, d[2]);
-        store(g + 8, 2 * c + 1, d[3]);
-        return;
-    }
     part[warp][g][2 * c] = d[0];
     part[warp][g][2 * c + 1] = d[1];
     part[warp][g + 8][2 * c] = d[2];
@@ -165,7 +159,7 @@ template <bool BF>
 static int gemv_h16mma_launch(const void *W, int M, int K, const float *x, int nb, float *y,
                               cudaStream_t st) {
     constexpr size_t smem = (size_t)H16MMA_WARPS * H16MMA_S * 16 * H16MMA_ROWB;
-    auto kernel = gemv_h16mma_kernel<BF, H16MMA_WARPS, H16MMA_KS, H16MMA_S>;
+    auto kernel = gemv_h16mma_kernel<BF>;
     static bool raised = false; /* above 48 KB: opt in once per instance */
     if (!raised) {
         CUDA_CHECK(
