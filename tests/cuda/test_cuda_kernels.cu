@@ -11,7 +11,9 @@
  *   --small: small shapes only, no timing (for compute-sanitizer); --gemv: the GEMV checks and
  *   timings only; --mmq: only the quantised matmul for 9..128 rows (cuda_matmul_quant_rows),
  *   timed next to dequant + cuBLASLt; --types: only these weight types (GEMV and mmq). Exit
- *   status 1 on any failure. */
+ *   status 1 on any failure. With SI_CUDA_GEMV_H16_MMA=1 the F16/BF16 GEMV checks run the
+ *   opt-in tensor-core GEMV (tests/cuda/run.sh does both). Every GEMV check also compares batch
+ *   row 0 of 2-8 rows with the 1-row run, bit for bit (the engine's alone-vs-batched promise). */
 #include <algorithm>
 #include <cmath>
 #include <cstdarg>
