@@ -5,9 +5,10 @@ switch, from a device log whose lines look like
     r1 mma=0 tg:  ... tg128   259.53 ± 9.71
     r1 mma=0 c4: | f16.gguf | 16 | 4 | 128 | 128 | 556.55 | 141.89 | 566.73 | 0.023 | 0.92 |
 
-(`swiftinfer bench` tg128 for one request; `--concurrency C` rows, whose 9th column is the
-all-decoding rate), as bench/gpu-2026-12-01-s14/call8-h16mma-final/engine.txt. Rounds of the
-same setting are averaged; the bars show their range."""
+(`swiftinfer bench` tg128 for one request, its table row or just "tg128 N"; `--concurrency C`
+rows, whose 8th column is the all-decoding rate), as scripts/gpu_concurrency_ab.sh writes them
+(bench/gpu-2026-12-01-s14/call8-h16mma-final/engine.txt came from the same loop typed inline).
+Rounds of the same setting are averaged; the bars show their range."""
 import re
 import sys
 from collections import defaultdict
@@ -26,7 +27,7 @@ def parse(path):
     tg_of = None  # the setting whose tg128 line may follow (the bench prints blank lines first)
     for line in open(path, encoding="utf-8"):
         m = re.match(r"r\d+ (\w+)=(\S+) (tg|c(\d+)):(.*)", line)
-        t = re.search(r"tg128\s+([\d.]+)", line)
+        t = re.search(r"tg128[\s|]+([\d.]+)", line)
         if t and (m or tg_of):
             rates[m.group(2) if m else tg_of][1].append(float(t.group(1)))
             tg_of = None

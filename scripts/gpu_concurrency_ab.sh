@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# scripts/gpu_concurrency_ab.sh — decode rate against concurrent requests under environment
+# settings, in one device call (how the tensor-core F16 GEMV was judged, bench/RESULTS.md
+# 2026-12-01 s14):
+#   1. synthesise the Llama-2-7B-shaped models CA_TYPES (default "f16") into /dev/shm;
+#   2. for each round (CA_ROUNDS, default 2), model and setting of CA_ENVS (default
+#      "SI_CUDA_GEMV_H16_MMA=0 SI_CUDA_GEMV_H16_MMA=1"; "+" joins several assignments): tg128 of
+#      one request (-p 16 -n 128 -r 2), then `bench --concurrency C -p 128 -n 128` for each C of
+#      CA_CONC (default "2 4 8"), alternating settings so that drift shows;
+#   3. the lines into $W/engine-TYPE.txt, which bench/plot_concurrency.py draws.
+# Logs under $OUT/concurrency/ (packed into $OUT/concurrency.tgz).
+#
+# usage (on the GPU machine, repository root, binaries prebuilt and carried):
+#   SI_BIN_DIR=build-gpucarry scripts/gpu_concurrency_ab.sh
+#   .venv/bin/python bench/plot_concurrency.py engine-f16.txt plot.png   # afterwards, here
+NAME=concurrency
+. "$(dirname "$0")/gpu_7b_common.sh"
+
+DEV=${CA_DEVICE:-cuda}
+synth_7b ${CA_TYPES:-f16}
+for round in $(seq "${CA_ROUNDS:-2}"); do
+    for t in ${CA_TYPES:-f16}; do
+        m=$MODELS/llama2-7b-$t.gguf
+        [ -f "$m" ] || continue
+        for e in ${CA_ENVS:-SI_CUDA_GEMV_H16_MMA=0 SI_CUDA_GEMV_H16_MMA=1}; do
+            tg=$(env ${e//+/ } timeout 100 "$BD/swiftinfer" bench --device "$DEV" --bw 4210 -m "$m" \
+                -p 16 -n 128 -r 2 2>&1 | grep -E "\| tg128 |error" || echo "(no tg line)")
+            echo "r$round $e tg: $tg" | tee -a "$W/engine-$t.txt"
+            for c in ${CA_CONC:-2 4 8}; do
+                row=$(env ${e//+/ } timeout 200 "$BD/swiftinfer" bench --device "$DEV" -m "$m" \
+                    -c "$c" -p 128 -n 128 2>&1 | grep -E "gguf \||error" | tail -1)
+                echo "r$round $e c$c: ${row:-(no row)}" | tee -a "$W/engine-$t.txt"
+            done
+        done
+    done
+    pack
+done
+log "concurrency: done"
