@@ -24,3 +24,25 @@ synth_7b() {
     done
     log "models ready"
 }
+
+# with_env SETTING CMD...: CMD under SETTING, one assignment or several joined by "+" ("A=1+B=2")
+with_env() {
+    local e=$1
+    shift
+    env ${e//+/ } "$@"
+}
+
+# ab_rounds ROUNDS "TYPES" "SETTINGS" FN: FN ROUND TYPE MODEL SETTING for each round, each
+# synthesised model of TYPES and each of SETTINGS, alternating so that drift between rounds
+# shows; packs the logs after each round
+ab_rounds() {
+    local rounds=$1 types=$2 settings=$3 fn=$4 round t m e
+    for round in $(seq "$rounds"); do
+        for t in $types; do
+            m=$MODELS/llama2-7b-$t.gguf
+            [ -f "$m" ] || continue
+            for e in $settings; do "$fn" "$round" "$t" "$m" "$e"; done
+        done
+        pack
+    done
+}

@@ -29,7 +29,7 @@ for t in ${BP_TYPES:-f16 q4_0}; do
 done
 for t in ${BP_ENV_TYPES:-f16}; do
     for e in ${BP_ENVS:-}; do
-        r=$(env ${e//+/ } timeout 100 "$BD/swiftinfer" bench --device cuda \
+        r=$(with_env "$e" timeout 100 "$BD/swiftinfer" bench --device cuda \
             -m "$MODELS/llama2-7b-$t.gguf" -c 64 -p 512 -n 128 2>&1 | grep -E "\| *64 |error")
         echo "$t $e: $r" | tee -a "$W/envs.txt"
     done

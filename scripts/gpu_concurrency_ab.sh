@@ -18,21 +18,17 @@ NAME=concurrency
 
 DEV=${CA_DEVICE:-cuda}
 synth_7b ${CA_TYPES:-f16}
-for round in $(seq "${CA_ROUNDS:-2}"); do
-    for t in ${CA_TYPES:-f16}; do
-        m=$MODELS/llama2-7b-$t.gguf
-        [ -f "$m" ] || continue
-        for e in ${CA_ENVS:-SI_CUDA_GEMV_H16_MMA=0 SI_CUDA_GEMV_H16_MMA=1}; do
-            tg=$(env ${e//+/ } timeout 100 "$BD/swiftinfer" bench --device "$DEV" --bw 4210 -m "$m" \
-                -p 16 -n 128 -r 2 2>&1 | grep -E "\| tg128 |error" || echo "(no tg line)")
-            echo "r$round $e tg: $tg" | tee -a "$W/engine-$t.txt"
-            for c in ${CA_CONC:-2 4 8}; do
-                row=$(env ${e//+/ } timeout 200 "$BD/swiftinfer" bench --device "$DEV" -m "$m" \
-                    -c "$c" -p 128 -n 128 2>&1 | grep -E "gguf \||error" | tail -1)
-                echo "r$round $e c$c: ${row:-(no row)}" | tee -a "$W/engine-$t.txt"
-            done
-        done
+ca_one() { # round type model setting
+    local tg c row
+    tg=$(with_env "$4" timeout 100 "$BD/swiftinfer" bench --device "$DEV" --bw 4210 -m "$3" \
+        -p 16 -n 128 -r 2 2>&1 | grep -E "\| tg128 |error" || echo "(no tg line)")
+    echo "r$1 $4 tg: $tg" | tee -a "$W/engine-$2.txt"
+    for c in ${CA_CONC:-2 4 8}; do
+        row=$(with_env "$4" timeout 200 "$BD/swiftinfer" bench --device "$DEV" -m "$3" -c "$c" \
+            -p 128 -n 128 2>&1 | grep -E "gguf \||error" | tail -1)
+        echo "r$1 $4 c$c: ${row:-(no row)}" | tee -a "$W/engine-$2.txt"
     done
-    pack
-done
+}
+ab_rounds "${CA_ROUNDS:-2}" "${CA_TYPES:-f16}" \
+    "${CA_ENVS:-SI_CUDA_GEMV_H16_MMA=0 SI_CUDA_GEMV_H16_MMA=1}" ca_one
 log "concurrency: done"

@@ -9,7 +9,7 @@
 #      $SI_BIN_DIR/swiftinfer; e.g. this commit's and an older one's, both carried) under each
 #      AB_ENVS setting (default "SI_CUDA_PDL=0 SI_CUDA_PDL=1"; one setting may join several
 #      assignments with "+": "A=1+B=2"), all of them AB_ROUNDS times
-#      (default 2), alternating, so that drift shows.
+#      (default 2), alternating, so that drift shows (settings, then binaries, innermost).
 # Logs under $OUT/ab/ (packed into $OUT/ab.tgz), the tg lines on stdout. With SI_CUDA_SKIP masks
 # as the settings, scripts/ingraph_costs.py turns tg.txt into what each kernel costs in the graph.
 #
@@ -26,7 +26,7 @@ if command -v ncu > /dev/null; then
     for t in ${AB_PROFILE_TYPES:-f16}; do
         for e in ${AB_PROFILE_ENVS:-}; do
             f=$W/profile-$t-$(safe "$e")
-            env ${e//+/ } timeout 200 ncu --clock-control none --csv \
+            with_env "$e" timeout 200 ncu --clock-control none --csv \
                 --metrics gpu__time_duration.sum,dram__bytes_read.sum \
                 --launch-skip "${AB_PROFILE_SKIP:-4000}" --launch-count 600 \
                 "$BD/swiftinfer" bench --device cuda -m "$MODELS/llama2-7b-$t.gguf" -p 1 -n 64 -r 1 \
@@ -39,22 +39,17 @@ if command -v ncu > /dev/null; then
     pack
 fi
 
-for round in $(seq "${AB_ROUNDS:-2}"); do
-    for t in ${AB_TYPES:-f16 q4_0 q8_0}; do
-        m=$MODELS/llama2-7b-$t.gguf
-        [ -f "$m" ] || continue
-        for bin in ${AB_BINS:-$BD/swiftinfer}; do
-            for e in ${AB_ENVS:-SI_CUDA_PDL=0 SI_CUDA_PDL=1}; do
-                # the 16-token prefill too: an eager step (decode steps are graphs), so it
-                # shows host time per launch
-                r=$(env ${e//+/ } timeout 100 "$bin" bench --device cuda --bw 4210 -m "$m" -p 16 \
-                    -n 128 -r 2 2>&1 | grep -E "\| (pp16|tg128) |error" || echo "(no tg line)")
-                while IFS= read -r line; do
-                    echo "round $round $t $bin $e: $line" | tee -a "$W/tg.txt"
-                done <<< "$r"
-            done
-        done
+# the 16-token prefill too: an eager step (decode steps are graphs), so it shows host time per
+# launch
+ab_one() { # round type model setting: every binary of AB_BINS
+    local bin r line
+    for bin in ${AB_BINS:-$BD/swiftinfer}; do
+        r=$(with_env "$4" timeout 100 "$bin" bench --device cuda --bw 4210 -m "$3" -p 16 \
+            -n 128 -r 2 2>&1 | grep -E "\| (pp16|tg128) |error" || echo "(no tg line)")
+        while IFS= read -r line; do
+            echo "round $1 $2 $bin $4: $line" | tee -a "$W/tg.txt"
+        done <<< "$r"
     done
-    pack
-done
+}
+ab_rounds "${AB_ROUNDS:-2}" "${AB_TYPES:-f16 q4_0 q8_0}" "${AB_ENVS:-SI_CUDA_PDL=0 SI_CUDA_PDL=1}" ab_one
 log "ab: done"

@@ -9,16 +9,10 @@ NAME=sp
 . "$(dirname "$0")/gpu_7b_common.sh"
 
 synth_7b ${SP_TYPES:-f16}
-for round in $(seq "${SP_ROUNDS:-2}"); do
-    for t in ${SP_TYPES:-f16}; do
-        m=$MODELS/llama2-7b-$t.gguf
-        [ -f "$m" ] || continue
-        for e in ${SP_ENVS:-SI_CUDA_ROWS64=0 SI_CUDA_ROWS64=1}; do
-            env ${e//+/ } timeout 100 "$BD/swiftinfer" bench --device cuda -m "$m" \
-                -p "${SP_LENGTHS:-16,64,256}" -n 0 -r 3 2>&1 | grep -E "\| pp[0-9]+ |error" |
-                sed "s|^|round $round $t $e: |" | tee -a "$W/pp.txt"
-        done
-    done
-    pack
-done
+sp_one() { # round type model setting
+    with_env "$4" timeout 100 "$BD/swiftinfer" bench --device cuda -m "$3" \
+        -p "${SP_LENGTHS:-16,64,256}" -n 0 -r 3 2>&1 | grep -E "\| pp[0-9]+ |error" |
+        sed "s|^|round $1 $2 $4: |" | tee -a "$W/pp.txt"
+}
+ab_rounds "${SP_ROUNDS:-2}" "${SP_TYPES:-f16}" "${SP_ENVS:-SI_CUDA_ROWS64=0 SI_CUDA_ROWS64=1}" sp_one
 log "short prompts: done"
