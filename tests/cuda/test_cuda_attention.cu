@@ -42,6 +42,7 @@
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/attention.cuh" /* attn_decode_config */
+#include "test_rand.cuh" /* rnd_f, rnd_int, dmalloc */
 #include "timing.cuh" /* g_st, the stream every test and timing runs on */
 #include <cuda_fp8.h>
 extern "C" {
@@ -58,20 +59,6 @@ static void report(const char *name, double err, double tol) {
     fflush(stdout);
 }
 
-/* ---- random numbers (xorshift, deterministic) ---- */
-static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
-static uint32_t rnd_u32() {
-    g_rng ^= g_rng << 13; g_rng ^= g_rng >> 7; g_rng ^= g_rng << 17;
-    return (uint32_t)(g_rng >> 16);
-}
-static float rnd_f() { return (float)((rnd_u32() & 0xFFFFFF) / 8388608.0 - 1.0); } /* [-1, 1) */
-static int rnd_int(int n) { return (int)(rnd_u32() % (uint32_t)n); }
-
-template <class T> static T *dmalloc(size_t n) {
-    T *p;
-    CUDA_CHECK(cudaMalloc(&p, n * sizeof(T) > 0 ? n * sizeof(T) : 1));
-    return p;
-}
 template <class T> static T *dcopy(const std::vector<T> &h) {
     T *d = dmalloc<T>(h.size());
     CUDA_CHECK(cudaMemcpy(d, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));

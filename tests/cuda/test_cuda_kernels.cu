@@ -25,6 +25,7 @@
 
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_ops.h"
+#include "test_rand.cuh" /* rnd_f, rnd_int, dmalloc */
 #include "timing.cuh"
 extern "C" {
 #include "core/fp16.h"
@@ -52,20 +53,6 @@ static void report(const char *name, double err, double tol) {
     fputs(line, g_summary);
 }
 
-/* ---- random numbers (xoshiro128+-ish, deterministic) ---- */
-static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
-static uint32_t rnd_u32() {
-    g_rng ^= g_rng << 13; g_rng ^= g_rng >> 7; g_rng ^= g_rng << 17;
-    return (uint32_t)(g_rng >> 16);
-}
-static float rnd_f() { return (float)((rnd_u32() & 0xFFFFFF) / 8388608.0 - 1.0); } /* [-1, 1) */
-static int rnd_int(int n) { return (int)(rnd_u32() % (uint32_t)n); }
-
-template <class T> static T *dmalloc(size_t n) {
-    T *p;
-    CUDA_CHECK(cudaMalloc(&p, n * sizeof(T) > 0 ? n * sizeof(T) : 1));
-    return p;
-}
 template <class T> static void poison(T *p, size_t n) { CUDA_CHECK(cudaMemset(p, 0xFF, n * sizeof(T))); }
 template <class T> static void h2d(T *d, const T *h, size_t n) {
     CUDA_CHECK(cudaMemcpy(d, h, n * sizeof(T), cudaMemcpyHostToDevice));
