@@ -3,9 +3,11 @@
  * y M x n), against the heuristic's first choice, which cuda_gemm takes. For each Llama-2-7B
  * weight shape and n rows: up to 32 heuristic candidates, each timed alone (median of 30, L2
  * flushed before each), printed with its tile, stages, split-K, swizzle and cluster shape.
- * Timing only (random f16 data, nothing checked).
+ * Timing only (random f16 data, nothing checked). With --parts P (2 or 4), the shapes whose
+ * output is added to the residual (o, down) as the engine could split them: K in P slices, one
+ * strided-batched matmul writing P partial outputs (cuda_gemm_pre_parts' layout).
  *
- *   gemm_algos [n ...]   (default n = 64) */
+ *   gemm_algos [--parts P] [n ...]   (default n = 64) */
 #include <cublasLt.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -13,6 +15,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <vector>
 
 #include "timing.cuh" /* tests/cuda: the kernel tests' L2 flush and median timing, on g_st */
@@ -40,8 +43,11 @@ static unsigned cfg_attr(const cublasLtMatmulAlgo_t &a, cublasLtMatmulAlgoConfig
 
 int main(int argc, char **argv) {
     std::vector<int> ns;
-    for (int i = 1; i < argc; i++)
-        ns.push_back(atoi(argv[i]));
+    int parts = 1;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--parts") && i + 1 < argc) parts = atoi(argv[++i]);
+        else ns.push_back(atoi(argv[i]));
+    }
     if (ns.empty()) ns = {64};
     const struct {
         int M, K;
@@ -57,11 +63,14 @@ int main(int argc, char **argv) {
     CUDA_CHECK(cudaMalloc(&work, ws));
     for (int n : ns)
         for (const auto &s : shapes) {
+            const bool residual = s.M == 4096; /* o and down */
+            if (parts > 1 && (!residual || s.K % (8 * parts))) continue;
+            const int Kp = s.K / parts;
             __half *W, *x;
             float *y;
             CUDA_CHECK(cudaMalloc(&W, (size_t)s.M * s.K * 2));
             CUDA_CHECK(cudaMalloc(&x, (size_t)n * s.K * 2));
-            CUDA_CHECK(cudaMalloc(&y, (size_t)n * s.M * 4));
+            CUDA_CHECK(cudaMalloc(&y, (size_t)parts * n * s.M * 4));
             fill<<<1024, 256, 0, st>>>(W, (size_t)s.M * s.K, 1);
             fill<<<1024, 256, 0, st>>>(x, (size_t)n * s.K, 2);
             cublasLtMatmulDesc_t op;
@@ -70,9 +79,20 @@ int main(int argc, char **argv) {
             const cublasOperation_t tr = CUBLAS_OP_T, nt = CUBLAS_OP_N;
             LK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &tr, sizeof tr));
             LK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &nt, sizeof nt));
-            LK(cublasLtMatrixLayoutCreate(&la, CUDA_R_16F, s.K, s.M, s.K));
-            LK(cublasLtMatrixLayoutCreate(&lb, CUDA_R_16F, s.K, n, s.K));
+            LK(cublasLtMatrixLayoutCreate(&la, CUDA_R_16F, Kp, s.M, s.K));
+            LK(cublasLtMatrixLayoutCreate(&lb, CUDA_R_16F, Kp, n, s.K));
             LK(cublasLtMatrixLayoutCreate(&lc, CUDA_R_32F, s.M, n, s.M));
+            if (parts > 1) {
+                const int32_t count = parts;
+                const int64_t off[3] = {Kp, Kp, (int64_t)s.M * n};
+                const cublasLtMatrixLayout_t ls[3] = {la, lb, lc};
+                for (int j = 0; j < 3; j++) {
+                    LK(cublasLtMatrixLayoutSetAttribute(ls[j], CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT,
+                                                        &count, sizeof count));
+                    LK(cublasLtMatrixLayoutSetAttribute(
+                        ls[j], CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &off[j], sizeof off[j]));
+                }
+            }
             cublasLtMatmulPreference_t pref;
             LK(cublasLtMatmulPreferenceCreate(&pref));
             LK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
@@ -80,7 +100,8 @@ int main(int argc, char **argv) {
             cublasLtMatmulHeuristicResult_t heur[32];
             int found = 0;
             LK(cublasLtMatmulAlgoGetHeuristic(lt, op, la, lb, lc, lc, pref, 32, heur, &found));
-            const double bytes = (double)s.M * s.K * 2 + (double)n * s.K * 2 + (double)n * s.M * 4;
+            const double bytes =
+                (double)s.M * s.K * 2 + (double)n * s.K * 2 + (double)parts * n * s.M * 4;
             double first = 0;
             for (int i = 0; i < found; i++) {
                 const float alpha = 1, beta = 0;
@@ -92,10 +113,10 @@ int main(int argc, char **argv) {
                 const double us = time_median_us([&] { run(); }, 30);
                 if (i == 0) first = us;
                 const cublasLtMatmulAlgo_t &a = heur[i].algo;
-                printf("%-7s M=%-5d K=%-5d n=%-3d algo %2d: %8.2f us %5.1f%% of 4.21 TB/s  %.2fx "
+                printf("%-7s M=%-5d K=%-5d n=%-3d parts=%d algo %2d: %8.2f us %5.1f%% of 4.21 TB/s  %.2fx "
                        "first  "
                        "id=%u tile=%u stages=%u splitk=%u red=%u swizzle=%u cluster=%u ws=%zu\n",
-                       s.name, s.M, s.K, n, i, us, 100.0 * bytes / us * 1e-3 / 4210.0, first / us,
+                       s.name, s.M, s.K, n, parts, i, us, 100.0 * bytes / us * 1e-3 / 4210.0, first / us,
                        cfg_attr(a, CUBLASLT_ALGO_CONFIG_ID),
                        cfg_attr(a, CUBLASLT_ALGO_CONFIG_TILE_ID),
                        cfg_attr(a, CUBLASLT_ALGO_CONFIG_STAGES_ID),
