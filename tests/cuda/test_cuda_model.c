@@ -21,6 +21,10 @@
  *    last bits from the GEMV's, so a request batched with others into such steps can part from
  *    its alone run where two logits nearly tie: the same 8 requests with 96-token steps are run
  *    too and their agreement printed (INFO), not asserted.
+ *    Then the same exactness through preemption (a pool far too small for the 8 requests at
+ *    once: the engine preempts and recomputes) and through the prefix cache (a request whose
+ *    first 128 prompt tokens another one left in the cache gives the ids it gets on a fresh
+ *    engine), both with steps of <= 8 tokens (test_preempt_prefix).
  * 3. sampling on the GPU (temperature 0.8, top-k 40, top-p 0.9, a seed per request): 8 short
  *    requests, one at a time, sampled on the device (forward_sample) and again on the host from
  *    the same GPU logits (asking for logprobs makes the engine sample on the host): the ids
@@ -289,6 +293,73 @@ static void make_requests(int nv, int32_t prompts[N_REQ][160], si_request rq[N_R
     }
 }
 
+/* Preemption and prefix caching on CUDA, both with steps of <= 8 tokens (every matmul a GEMV,
+ * every attention row the decode kernel: a row's bits do not depend on its step's other rows):
+ *  - the N_REQ requests at once in a pool of PREEMPT_BLOCKS blocks, far fewer than they need
+ *    together (56), so the engine preempts (recompute) and must still give each request the ids
+ *    it gets alone (`alone`, from an engine with room for all);
+ *  - a request whose first 128 prompt tokens are those of the 138-token request before it: its
+ *    K/V for them come from the prefix cache (usage.cached_tokens), and its ids must be those it
+ *    gets on a fresh engine, which computes them. */
+#define PREEMPT_BLOCKS 14
+static int generate_ids(si_engine *e, const si_request *r, int32_t out[N_GEN], si_usage *u) {
+    si_result res;
+    if (si_generate(e, r, &res) != SI_OK) {
+        fprintf(stderr, "generate: %s\n", si_last_error());
+        exit(2);
+    }
+    for (int k = 0; k < N_GEN; k++) out[k] = k < res.n_tokens ? res.tokens[k] : -1;
+    if (u) *u = res.usage;
+    const int n = res.n_tokens;
+    si_result_free(&res);
+    return n;
+}
+
+static void test_preempt_prefix(si_model *mg, const si_engine_params *ep8, si_request *rq,
+                                int32_t alone[][N_GEN]) {
+    si_engine_params small = *ep8;
+    small.n_blocks = PREEMPT_BLOCKS;
+    small.kv_memory = 0;
+    small.gpu_memory_fraction = 0.0f;
+    si_engine *e = make_engine(mg, &small);
+    static int32_t together[N_REQ][N_GEN];
+    run_together(e, rq, N_REQ, together);
+    si_engine_stats st;
+    si_engine_get_stats(e, &st);
+    int same = 0;
+    for (int i = 0; i < N_REQ; i++) same += !memcmp(alone[i], together[i], sizeof alone[i]);
+    bool ok = same == N_REQ && st.preemptions > 0;
+    g_fail |= !ok;
+    printf("%s preemption on cuda: %d/%d requests identical to alone in a pool of %d blocks "
+           "(%lld preemptions; need > 0)\n", ok ? "PASS" : "FAIL", same, N_REQ, PREEMPT_BLOCKS,
+           (long long)st.preemptions);
+    si_engine_free(e);
+
+    const si_request *p = &rq[N_REQ - 1]; /* 138 tokens */
+    static int32_t q_prompt[160];
+    memcpy(q_prompt, p->prompt_tokens, 128 * sizeof *q_prompt);
+    for (int j = 128; j < 138; j++) q_prompt[j] = (p->prompt_tokens[j] + 1) % si_model_n_vocab(mg);
+    si_request q = *p;
+    q.prompt_tokens = q_prompt;
+    q.n_prompt_tokens = 138;
+    int32_t first[N_GEN], cached[N_GEN], fresh[N_GEN];
+    si_usage u0, u1, u2;
+    e = make_engine(mg, ep8);
+    generate_ids(e, p, first, &u0);
+    generate_ids(e, &q, cached, &u1);
+    si_engine_get_stats(e, &st);
+    si_engine_free(e);
+    e = make_engine(mg, ep8);
+    generate_ids(e, &q, fresh, &u2);
+    si_engine_free(e);
+    ok = u1.cached_tokens >= 112 && u2.cached_tokens == 0 && !memcmp(cached, fresh, sizeof fresh);
+    g_fail |= !ok;
+    printf("%s prefix cache on cuda: %d of %d prompt tokens from the cache (need >= 112; %lld "
+           "block hits), ids %s those of a fresh engine (%d cached there)\n",
+           ok ? "PASS" : "FAIL", u1.cached_tokens, q.n_prompt_tokens, (long long)st.prefix_hits,
+           memcmp(cached, fresh, sizeof fresh) ? "differ from" : "identical to", u2.cached_tokens);
+}
+
 static void test_engine(si_model *mg, si_model *mc, double tol) {
     si_engine_params ep = si_engine_default_params();
     ep.max_num_seqs = 16;
@@ -310,6 +381,7 @@ static void test_engine(si_model *mg, si_model *mc, double tol) {
            "batched (%d tokens each, steps of <= 8 tokens)\n", ok ? "PASS" : "FAIL", same,
            N_REQ, N_GEN);
     si_engine_free(e);
+    test_preempt_prefix(mg, &ep8, rq, alone);
 
     /* the same with 96-token steps: other matmul kernels, agreement not promised (see top) */
     e = make_engine(mg, &ep);
