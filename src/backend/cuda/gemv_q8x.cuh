@@ -363,8 +363,9 @@ static int gemv_q8x_launch_nb(const void *W, int M, int K, const float *x, int n
     return 0;
 }
 
-/* Variants, per batch case (batch 1 with K < 8192, batch 1 with K >= 8192, batch 2, 4, 8, and
- * batch 1 on a matrix of at most GEMV_Q8X_SMALL_MK elements):
+/* Variants, per batch case (batch 1 with K < 8192, batch 1 with K >= 8192, batch 2, 4, 8,
+ * batch 1 on a matrix of at most GEMV_Q8X_SMALL_MK elements, and batch 1 of the 4-bit types with
+ * K >= 8192):
  * GEMV_Q8X_R rows per warp (they share each x load; more cost registers), GEMV_Q8X_S cp.async
  * stages per warp (S - 1 segments in flight while one is decoded; more cost shared memory, so
  * fewer CTAs). Batch 1 measured on the H200 in whole decode steps (scripts/gpu_gemv_sweep.sh,
@@ -376,10 +377,10 @@ static int gemv_q8x_launch_nb(const void *W, int M, int K, const float *x, int n
  * same device call (bench/RESULTS.md 2026-11-30 s6): Q4_0 tg128 612.3 -> 623.6 t/s, Q8_0 422.9
  * -> 422.2 (2, 3: no gain; 1, 2: slower). */
 #ifndef GEMV_Q8X_R
-#define GEMV_Q8X_R 2, 2, 1, 2, 2, 2
+#define GEMV_Q8X_R 2, 2, 1, 2, 2, 2, 2
 #endif
 #ifndef GEMV_Q8X_S
-#define GEMV_Q8X_S 4, 4, 2, 2, 2, 2
+#define GEMV_Q8X_S 4, 4, 2, 2, 2, 2, 3
 #endif
 #define GEMV_Q8X_SMALL_MK (4096LL * 4096)
 template <int I> static constexpr int q8x_rows() {
@@ -390,8 +391,14 @@ template <int I> static constexpr int q8x_stages() {
     constexpr int s[] = {GEMV_Q8X_S};
     return s[I];
 }
-/* The batch-1 case (5, 0 or 1 above) of a matrix M x K of type T with x from XIN. Q4_0 and Q4_K
- * take the small case's 2, 2 for every shape; Q8_0 for every shape but the norm-fused ones
+/* The batch-1 case (5, 6, 0 or 1 above) of a matrix M x K of type T with x from XIN. Q4_0 and
+ * Q4_K take the small case's 2, 2 for every shape but rows of 8192+ (7B's down projection: each
+ * warp streams its two 11008-long rows in 11 segments, one in flight, and only 256 CTAs run, so
+ * a third stage puts more bytes in flight; case 6): measured with the knob
+ * SI_CUDA_GEMV_Q8X_LONG, same device call, 2 rounds (bench/RESULTS.md 2026-12-01 s15): tg128
+ * Q4_0 646.1 / 651.2 -> 660.6 / 656.8 t/s, Q4_K 643.5 / 640.1 -> 655.1 / 654.5 (2, 4: +0.3 %
+ * and +0.0 %; one row a warp: slower), Q8_0 alike within 0.3 %, so it keeps 2, 2 there. Q8_0
+ * takes 2, 2 for every shape but the norm-fused ones
  * (Q8X_NORM: QKV and gate/up), i.e. the output projection, down (x quantised ahead) and the
  * output matrix (f32 x); the other types as above. Measured on the H200 in whole decode steps,
  * 7B tg128, 2-3 rounds against the binary before, in one device call each (bench/RESULTS.md
@@ -400,9 +407,9 @@ template <int I> static constexpr int q8x_stages() {
  * stages are less shared memory a CTA, so the next kernel's CTAs fit beside it sooner. Q4_1 and
  * Q6_K were not measured. */
 template <class T, int XIN> static int q8x_batch1_case(int M, int K) {
-    const bool two_stages = std::is_same<T, tqx_q4_0>::value ||
-                            std::is_same<T, tqx_q4_k>::value ||
-                            (std::is_same<T, tqx_q8_0>::value && XIN != Q8X_NORM);
+    const bool four_bit = std::is_same<T, tqx_q4_0>::value || std::is_same<T, tqx_q4_k>::value;
+    if (four_bit && K >= 8192) return 6;
+    const bool two_stages = four_bit || (std::is_same<T, tqx_q8_0>::value && XIN != Q8X_NORM);
     if (two_stages || (long long)M * K <= GEMV_Q8X_SMALL_MK) return 5;
     return K < 8192 ? 0 : 1;
 }
@@ -411,6 +418,18 @@ template <class T, int NB, int I, int XIN>
 static int gemv_q8x_launch_case(const void *W, int M, int K, const float *x, int nb, float *y,
                                 cudaStream_t st, const q8x_norm_in *nin = NULL) {
     return gemv_q8x_launch_nb<T, NB, q8x_rows<I>(), q8x_stages<I>(), XIN>(W, M, K, x, nb, y, st, nin);
+}
+
+/* batch 1 at q8x_batch1_case's case */
+template <class T, int XIN>
+static int gemv_q8x_launch_batch1(const void *W, int M, int K, const float *x, int nb, float *y,
+                                  cudaStream_t st, const q8x_norm_in *nin = NULL) {
+    switch (q8x_batch1_case<T, XIN>(M, K)) {
+    case 5: return gemv_q8x_launch_case<T, 1, 5, XIN>(W, M, K, x, nb, y, st, nin);
+    case 6: return gemv_q8x_launch_case<T, 1, 6, XIN>(W, M, K, x, nb, y, st, nin);
+    case 0: return gemv_q8x_launch_case<T, 1, 0, XIN>(W, M, K, x, nb, y, st, nin);
+    default: return gemv_q8x_launch_case<T, 1, 1, XIN>(W, M, K, x, nb, y, st, nin);
+    }
 }
 
 /* Timing knobs, not for the engine, each R,S (R rows per warp, S cp.async stages per warp; read at
@@ -451,12 +470,7 @@ static int gemv_q8x_launch(const void *W, int M, int K, const float *x, int nb, 
         const int r = gemv_q8x_launch_rs<T, XIN>(knob, W, M, K, x, nb, y, st);
         if (r != -2) return r;
     }
-    if (nb <= 1) {
-        const int c = q8x_batch1_case<T, XIN>(M, K);
-        if (c == 5) return gemv_q8x_launch_case<T, 1, 5, XIN>(W, M, K, x, nb, y, st);
-        if (c == 0) return gemv_q8x_launch_case<T, 1, 0, XIN>(W, M, K, x, nb, y, st);
-        return gemv_q8x_launch_case<T, 1, 1, XIN>(W, M, K, x, nb, y, st);
-    }
+    if (nb <= 1) return gemv_q8x_launch_batch1<T, XIN>(W, M, K, x, nb, y, st);
     if (nb <= 2) return gemv_q8x_launch_case<T, 2, 2, XIN>(W, M, K, x, nb, y, st);
     if (nb <= 4) return gemv_q8x_launch_case<T, 4, 3, XIN>(W, M, K, x, nb, y, st);
     return gemv_q8x_launch_case<T, 8, 4, XIN>(W, M, K, x, nb, y, st);
@@ -468,9 +482,9 @@ template <class T> static bool gemv_q8x_norm_ok(int M, int K) {
     if (!gemv_q8x_ok<T>(K) || K > NORM_VEC_MAX || M < 1) return false;
     int smem_optin, n_sm;
     q8x_device(&smem_optin, &n_sm);
+    static constexpr int rows[] = {GEMV_Q8X_R}, stages[] = {GEMV_Q8X_S};
     const int c = q8x_batch1_case<T, Q8X_NORM>(M, K);
-    const int R = c == 5 ? q8x_rows<5>() : c == 0 ? q8x_rows<0>() : q8x_rows<1>();
-    const int S = c == 5 ? q8x_stages<5>() : c == 0 ? q8x_stages<0>() : q8x_stages<1>();
+    const int R = rows[c], S = stages[c];
     return q8x_smem_bytes<T>(K, 1, NORM_THREADS / 32, R, S) + NORM_THREADS / 32 * sizeof(float) <=
            (size_t)smem_optin; /* + the norm's static shared memory */
 }
@@ -479,8 +493,5 @@ template <class T>
 static int gemv_q8x_norm_launch(const void *W, int M, int K, const float *x, float *y,
                                 const q8x_norm_in &nin, cudaStream_t st) {
     if (!gemv_q8x_norm_ok<T>(M, K)) return -1;
-    const int c = q8x_batch1_case<T, Q8X_NORM>(M, K);
-    if (c == 5) return gemv_q8x_launch_case<T, 1, 5, Q8X_NORM>(W, M, K, x, 1, y, st, &nin);
-    if (c == 0) return gemv_q8x_launch_case<T, 1, 0, Q8X_NORM>(W, M, K, x, 1, y, st, &nin);
-    return gemv_q8x_launch_case<T, 1, 1, Q8X_NORM>(W, M, K, x, 1, y, st, &nin);
+    return gemv_q8x_launch_batch1<T, Q8X_NORM>(W, M, K, x, 1, y, st, &nin);
 }
