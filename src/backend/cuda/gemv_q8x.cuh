@@ -405,7 +405,8 @@ template <int I> static constexpr int q8x_stages() {
  * 2026-12-01 s13): Q4_0 626-629 -> 645-658 t/s, Q4_K 613-620 -> 645-649, Q8_0 441-446 ->
  * 448-451; Q8_0 with its norm-fused GEMVs at 2, 2 too ran 432-434, so those keep 2, 4. Fewer
  * stages are less shared memory a CTA, so the next kernel's CTAs fit beside it sooner. Q4_1 and
- * Q6_K were not measured. */
+ * Q6_K keep the cases above; for their rows of 8192+ the knob at 2, 2 measured faster (Q6_K
+ * +4.2 %, s15), not yet adopted: its kernel checks at that shape have not run. */
 template <class T, int XIN> static int q8x_batch1_case(int M, int K) {
     const bool four_bit = std::is_same<T, tqx_q4_0>::value || std::is_same<T, tqx_q4_k>::value;
     if (four_bit && K >= 8192) return 6;
