@@ -302,7 +302,7 @@ static void make_requests(int nv, int32_t prompts[N_REQ][160], si_request rq[N_R
  *    K/V for them come from the prefix cache (usage.cached_tokens), and its ids must be those it
  *    gets on a fresh engine, which computes them. */
 #define PREEMPT_BLOCKS 14
-static int generate_ids(si_engine *e, const si_request *r, int32_t out[N_GEN], si_usage *u) {
+static void generate_ids(si_engine *e, const si_request *r, int32_t out[N_GEN], si_usage *u) {
     si_result res;
     if (si_generate(e, r, &res) != SI_OK) {
         fprintf(stderr, "generate: %s\n", si_last_error());
@@ -310,9 +310,7 @@ static int generate_ids(si_engine *e, const si_request *r, int32_t out[N_GEN], s
     }
     for (int k = 0; k < N_GEN; k++) out[k] = k < res.n_tokens ? res.tokens[k] : -1;
     if (u) *u = res.usage;
-    const int n = res.n_tokens;
     si_result_free(&res);
-    return n;
 }
 
 static void test_preempt_prefix(si_model *mg, const si_engine_params *ep8, si_request *rq,
