@@ -397,19 +397,19 @@ template <int I> static constexpr int q8x_stages() {
  * a third stage puts more bytes in flight; case 6): measured with the knob
  * SI_CUDA_GEMV_Q8X_LONG, same device call, 2 rounds (bench/RESULTS.md 2026-12-01 s15): tg128
  * Q4_0 646.1 / 651.2 -> 660.6 / 656.8 t/s, Q4_K 643.5 / 640.1 -> 655.1 / 654.5 (2, 4: +0.3 %
- * and +0.0 %; one row a warp: slower), Q8_0 alike within 0.3 %, so it keeps 2, 2 there. Q8_0
- * takes 2, 2 for every shape but the norm-fused ones
+ * and +0.0 %; one row a warp: slower), Q8_0 alike within 0.3 %, so it keeps 2, 2 there. Q6_K
+ * and Q4_1 take 2, 2 for those rows (they had 2, 4): Q6_K 420.9 / 419.9 -> 437.4 / 438.7 (2, 3:
+ * 428), Q4_1 611.0 / 610.4 -> 618.6 / 618.3 (2, 3 alike). Q8_0 takes 2, 2 for every shape but
+ * the norm-fused ones
  * (Q8X_NORM: QKV and gate/up), i.e. the output projection, down (x quantised ahead) and the
  * output matrix (f32 x); the other types as above. Measured on the H200 in whole decode steps,
  * 7B tg128, 2-3 rounds against the binary before, in one device call each (bench/RESULTS.md
  * 2026-12-01 s13): Q4_0 626-629 -> 645-658 t/s, Q4_K 613-620 -> 645-649, Q8_0 441-446 ->
  * 448-451; Q8_0 with its norm-fused GEMVs at 2, 2 too ran 432-434, so those keep 2, 4. Fewer
- * stages are less shared memory a CTA, so the next kernel's CTAs fit beside it sooner. Q4_1 and
- * Q6_K keep the cases above; for their rows of 8192+ the knob at 2, 2 measured faster (Q6_K
- * +4.2 %, s15), not yet adopted: its kernel checks at that shape have not run. */
+ * stages are less shared memory a CTA, so the next kernel's CTAs fit beside it sooner. */
 template <class T, int XIN> static int q8x_batch1_case(int M, int K) {
     const bool four_bit = std::is_same<T, tqx_q4_0>::value || std::is_same<T, tqx_q4_k>::value;
-    if (four_bit && K >= 8192) return 6;
+    if (K >= 8192 && !std::is_same<T, tqx_q8_0>::value) return four_bit ? 6 : 5;
     const bool two_stages = four_bit || (std::is_same<T, tqx_q8_0>::value && XIN != Q8X_NORM);
     if (two_stages || (long long)M * K <= GEMV_Q8X_SMALL_MK) return 5;
     return K < 8192 ? 0 : 1;
