@@ -1,7 +1,7 @@
 /* persist_chain.cu — how close to the bandwidth can one batch-1 decode token stream its weights:
  * one kernel a matrix (as the engine does), one persistent kernel for the whole token, and the
  * engine's own GEMVs (issue 6: Q4_0 batch-1 at 75 % of 4.21 TB/s needs ~825 t/s). Findings:
- * bench/RESULTS.md, 2026-12-01 05:54.
+ * bench/RESULTS.md, 2026-12-01 05:54 and (dynamic, pgemv) 11:10.
  *
  * The bytes are those of Llama-2-7B's matrices in one type (Q4_0: M x K / 32 x 18 bytes):
  * per layer QKV 12288 x 4096, output 4096 x 4096, gate/up 22016 x 4096, down 4096 x 11008; 32
@@ -26,7 +26,16 @@
  *               the stream runs on across the barrier as far as the ring reaches;
  *   nobarrier   the same without the grid barrier: what the barriers cost. For both persistent
  *               kinds one more traced run prints when the CTAs finished (min / median / max
- *               after the first start): whether the multiprocessors stream at the same rate.
+ *               after the first start): whether the multiprocessors stream at the same rate;
+ *   dynamic     persistent, but a matrix's chunks are dealt at run time (one atomic counter a
+ *               matrix, the producer takes the next chunk when it has a free stage), so a fast
+ *               multiprocessor takes more chunks than a slow one; the barrier as above, and the
+ *               producer again runs on across it into the next matrix's chunks;
+ *   dyn-nobarrier  the same without the barriers; "d4": with four counter atomics in flight
+ *               (chunk_dealer), not one;
+ *   pgemv       (q4_0, q8_0) the GEMVs themselves in one such dynamic persistent kernel
+ *               (persist_gemv.cuh), checked against the engine's GEMVs on random weights, and
+ *               those GEMVs ("gemv-rand") timed on the same bytes.
  * Graphs are timed back to back (the mean of 4 x reps launches after reps), the persistent kernel
  * as the median of reps launches (tests/cuda/timing.cuh).
  *
@@ -39,6 +48,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
+#include <type_traits>
 #include <vector>
 
 #include "backend/cuda/cuda_ops.h"
@@ -82,27 +93,81 @@ __device__ __forceinline__ void slice(const chain &c, int m, unsigned long long 
     e = c.off[m] + 16 * (n16 * (blockIdx.x + 1) / gridDim.x);
 }
 
+/* The chunks of one matrix as a producer takes them from the matrix's counter: D atomics in
+ * flight, so that taking a chunk does not wait for a round trip to L2 (with one, a producer
+ * that must wait for each index takes at most one chunk a round trip). Indices come in
+ * increasing order; once one is past the end, so are all later ones. */
+template <int D> struct chunk_dealer {
+    unsigned q[D];
+    __device__ __forceinline__ void start(unsigned *ctr) {
+#pragma unroll
+        for (int i = 0; i < D; i++)
+            q[i] = atomicAdd(ctr, 1u);
+    }
+    __device__ __forceinline__ unsigned next(unsigned *ctr) {
+        const unsigned k = q[0];
+#pragma unroll
+        for (int i = 0; i + 1 < D; i++)
+            q[i] = q[i + 1];
+        q[D - 1] = atomicAdd(ctr, 1u);
+        return k;
+    }
+};
+
 /* f(m, p, bytes, it) for each chunk of the CTA's slice of every matrix in turn (it counts the
  * chunks: the ring stage is it % STAGES), then done(m) after matrix m's last chunk: the one walk
- * that the producer and the consumers must agree on */
-template <class F, class G>
-__device__ __forceinline__ void each_chunk(const chain &c, F f, G done) {
+ * that the producer and the consumers must agree on. DYNAMIC (the producer's walk only): the
+ * chunks are not a fixed slice but taken from matrix m's counter next[m] one at a time, and
+ * done(m, it) takes a stage too (the consumers learn from it that m has ended). */
+template <bool DYNAMIC, int DEAL, class F, class G>
+__device__ __forceinline__ void each_chunk(const chain &c, unsigned *next, F f, G done) {
     int it = 0;
     for (int m = 0; m < c.n; m++) {
+        if (DYNAMIC) {
+            const unsigned long long size = c.off[m + 1] - c.off[m];
+            const unsigned nchunks = (unsigned)((size + CHUNK - 1) / CHUNK);
+            chunk_dealer<DEAL> deal;
+            deal.start(next + m);
+            for (unsigned k; (k = deal.next(next + m)) < nchunks; it++) {
+                const unsigned long long p = c.off[m] + (unsigned long long)k * CHUNK;
+                f(m, p, (uint32_t)umin(CHUNK, c.off[m + 1] - p), it);
+            }
+            done(m, it++);
+            continue;
+        }
         unsigned long long b, e;
         slice(c, m, b, e);
         for (unsigned long long p = b; p < e; p += CHUNK, it++)
             f(m, p, (uint32_t)umin(CHUNK, e - p), it);
-        done(m);
+        done(m, it);
     }
 }
 
-template <bool BARRIER>
+/* the grid barrier after matrix m: the NCONS consumers of every CTA; the counter only grows
+ * within a launch */
+template <int NCONS> __device__ __forceinline__ void grid_barrier(unsigned *arrived, int m) {
+    asm volatile("bar.sync 1, %0;" ::"r"(NCONS));
+    if (threadIdx.x == 0) {
+        const unsigned target = (unsigned)(m + 1) * gridDim.x;
+        asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(arrived) : "memory");
+        unsigned v;
+        do {
+            asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(arrived) : "memory");
+        } while (v < target);
+    }
+    asm volatile("bar.sync 1, %0;" ::"r"(NCONS));
+}
+
+#include "persist_gemv.cuh" /* the "pgemv" line */
+
+/* ctr: the barrier's counter, then (DYNAMIC) one chunk counter a matrix; all zero at launch */
+template <bool BARRIER, bool DYNAMIC, int DEAL = 1>
 __global__ void __launch_bounds__(THREADS, 1)
-    persistent(const uint8_t *__restrict__ w, const chain c, unsigned *arrived,
+    persistent(const uint8_t *__restrict__ w, const chain c, unsigned *ctr,
                unsigned long long *trace, unsigned *sink) {
     extern __shared__ __align__(128) uint8_t smem[];
     uint64_t *full = (uint64_t *)(smem + STAGES * CHUNK), *empty = full + STAGES;
+    uint32_t *stage_bytes = (uint32_t *)(empty + STAGES); /* DYNAMIC: 0 = matrix ended */
     if (threadIdx.x == 0) {
         for (int s = 0; s < STAGES; s++) {
             asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(sa(full + s)));
@@ -115,11 +180,16 @@ __global__ void __launch_bounds__(THREADS, 1)
     const unsigned long long t0 = gtimer();
     if (threadIdx.x >= CONSUMERS) { /* the producer warp, one lane */
         if (threadIdx.x != CONSUMERS) return;
-        each_chunk(
-            c,
+        auto take_stage = [&](int it) {
+            const int s = it % STAGES;
+            if (it >= STAGES) mbar_wait(empty + s, ((it / STAGES) - 1) & 1);
+            return s;
+        };
+        each_chunk<DYNAMIC, DEAL>(
+            c, ctr + 1,
             [&](int, unsigned long long p, uint32_t bytes, int it) {
-                const int s = it % STAGES;
-                if (it >= STAGES) mbar_wait(empty + s, ((it / STAGES) - 1) & 1);
+                const int s = take_stage(it);
+                stage_bytes[s] = bytes;
                 asm volatile(
                     "mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(sa(full + s)),
                     "r"(bytes)
@@ -129,40 +199,45 @@ __global__ void __launch_bounds__(THREADS, 1)
                              "l"(w + p), "r"(bytes), "r"(sa(full + s))
                              : "memory");
             },
-            [](int) {});
+            [&](int, int it) {
+                if (!DYNAMIC) return;
+                const int s = take_stage(it); /* the end marker: a stage without bytes */
+                stage_bytes[s] = 0;
+                asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(sa(full + s))
+                             : "memory");
+            });
         return;
     }
     unsigned acc = 0;
-    each_chunk(
-        c,
-        [&](int, unsigned long long, uint32_t bytes, int it) {
-            const int s = it % STAGES;
-            mbar_wait(full + s, (it / STAGES) & 1);
-            const uint4 *q = (const uint4 *)(smem + s * CHUNK);
-            for (int i = threadIdx.x; i < (int)(bytes / 16); i += CONSUMERS) {
-                const uint4 v = q[i];
-                acc ^= v.x + v.y + v.z + v.w;
+    auto consume =
+        [&](int it) { /* stage it's bytes; returns how many */
+                      const int s = it % STAGES;
+                      mbar_wait(full + s, (it / STAGES) & 1);
+                      const uint32_t bytes = stage_bytes[s];
+                      const uint4 *q = (const uint4 *)(smem + s * CHUNK);
+                      for (int i = threadIdx.x; i < (int)(bytes / 16); i += CONSUMERS) {
+                          const uint4 v = q[i];
+                          acc ^= v.x + v.y + v.z + v.w;
+                      }
+                      /* each consumer read stage_bytes[s] before its arrival, which the producer's
+                       * next write to it waits for */
+                      asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(sa(empty + s))
+                                   : "memory");
+                      return bytes;
+        };
+    if (DYNAMIC) {
+        for (int m = 0, it = 0; m < c.n; it++)
+            if (consume(it) == 0) {
+                if (BARRIER) grid_barrier<CONSUMERS>(ctr, m);
+                m++;
             }
-            asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(sa(empty + s))
-                         : "memory");
-        },
-        [&](int m) {
-            if (!BARRIER) return;
-            /* consumers of every CTA; the counter only grows within a launch */
-            asm volatile("bar.sync 1, %0;" ::"r"(CONSUMERS));
-            if (threadIdx.x == 0) {
-                const unsigned target = (unsigned)(m + 1) * gridDim.x;
-                asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(arrived) : "memory");
-                unsigned v;
-                do {
-                    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];"
-                                 : "=r"(v)
-                                 : "l"(arrived)
-                                 : "memory");
-                } while (v < target);
-            }
-            asm volatile("bar.sync 1, %0;" ::"r"(CONSUMERS));
-        });
+    } else {
+        each_chunk<false, 1>(
+            c, ctr + 1, [&](int, unsigned long long, uint32_t, int it) { consume(it); },
+            [&](int m, int) {
+                if (BARRIER) grid_barrier<CONSUMERS>(ctr, m);
+            });
+    }
     if (acc == 0x9e3779b9u) sink[0] = acc; /* keeps the reads */
     if (threadIdx.x == 0 && trace) {
         unsigned smid;
@@ -284,14 +359,140 @@ __global__ void __launch_bounds__(256)
     }
 }
 
+/* The pgemv lines (false if a check failed): random T weights and x, the engine's GEMV chain
+ * (cuda_gemv_pre, one kernel a matrix in a graph, as "gemv") and persistent_gemv's variants on
+ * them, y compared, all timed. */
+template <class T, class R>
+static bool pgemv_line(T, uint8_t *w, const chain &c, const int (*mk)[2], unsigned *ctr, int n_sm,
+                       int reps, R report) {
+    cudaStream_t st = g_st;
+    const si_type type = std::is_same<T, tqx_q4_0>::value ? SI_TYPE_Q4_0 : SI_TYPE_Q8_0;
+    const unsigned long long x11k = 16 * ((CUDA_Q8X_ROW_BYTES(4096) + 15) / 16);
+    std::vector<pg_mat> mats(c.n);
+    unsigned long long ys = 0;
+    for (int m = 0; m < c.n; m++) {
+        mats[m] = {mk[m][0], mk[m][1], c.off[m], mk[m][1] == 4096 ? 0ull : x11k, ys};
+        ys += mk[m][0];
+        if ((mk[m][1] != 4096 && mk[m][1] != PG_MAX_K) || pg_row_bytes<T>(mk[m][1]) % 16) {
+            fprintf(stderr, "persist_chain: pgemv takes K = 4096 or %d only\n", PG_MAX_K);
+            exit(1);
+        }
+        pg_fill_w<T><<<1024, 256, 0, st>>>(w + c.off[m], (size_t)mk[m][0] * mk[m][1] / 32, 77u + m);
+        CUDA_CHECK_LAUNCH();
+    }
+    uint8_t *xg;
+    pg_mat *d_mats;
+    float *y, *y_ref;
+    CUDA_CHECK(cudaMalloc(&xg, x11k + CUDA_Q8X_ROW_BYTES(PG_MAX_K)));
+    CUDA_CHECK(cudaMalloc(&d_mats, sizeof(pg_mat) * c.n));
+    CUDA_CHECK(cudaMalloc(&y, 4 * ys));
+    CUDA_CHECK(cudaMalloc(&y_ref, 4 * ys));
+    CUDA_CHECK(cudaMemcpy(d_mats, mats.data(), sizeof(pg_mat) * c.n, cudaMemcpyHostToDevice));
+    pg_fill_x<<<4, 128, 0, st>>>(xg, 4096, 5u);
+    pg_fill_x<<<4, 128, 0, st>>>(xg + x11k, PG_MAX_K, 6u);
+    CUDA_CHECK_LAUNCH();
+
+    auto gemv_ref = [&](int m) {
+        if (cuda_gemv_pre(type, w + c.off[m], mk[m][0], mk[m][1], xg + mats[m].x_off, 1,
+                          y_ref + mats[m].y_off, st) != 0) {
+            fprintf(stderr, "persist_chain: the GEMV refused %dx%d\n", mk[m][0], mk[m][1]);
+            exit(1);
+        }
+    };
+    std::vector<int> all;
+    for (int m = 0; m < c.n; m++)
+        all.push_back(m);
+    /* the persistent kernel with CW consumer warps taking R rows at a time */
+    auto launcher = [&](auto kernel, int cw, int stages = PG_STAGES_DEF, int chunk = PG_CHUNK_DEF) {
+        if ((size_t)chunk < pg_row_bytes<T>(PG_MAX_K)) { /* a stage holds one row at least */
+            fprintf(stderr, "persist_chain: pgemv chunks of %d bytes < a row\n", chunk);
+            exit(1);
+        }
+        const size_t smem = pg_smem_bytes<T>(stages, chunk);
+        CUDA_CHECK(
+            cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+        return [=]() {
+            CUDA_CHECK(cudaMemsetAsync(ctr, 0, 4 * (c.n + 1), st));
+            kernel<<<n_sm, 32 * cw + 32, smem, st>>>(w, d_mats, c.n, xg, y, ctr);
+            CUDA_CHECK_LAUNCH();
+        };
+    };
+    struct variant {
+        const char *name;
+        std::function<void()> launch;
+    };
+    const variant variants[] = {
+        {"pgemv 16x2", launcher(persistent_gemv<T, 16, 2, false>, 16)},
+        {"pgemv 16x2 xc", launcher(persistent_gemv<T, 16, 2, true>, 16)},
+        {"pgemv 8x2 xc", launcher(persistent_gemv<T, 8, 2, true>, 8)},
+        {"pgemv 16x2 xc d4", launcher(persistent_gemv<T, 16, 2, true, PG_FULL, 4>, 16)},
+        {"pgemv 16x2 xc nobarrier", launcher(persistent_gemv<T, 16, 2, true, PG_NOBARRIER>, 16)},
+        {"pgemv 16x2 xc noload", launcher(persistent_gemv<T, 16, 2, true, PG_NOLOAD>, 16)},
+        {"pgemv 16x2 xc ring 5x18K",
+         launcher(persistent_gemv<T, 16, 2, true, PG_FULL, 1, 5>, 16, 5)},
+        {"pgemv 16x2 xc ring 5x36K",
+         launcher(persistent_gemv<T, 16, 2, true, PG_FULL, 1, 5, 36864>, 16, 5, 36864)}};
+    for (int m : all)
+        gemv_ref(m);
+    bool ok = true;
+    for (const variant &v : variants) {
+        CUDA_CHECK(cudaMemsetAsync(y, 0xff, 4 * ys, st)); /* NaN until written */
+        v.launch();
+        CUDA_CHECK(cudaStreamSynchronize(st));
+        std::vector<float> a(ys), b(ys);
+        CUDA_CHECK(cudaMemcpy(a.data(), y, 4 * ys, cudaMemcpyDeviceToHost));
+        CUDA_CHECK(cudaMemcpy(b.data(), y_ref, 4 * ys, cudaMemcpyDeviceToHost));
+        double worst = 0.0, big = 0.0;
+        size_t bad = 0;
+        for (size_t i = 0; i < ys; i++) {
+            big = std::max(big, (double)fabsf(b[i]));
+            const double d = fabs((double)a[i] - (double)b[i]);
+            if (!(d <= worst)) worst = d; /* NaN (a row never written) sticks */
+        }
+        for (size_t i = 0; i < ys; i++)
+            if (!(fabs((double)a[i] - (double)b[i]) <= 1e-4 * big)) bad++;
+        if (strstr(v.name, "noload")) /* computed on stale stages: only its time counts */
+            printf("%s: timing only\n", v.name);
+        else
+            printf("%s check: %llu rows of %d matrices, max |y - y_gemv| %.3g of max |y_gemv| "
+                   "%.3g, %zu beyond 1e-4 of it: %s\n",
+                   v.name, ys, c.n, worst, big, bad, bad ? "FAIL" : "PASS");
+        if (bad && !strstr(v.name, "noload")) ok = false;
+        report(v.name, time_median_us(v.launch, reps));
+    }
+    /* the engine's chain on these bytes, then the persistent kernel */
+    {
+        for (int m : all)
+            gemv_ref(m);
+        CUDA_CHECK(cudaStreamSynchronize(st));
+        cudaGraph_t g;
+        cudaGraphExec_t ge;
+        CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
+        for (int m : all)
+            gemv_ref(m);
+        CUDA_CHECK(cudaStreamEndCapture(st, &g));
+        CUDA_CHECK(cudaGraphInstantiate(&ge, g, 0));
+        report("gemv-rand",
+               time_stream_us([&](int) { CUDA_CHECK(cudaGraphLaunch(ge, st)); }, reps));
+        CUDA_CHECK(cudaGraphExecDestroy(ge));
+        CUDA_CHECK(cudaGraphDestroy(g));
+    }
+    CUDA_CHECK(cudaFree(xg));
+    CUDA_CHECK(cudaFree(d_mats));
+    CUDA_CHECK(cudaFree(y));
+    CUDA_CHECK(cudaFree(y_ref));
+    return ok;
+}
+
 /* the weight types it measures, with their bytes per 1024 elements */
 static const struct {
     const char *name;
     si_type t;
     int per1024;
-} k_types[] = {
-    {"q4_0", SI_TYPE_Q4_0, 576}, {"q4_k", SI_TYPE_Q4_K, 576}, {"q8_0", SI_TYPE_Q8_0, 1088},
-    {"f16", SI_TYPE_F16, 2048}};
+} k_types[] = {{"q4_0", SI_TYPE_Q4_0, 576},
+               {"q4_k", SI_TYPE_Q4_K, 576},
+               {"q8_0", SI_TYPE_Q8_0, 1088},
+               {"f16", SI_TYPE_F16, 2048}};
 
 int main(int argc, char **argv) {
     int ti = -1;
@@ -328,12 +529,12 @@ int main(int argc, char **argv) {
            "reps, gemv batch rows %d\n",
            k_types[ti].name, c.n, gb, per1024, n_sm, reps, nb);
     uint8_t *w;
-    unsigned *sink, *arrived;
+    unsigned *sink, *ctr; /* the persistent kernels' counters */
     unsigned long long *trace;
     CUDA_CHECK(cudaMalloc(&w, off));
     CUDA_CHECK(cudaMemset(w, 0x5a, off));
     CUDA_CHECK(cudaMalloc(&sink, 4));
-    CUDA_CHECK(cudaMalloc(&arrived, 4));
+    CUDA_CHECK(cudaMalloc(&ctr, 4 * (MAX_MATS + 1)));
     CUDA_CHECK(cudaMalloc(&trace, 3 * 8 * (size_t)n_sm));
     timing_init();
     cudaStream_t st = g_st;
@@ -454,17 +655,21 @@ int main(int argc, char **argv) {
     CUDA_CHECK(cudaFree(x));
     CUDA_CHECK(cudaFree(y));
 
-    const size_t smem = STAGES * CHUNK + 2 * STAGES * 8;
-    for (int barrier = 1; barrier >= 0; barrier--) {
-        auto k = barrier ? persistent<true> : persistent<false>;
+    const size_t smem = STAGES * CHUNK + 2 * STAGES * 8 + STAGES * 4;
+    for (int kind = 0; kind < 6; kind++) {
+        const bool barrier = kind % 2 == 0, dynamic = kind >= 2;
+        auto k = kind >= 4 ? (barrier ? persistent<true, true, 4> : persistent<false, true, 4>)
+                 : dynamic ? (barrier ? persistent<true, true> : persistent<false, true>)
+                           : (barrier ? persistent<true, false> : persistent<false, false>);
         CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
         auto launch = [&](unsigned long long *tr) {
-            CUDA_CHECK(cudaMemsetAsync(arrived, 0, 4, st));
-            k<<<n_sm, THREADS, smem, st>>>(w, c, arrived, tr, sink);
+            CUDA_CHECK(cudaMemsetAsync(ctr, 0, 4 * (c.n + 1), st));
+            k<<<n_sm, THREADS, smem, st>>>(w, c, ctr, tr, sink);
             CUDA_CHECK_LAUNCH();
         };
-        report(barrier ? "persistent" : "nobarrier",
-               time_median_us([&] { launch(nullptr); }, reps));
+        static const char *names[] = {"persistent",    "nobarrier",  "dynamic",
+                                      "dyn-nobarrier", "dynamic d4", "dyn-nobarrier d4"};
+        report(names[kind], time_median_us([&] { launch(nullptr); }, reps));
         launch(trace); /* one more, traced */
         CUDA_CHECK(cudaStreamSynchronize(st));
         std::vector<double> ends;
@@ -487,6 +692,11 @@ int main(int argc, char **argv) {
         }
         printf("\n");
     }
+    bool ok = true;
+    if (nb == 1 && type == SI_TYPE_Q4_0)
+        ok = pgemv_line(tqx_q4_0{}, w, c, mk, ctr, n_sm, reps, report);
+    if (nb == 1 && type == SI_TYPE_Q8_0)
+        ok = pgemv_line(tqx_q8_0{}, w, c, mk, ctr, n_sm, reps, report);
     timing_free();
-    return 0;
+    return ok ? 0 : 1;
 }
