@@ -431,7 +431,19 @@ static bool pgemv_line(T, uint8_t *w, const chain &c, const int (*mk)[2], unsign
         {"pgemv 16x2 xc ring 5x18K",
          launcher(persistent_gemv<T, 16, 2, true, PG_FULL, 1, 5>, 16, 5)},
         {"pgemv 16x2 xc ring 5x36K",
-         launcher(persistent_gemv<T, 16, 2, true, PG_FULL, 1, 5, 36864>, 16, 5, 36864)}};
+         launcher(persistent_gemv<T, 16, 2, true, PG_FULL, 1, 5, 36864>, 16, 5, 36864)},
+        {"pgemv 16x2 xc ring 8x18K",
+         launcher(persistent_gemv<T, 16, 2, true, PG_FULL, 1, 8>, 16, 8)},
+        {"pgemv 16x2 xc g2",
+         launcher(persistent_gemv<T, 16, 2, true, PG_FULL, 1, 10, PG_CHUNK_DEF, 8>, 16)},
+        {"pgemv 16x2 xc g4 ring 8x18K",
+         launcher(persistent_gemv<T, 16, 2, true, PG_FULL, 1, 8, PG_CHUNK_DEF, 4>, 16, 8)},
+        {"pgemv 20x2 xc g5",
+         launcher(persistent_gemv<T, 20, 2, true, PG_FULL, 1, 10, PG_CHUNK_DEF, 4>, 20)},
+        {"pgemv 16x2 xc g4 ring 8x18K nobarrier",
+         launcher(persistent_gemv<T, 16, 2, true, PG_NOBARRIER, 1, 8, PG_CHUNK_DEF, 4>, 16, 8)},
+        {"pgemv 16x2 xc g4 ring 8x18K noload",
+         launcher(persistent_gemv<T, 16, 2, true, PG_NOLOAD, 1, 8, PG_CHUNK_DEF, 4>, 16, 8)}};
     for (int m : all)
         gemv_ref(m);
     bool ok = true;

@@ -13,7 +13,8 @@
  * Variants (the line's name): "16x2" = 16 consumer warps x 2 rows an item; "xc": x kept in
  * registers while a warp's segment stays; "d4": four chunk atomics in flight; "nobarrier": no
  * grid barrier (x is the same for every matrix here); "noload": no weight loads (the consumers'
- * own rate); "ring SxC": S stages of C bytes (default 10 x 18 KB).
+ * own rate); "ring SxC": S stages of C bytes (default 10 x 18 KB); "gN": the warps in N groups,
+ * each stage consumed by one group (default: one group, every warp visits every stage).
  * Each matrix writes its own y; main() checks them against the engine's GEMV (cuda_gemv_pre) on
  * the same random weights and x. A measurement of the structure, not an engine kernel: the sum
  * order over a row's segments depends on timing (shared-memory atomics). Needs persist_chain.cu's
@@ -48,14 +49,16 @@ template <class T> static size_t pg_smem_bytes(int PG_STAGES, int PG_CHUNK) {
 enum { PG_FULL, PG_NOBARRIER, PG_NOLOAD };
 
 /* CW consumer warps, R rows an item, XC: x kept in registers, DEAL chunk atomics in flight,
- * a ring of PG_STAGES stages of PG_CHUNK bytes; ctr: the barrier's counter, then one chunk
- * counter a matrix, all zero at launch */
+ * a ring of PG_STAGES stages of PG_CHUNK bytes, the warps in groups of WG (stage s is group
+ * s % (CW / WG)'s; the producer ends a matrix with a marker stage a group); ctr: the barrier's
+ * counter, then one chunk counter a matrix, all zero at launch */
 template <class T, int CW, int R, bool XC, int MODE = PG_FULL, int DEAL = 1,
-          int PG_STAGES = PG_STAGES_DEF, int PG_CHUNK = PG_CHUNK_DEF>
+          int PG_STAGES = PG_STAGES_DEF, int PG_CHUNK = PG_CHUNK_DEF, int WG = CW>
 __global__ void __launch_bounds__(CW * 32 + 32, 1)
     persistent_gemv(const uint8_t *__restrict__ w, const pg_mat *__restrict__ mats, int n_mats,
                     const uint8_t *__restrict__ xg, float *__restrict__ y, unsigned *ctr) {
-    constexpr int XUB = 32 * T::UB + 16, PG_CONS = CW * 32;
+    constexpr int XUB = 32 * T::UB + 16, PG_CONS = CW * 32, G = CW / WG;
+    static_assert(CW % WG == 0 && PG_STAGES % G == 0, "stage s belongs to group s % G");
     extern __shared__ __align__(128) uint8_t smem[];
     uint8_t *ring = smem;
     uint8_t *xq = ring + (size_t)PG_STAGES * PG_CHUNK;
@@ -70,7 +73,7 @@ __global__ void __launch_bounds__(CW * 32 + 32, 1)
         for (int s = 0; s < PG_STAGES; s++) {
             asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(sa(full + s)));
             asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(sa(empty + s)),
-                         "r"(PG_CONS));
+                         "r"(WG * 32));
         }
         asm volatile("fence.mbarrier_init.release.cluster;");
     }
@@ -114,14 +117,17 @@ __global__ void __launch_bounds__(CW * 32 + 32, 1)
                              "l"(w + mt.w_off + (size_t)r0 * rb), "r"(bytes), "r"(sa(full + s))
                              : "memory");
             }
-            const int s = take_stage(); /* the end of matrix m: a stage without rows */
-            stage_n[s] = 0;
-            asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(sa(full + s)) : "memory");
+            for (int g = 0; g < G; g++) { /* the end of matrix m: a stage without rows a group */
+                const int s = take_stage();
+                stage_n[s] = 0;
+                asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(sa(full + s))
+                             : "memory");
+            }
         }
         return;
     }
 
-    const int warp = tid / 32, lane = tid % 32;
+    const int lane = tid % 32, group = tid / 32 / WG, warp = tid / 32 % WG; /* within it */
     /* the q8 row of matrix mt's x into the GEMV's padded layout */
     auto load_x = [&](const pg_mat &mt) {
         const uint8_t *src = xg + mt.x_off;
@@ -137,17 +143,17 @@ __global__ void __launch_bounds__(CW * 32 + 32, 1)
         asm volatile("bar.sync 1, %0;" ::"r"(PG_CONS) : "memory");
     };
     /* The warps do not meet between stages: a stage's items (R rows x one 32-unit segment)
-     * are numbered on from the stage before, warp w takes those = w mod CW, and each thread
-     * arrives on the stage's empty barrier when its warp is done with it, so the warps spread
-     * over the staged chunks. A row of several segments is summed in ypart; the warp that adds
-     * its last segment (rowcnt) writes it. */
+     * are numbered on from the group's stage before, warp w of the group takes those = w mod
+     * WG, and each thread arrives on the stage's empty barrier when its warp is done with it,
+     * so the warps spread over the group's staged chunks. A row of several segments is summed in
+     * ypart; the warp that adds its last segment (rowcnt) writes it. */
     int m = 0, base = 0;
     pg_mat mt = mats[0];
     load_x(mt);
     uint32_t xw[8 * T::UB]; /* this lane's x unit, of segment xsg */
     float xdv[T::UB];
     int xsv[T::UB], xsg = -1;
-    for (int it = 0; m < n_mats; it++) {
+    for (int it = group; m < n_mats; it += G) { /* this group's stages */
         const int s = it % PG_STAGES;
         mbar_wait(full + s, (it / PG_STAGES) & 1);
         const int n = stage_n[s], r0 = stage_row[s];
@@ -170,7 +176,7 @@ __global__ void __launch_bounds__(CW * 32 + 32, 1)
         const int units = mt.K / (32 * T::UB), nseg = (units + 31) / 32;
         const int groups = (n + R - 1) / R, items = groups * nseg;
         const uint8_t *stage = ring + (size_t)s * PG_CHUNK;
-        for (int i = ((warp - base) % CW + CW) % CW; i < items; i += CW) {
+        for (int i = ((warp - base) % WG + WG) % WG; i < items; i += WG) {
             const int g = i / nseg, sg = i - g * nseg, u = sg * 32 + lane;
             float v[R] = {};
             if (u < units) {
@@ -218,7 +224,7 @@ __global__ void __launch_bounds__(CW * 32 + 32, 1)
                 }
             }
         }
-        base = (base + items) % CW;
+        base = (base + items) % WG;
         __syncwarp();
         asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(sa(empty + s)) : "memory");
     }
