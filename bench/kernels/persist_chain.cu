@@ -359,6 +359,25 @@ __global__ void __launch_bounds__(256)
     }
 }
 
+/* us a launch of a graph of launch(m) for each m of mats, back to back (time_stream_us) */
+template <class L> static double graph_us(int reps, const std::vector<int> &mats, L launch) {
+    cudaStream_t st = g_st;
+    for (int m : mats) /* first launches outside the capture (kernel attributes) */
+        launch(m);
+    CUDA_CHECK(cudaStreamSynchronize(st));
+    cudaGraph_t g;
+    cudaGraphExec_t ge;
+    CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
+    for (int m : mats)
+        launch(m);
+    CUDA_CHECK(cudaStreamEndCapture(st, &g));
+    CUDA_CHECK(cudaGraphInstantiate(&ge, g, 0));
+    const double us = time_stream_us([&](int) { CUDA_CHECK(cudaGraphLaunch(ge, st)); }, reps);
+    CUDA_CHECK(cudaGraphExecDestroy(ge));
+    CUDA_CHECK(cudaGraphDestroy(g));
+    return us;
+}
+
 /* The pgemv lines (false if a check failed): random T weights and x, the engine's GEMV chain
  * (cuda_gemv_pre, one kernel a matrix in a graph, as "gemv") and persistent_gemv's variants on
  * them, y compared, all timed. */
@@ -472,23 +491,8 @@ static bool pgemv_line(T, uint8_t *w, const chain &c, const int (*mk)[2], unsign
         if (bad && !strstr(v.name, "noload")) ok = false;
         report(v.name, time_median_us(v.launch, reps));
     }
-    /* the engine's chain on these bytes, then the persistent kernel */
-    {
-        for (int m : all)
-            gemv_ref(m);
-        CUDA_CHECK(cudaStreamSynchronize(st));
-        cudaGraph_t g;
-        cudaGraphExec_t ge;
-        CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
-        for (int m : all)
-            gemv_ref(m);
-        CUDA_CHECK(cudaStreamEndCapture(st, &g));
-        CUDA_CHECK(cudaGraphInstantiate(&ge, g, 0));
-        report("gemv-rand",
-               time_stream_us([&](int) { CUDA_CHECK(cudaGraphLaunch(ge, st)); }, reps));
-        CUDA_CHECK(cudaGraphExecDestroy(ge));
-        CUDA_CHECK(cudaGraphDestroy(g));
-    }
+    /* the engine's chain on these bytes */
+    report("gemv-rand", graph_us(reps, all, gemv_ref));
     CUDA_CHECK(cudaFree(xg));
     CUDA_CHECK(cudaFree(d_mats));
     CUDA_CHECK(cudaFree(y));
@@ -555,23 +559,6 @@ int main(int argc, char **argv) {
                what, us, gb / (us * 1e-6), 100.0 * gb / (us * 1e-6) / 4210.0, 1e6 / us);
     };
 
-    /* us a launch of a graph of launch(m) for each m of mats */
-    auto graph_us = [&](const std::vector<int> &mats, auto launch) {
-        for (int m : mats) /* first launches outside the capture (kernel attributes) */
-            launch(m);
-        CUDA_CHECK(cudaStreamSynchronize(st));
-        cudaGraph_t g;
-        cudaGraphExec_t ge;
-        CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
-        for (int m : mats)
-            launch(m);
-        CUDA_CHECK(cudaStreamEndCapture(st, &g));
-        CUDA_CHECK(cudaGraphInstantiate(&ge, g, 0));
-        const double us = time_stream_us([&](int) { CUDA_CHECK(cudaGraphLaunch(ge, st)); }, reps);
-        CUDA_CHECK(cudaGraphExecDestroy(ge));
-        CUDA_CHECK(cudaGraphDestroy(g));
-        return us;
-    };
     /* a launch of 256-thread CTAs on st, with the PDL attribute when pdl */
     auto launch256 = [&](auto kernel, unsigned grid, bool pdl, auto... args) {
         cudaLaunchConfig_t cfg = {};
@@ -611,8 +598,8 @@ int main(int argc, char **argv) {
     std::vector<int> all;
     for (int m = 0; m < c.n; m++)
         all.push_back(m);
-    report("kernels", graph_us(all, [&](int m) { read(m, false); }));
-    report("kernels+pdl", graph_us(all, [&](int m) { read(m, true); }));
+    report("kernels", graph_us(reps, all, [&](int m) { read(m, false); }));
+    report("kernels+pdl", graph_us(reps, all, [&](int m) { read(m, true); }));
     { /* the probes: what of a GEMV's structure costs against read+pdl */
         auto probe = [&](int m, bool oneshot, int xdep) {
             auto k = !oneshot    ? (xdep ? probe_kernel<false, 1> : probe_kernel<false, 0>)
@@ -623,15 +610,15 @@ int main(int argc, char **argv) {
             launch256(k, oneshot ? (unsigned)((n16 + 1023) / 1024) : (unsigned)n_sm * 8, true,
                       (const uint4 *)(w + c.off[m]), n16, (const float4 *)x, y);
         };
-        report("probe stride", graph_us(all, [&](int m) { probe(m, false, 0); }));
-        report("probe stride+x", graph_us(all, [&](int m) { probe(m, false, 1); }));
-        report("probe 1shot", graph_us(all, [&](int m) { probe(m, true, 0); }));
-        report("probe 1shot+x", graph_us(all, [&](int m) { probe(m, true, 1); }));
-        report("probe 1shot+x32", graph_us(all, [&](int m) { probe(m, true, 2); }));
+        report("probe stride", graph_us(reps, all, [&](int m) { probe(m, false, 0); }));
+        report("probe stride+x", graph_us(reps, all, [&](int m) { probe(m, false, 1); }));
+        report("probe 1shot", graph_us(reps, all, [&](int m) { probe(m, true, 0); }));
+        report("probe 1shot+x", graph_us(reps, all, [&](int m) { probe(m, true, 1); }));
+        report("probe 1shot+x32", graph_us(reps, all, [&](int m) { probe(m, true, 2); }));
     }
     CUDA_CHECK(
         cudaMemset(w, type == SI_TYPE_F16 ? 0x11 : 0x3c, off)); /* finite f16 values and scales */
-    report("gemv", graph_us(all, gemv));
+    report("gemv", graph_us(reps, all, gemv));
     if (type != SI_TYPE_F16 &&
         nb == 1) { /* as the engine at batch 1: QKV and gate/up run the norm inside */
         float *xf;
@@ -646,7 +633,7 @@ int main(int argc, char **argv) {
                 exit(1);
             }
         };
-        report("gemv+norm", graph_us(all, gemv_norm));
+        report("gemv+norm", graph_us(reps, all, gemv_norm));
         CUDA_CHECK(cudaFree(xf));
     }
     /* each layer shape alone: its 32 matrices in a chain, read (PDL) and the GEMV */
@@ -657,8 +644,8 @@ int main(int argc, char **argv) {
             same.push_back(4 * l + j);
             bytes += (double)(c.off[4 * l + j + 1] - c.off[4 * l + j]);
         }
-        const double r_us = graph_us(same, [&](int m) { read(m, true); });
-        const double g_us = graph_us(same, gemv);
+        const double r_us = graph_us(reps, same, [&](int m) { read(m, true); });
+        const double g_us = graph_us(reps, same, gemv);
         printf("  %5dx%-5d x32: read+pdl %7.1f us (%5.1f %%)  gemv %7.1f us (%5.1f %%): %4.2f us "
                "a matrix more\n",
                mk[j][0], mk[j][1], r_us, 100.0 * bytes / (r_us * 1e-6) * 1e-9 / 4210.0, g_us,
