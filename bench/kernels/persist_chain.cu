@@ -144,16 +144,35 @@ __device__ __forceinline__ void each_chunk(const chain &c, unsigned *next, F f, 
 }
 
 /* the grid barrier after matrix m: the NCONS consumers of every CTA; the counter only grows
- * within a launch */
-template <int NCONS> __device__ __forceinline__ void grid_barrier(unsigned *arrived, int m) {
+ * within a launch. How its memory ordering is done (ORD):
+ *   BAR_ACQ_POLL  the arrival a release, every poll an acquire;
+ *   BAR_FENCE     the arrival a release, the polls relaxed, one acquire fence after them (the
+ *                 same ordering: a relaxed read that sees the release, then fence.acq_rel);
+ *   BAR_RELAXED   none (a measurement only: the CTAs' memory is not ordered). */
+enum { BAR_ACQ_POLL, BAR_FENCE, BAR_RELAXED };
+template <int NCONS, int ORD = BAR_ACQ_POLL>
+__device__ __forceinline__ void grid_barrier(unsigned *arrived, int m) {
     asm volatile("bar.sync 1, %0;" ::"r"(NCONS));
     if (threadIdx.x == 0) {
         const unsigned target = (unsigned)(m + 1) * gridDim.x;
-        asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(arrived) : "memory");
+        if (ORD == BAR_RELAXED)
+            asm volatile("red.relaxed.gpu.global.add.u32 [%0], 1;" ::"l"(arrived) : "memory");
+        else
+            asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(arrived) : "memory");
         unsigned v;
         do {
-            asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(arrived) : "memory");
+            if (ORD == BAR_ACQ_POLL)
+                asm volatile("ld.acquire.gpu.global.u32 %0, [%1];"
+                             : "=r"(v)
+                             : "l"(arrived)
+                             : "memory");
+            else
+                asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];"
+                             : "=r"(v)
+                             : "l"(arrived)
+                             : "memory");
         } while (v < target);
+        if (ORD == BAR_FENCE) asm volatile("fence.acq_rel.gpu;" ::: "memory");
     }
     asm volatile("bar.sync 1, %0;" ::"r"(NCONS));
 }
@@ -430,15 +449,15 @@ static bool pgemv_line(T, uint8_t *w, const chain &c, const int (*mk)[2], unsign
         const size_t smem = pg_smem_bytes<T>(stages, chunk);
         CUDA_CHECK(
             cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-        return [=]() {
+        return [=](unsigned long long *bar_trace) {
             CUDA_CHECK(cudaMemsetAsync(ctr, 0, 4 * (c.n + 1), st));
-            kernel<<<n_sm, 32 * cw + 32, smem, st>>>(w, d_mats, c.n, xg, y, ctr);
+            kernel<<<n_sm, 32 * cw + 32, smem, st>>>(w, d_mats, c.n, xg, y, ctr, bar_trace);
             CUDA_CHECK_LAUNCH();
         };
     };
     struct variant {
         const char *name;
-        std::function<void()> launch;
+        std::function<void(unsigned long long *)> launch; /* bar_trace or NULL */
     };
     const variant variants[] = {
         {"pgemv 16x2", launcher(persistent_gemv<T, 16, 2, false>, 16)},
@@ -455,6 +474,13 @@ static bool pgemv_line(T, uint8_t *w, const chain &c, const int (*mk)[2], unsign
          launcher(persistent_gemv<T, 16, 2, true, PG_FULL, 1, 8>, 16, 8)},
         {"pgemv 16x2 xc g2",
          launcher(persistent_gemv<T, 16, 2, true, PG_FULL, 1, 10, PG_CHUNK_DEF, 8>, 16)},
+        {"pgemv 16x2 xc g2 relaxed",
+         launcher(persistent_gemv<T, 16, 2, true, PG_RELAXED, 1, 10, PG_CHUNK_DEF, 8>, 16)},
+        {"pgemv 16x2 xc g2 fence",
+         launcher(persistent_gemv<T, 16, 2, true, PG_FENCE, 1, 10, PG_CHUNK_DEF, 8>, 16)},
+        {"pgemv 16x2 xc fence", launcher(persistent_gemv<T, 16, 2, true, PG_FENCE>, 16)},
+        {"pgemv 16x2 xc g4 ring 8x18K fence",
+         launcher(persistent_gemv<T, 16, 2, true, PG_FENCE, 1, 8, PG_CHUNK_DEF, 4>, 16, 8)},
         {"pgemv 16x2 xc g4 ring 8x18K",
          launcher(persistent_gemv<T, 16, 2, true, PG_FULL, 1, 8, PG_CHUNK_DEF, 4>, 16, 8)},
         {"pgemv 20x2 xc g5",
@@ -468,7 +494,7 @@ static bool pgemv_line(T, uint8_t *w, const chain &c, const int (*mk)[2], unsign
     bool ok = true;
     for (const variant &v : variants) {
         CUDA_CHECK(cudaMemsetAsync(y, 0xff, 4 * ys, st)); /* NaN until written */
-        v.launch();
+        v.launch(nullptr);
         CUDA_CHECK(cudaStreamSynchronize(st));
         std::vector<float> a(ys), b(ys);
         CUDA_CHECK(cudaMemcpy(a.data(), y, 4 * ys, cudaMemcpyDeviceToHost));
@@ -489,7 +515,34 @@ static bool pgemv_line(T, uint8_t *w, const chain &c, const int (*mk)[2], unsign
                    "%.3g, %zu beyond 1e-4 of it: %s\n",
                    v.name, ys, c.n, worst, big, bad, bad ? "FAIL" : "PASS");
         if (bad && !strstr(v.name, "noload")) ok = false;
-        report(v.name, time_median_us(v.launch, reps));
+        report(v.name, time_median_us([&] { v.launch(nullptr); }, reps));
+    }
+    for (const variant &v : variants) { /* where the barriers' time goes, in a traced run */
+        if (strncmp(v.name, "pgemv 16x2 xc g2", 16)) continue;
+        const size_t nt = 2 * (size_t)c.n * n_sm;
+        unsigned long long *d_tr;
+        CUDA_CHECK(cudaMalloc(&d_tr, 8 * nt));
+        v.launch(d_tr);
+        std::vector<unsigned long long> h(nt);
+        CUDA_CHECK(cudaMemcpy(h.data(), d_tr, 8 * nt, cudaMemcpyDeviceToHost));
+        CUDA_CHECK(cudaFree(d_tr));
+        double spread = 0, sync = 0, resume = 0;
+        for (int m = 0; m < c.n - 1; m++) { /* the last matrix has no next x */
+            unsigned long long a0 = ~0ull, a1 = 0, r0 = ~0ull, r1 = 0;
+            for (int b = 0; b < n_sm; b++) {
+                const unsigned long long a = h[2 * ((size_t)m * n_sm + b)],
+                                         r = h[2 * ((size_t)m * n_sm + b) + 1];
+                a0 = std::min(a0, a), a1 = std::max(a1, a), r0 = std::min(r0, r),
+                r1 = std::max(r1, r);
+            }
+            spread += (a1 - a0) * 1e-3, sync += ((double)r0 - (double)a1) * 1e-3,
+                resume += (r1 - r0) * 1e-3;
+        }
+        const int nb = c.n - 1;
+        printf("barriers (%s, traced): per matrix, the CTAs finish their part over %.2f us (first "
+               "to last), the first has the next x %.2f us after the last finished, the last %.2f "
+               "us after the first; summed over %d matrices: %.0f + %.0f + %.0f us\n",
+               v.name, spread / nb, sync / nb, resume / nb, nb, spread, sync, resume);
     }
     /* the engine's chain on these bytes */
     report("gemv-rand", graph_us(reps, all, gemv_ref));

@@ -13,8 +13,11 @@
  * Variants (the line's name): "16x2" = 16 consumer warps x 2 rows an item; "xc": x kept in
  * registers while a warp's segment stays; "d4": four chunk atomics in flight; "nobarrier": no
  * grid barrier (x is the same for every matrix here); "noload": no weight loads (the consumers'
- * own rate); "ring SxC": S stages of C bytes (default 10 x 18 KB); "gN": the warps in N groups,
- * each stage consumed by one group (default: one group, every warp visits every stage).
+ * own rate); "relaxed": barriers without memory ordering; "fence": the acquire as one fence
+ * after relaxed polls; "ring SxC": S stages of C bytes (default
+ * 10 x 18 KB); "gN": the warps in N groups, each stage consumed by one group (default: one group,
+ * every warp visits every stage). bar_trace (NULL: none): for each matrix and CTA, when the CTA
+ * finished its part and when it had the next matrix's x (%globaltimer), for the "barriers" line.
  * Each matrix writes its own y; main() checks them against the engine's GEMV (cuda_gemv_pre) on
  * the same random weights and x. A measurement of the structure, not an engine kernel: the sum
  * order over a row's segments depends on timing (shared-memory atomics). Needs persist_chain.cu's
@@ -45,8 +48,10 @@ template <class T> static size_t pg_smem_bytes(int PG_STAGES, int PG_CHUNK) {
 
 /* What of the work a pgemv variant does: all of it; no grid barriers (x is the same for every
  * matrix here, so y is still right); no weight loads (the consumers compute on whatever the
- * stages hold, at once: the consumers' own rate; timing only). */
-enum { PG_FULL, PG_NOBARRIER, PG_NOLOAD };
+ * stages hold, at once: the consumers' own rate; timing only); barriers without memory
+ * ordering (right here only because x does not depend on y: what the ordering costs); the
+ * barrier's acquire as one fence after relaxed polls (grid_barrier's BAR_FENCE). */
+enum { PG_FULL, PG_NOBARRIER, PG_NOLOAD, PG_RELAXED, PG_FENCE };
 
 /* CW consumer warps, R rows an item, XC: x kept in registers, DEAL chunk atomics in flight,
  * a ring of PG_STAGES stages of PG_CHUNK bytes, the warps in groups of WG (stage s is group
@@ -56,7 +61,8 @@ template <class T, int CW, int R, bool XC, int MODE = PG_FULL, int DEAL = 1,
           int PG_STAGES = PG_STAGES_DEF, int PG_CHUNK = PG_CHUNK_DEF, int WG = CW>
 __global__ void __launch_bounds__(CW * 32 + 32, 1)
     persistent_gemv(const uint8_t *__restrict__ w, const pg_mat *__restrict__ mats, int n_mats,
-                    const uint8_t *__restrict__ xg, float *__restrict__ y, unsigned *ctr) {
+                    const uint8_t *__restrict__ xg, float *__restrict__ y, unsigned *ctr,
+                    unsigned long long *bar_trace) {
     constexpr int XUB = 32 * T::UB + 16, PG_CONS = CW * 32, G = CW / WG;
     static_assert(CW % WG == 0 && PG_STAGES % G == 0, "stage s belongs to group s % G");
     extern __shared__ __align__(128) uint8_t smem[];
@@ -160,7 +166,17 @@ __global__ void __launch_bounds__(CW * 32 + 32, 1)
         if (n == 0) { /* matrix m is done here: every CTA's part of it before the next x */
             asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(sa(empty + s))
                          : "memory");
-            if (MODE != PG_NOBARRIER)
+            unsigned long long *tr =
+                bar_trace ? bar_trace + 2 * ((size_t)m * gridDim.x + blockIdx.x) : NULL;
+            if (tr) { /* when the whole CTA is done with m */
+                asm volatile("bar.sync 1, %0;" ::"r"(PG_CONS) : "memory");
+                if (tid == 0) tr[0] = gtimer();
+            }
+            if (MODE == PG_RELAXED)
+                grid_barrier<PG_CONS, BAR_RELAXED>(ctr, m);
+            else if (MODE == PG_FENCE)
+                grid_barrier<PG_CONS, BAR_FENCE>(ctr, m);
+            else if (MODE != PG_NOBARRIER)
                 grid_barrier<PG_CONS>(ctr, m);
             else
                 asm volatile("bar.sync 1, %0;" ::"r"(PG_CONS) : "memory"); /* before load_x */
@@ -168,6 +184,7 @@ __global__ void __launch_bounds__(CW * 32 + 32, 1)
                 mt = mats[m];
                 load_x(mt);
             }
+            if (tr && tid == 0) tr[1] = gtimer(); /* and when it has the next x */
             xsg = -1;
             base = 0;
             continue;
