@@ -49,6 +49,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <type_traits>
 #include <vector>
 
@@ -148,20 +149,22 @@ __device__ __forceinline__ void each_chunk(const chain &c, unsigned *next, F f, 
  *   BAR_ACQ_POLL  the arrival a release, every poll an acquire;
  *   BAR_FENCE     the arrival a release, the polls relaxed, one acquire fence after them (the
  *                 same ordering: a relaxed read that sees the release, then fence.acq_rel);
- *   BAR_RELAXED   none (a measurement only: the CTAs' memory is not ordered). */
-enum { BAR_ACQ_POLL, BAR_FENCE, BAR_RELAXED };
+ *   BAR_RELAXED   none (a measurement only: the CTAs' memory is not ordered);
+ *   BAR_REL_ONLY, BAR_ACQ_ONLY  only the release arrival, only the acquire polls (measurements
+ *                 only: which side costs). */
+enum { BAR_ACQ_POLL, BAR_FENCE, BAR_RELAXED, BAR_REL_ONLY, BAR_ACQ_ONLY };
 template <int NCONS, int ORD = BAR_ACQ_POLL>
 __device__ __forceinline__ void grid_barrier(unsigned *arrived, int m) {
     asm volatile("bar.sync 1, %0;" ::"r"(NCONS));
     if (threadIdx.x == 0) {
         const unsigned target = (unsigned)(m + 1) * gridDim.x;
-        if (ORD == BAR_RELAXED)
+        if (ORD == BAR_RELAXED || ORD == BAR_ACQ_ONLY)
             asm volatile("red.relaxed.gpu.global.add.u32 [%0], 1;" ::"l"(arrived) : "memory");
         else
             asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(arrived) : "memory");
         unsigned v;
         do {
-            if (ORD == BAR_ACQ_POLL)
+            if (ORD == BAR_ACQ_POLL || ORD == BAR_ACQ_ONLY)
                 asm volatile("ld.acquire.gpu.global.u32 %0, [%1];"
                              : "=r"(v)
                              : "l"(arrived)
@@ -425,6 +428,10 @@ static bool pgemv_line(T, uint8_t *w, const chain &c, const int (*mk)[2], unsign
     CUDA_CHECK(cudaMalloc(&d_mats, sizeof(pg_mat) * c.n));
     CUDA_CHECK(cudaMalloc(&y, 4 * ys));
     CUDA_CHECK(cudaMalloc(&y_ref, 4 * ys));
+    unsigned long long *ytag; /* the tagged variant's y words, epoch 0 (none) at first */
+    CUDA_CHECK(cudaMalloc(&ytag, 8 * ys));
+    CUDA_CHECK(cudaMemset(ytag, 0, 8 * ys));
+    std::shared_ptr<unsigned> epoch = std::make_shared<unsigned>(1u);
     CUDA_CHECK(cudaMemcpy(d_mats, mats.data(), sizeof(pg_mat) * c.n, cudaMemcpyHostToDevice));
     pg_fill_x<<<4, 128, 0, st>>>(xg, 4096, 5u);
     pg_fill_x<<<4, 128, 0, st>>>(xg + x11k, PG_MAX_K, 6u);
@@ -451,8 +458,10 @@ static bool pgemv_line(T, uint8_t *w, const chain &c, const int (*mk)[2], unsign
             cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
         return [=](unsigned long long *bar_trace) {
             CUDA_CHECK(cudaMemsetAsync(ctr, 0, 4 * (c.n + 1), st));
-            kernel<<<n_sm, 32 * cw + 32, smem, st>>>(w, d_mats, c.n, xg, y, ctr, bar_trace);
+            kernel<<<n_sm, 32 * cw + 32, smem, st>>>(w, d_mats, c.n, xg, y, ctr, bar_trace, ytag,
+                                                     *epoch);
             CUDA_CHECK_LAUNCH();
+            *epoch += 256; /* > the matrices */
         };
     };
     struct variant {
@@ -478,6 +487,12 @@ static bool pgemv_line(T, uint8_t *w, const chain &c, const int (*mk)[2], unsign
          launcher(persistent_gemv<T, 16, 2, true, PG_RELAXED, 1, 10, PG_CHUNK_DEF, 8>, 16)},
         {"pgemv 16x2 xc g2 fence",
          launcher(persistent_gemv<T, 16, 2, true, PG_FENCE, 1, 10, PG_CHUNK_DEF, 8>, 16)},
+        {"pgemv 16x2 xc g2 release only",
+         launcher(persistent_gemv<T, 16, 2, true, PG_REL_ONLY, 1, 10, PG_CHUNK_DEF, 8>, 16)},
+        {"pgemv 16x2 xc g2 acquire only",
+         launcher(persistent_gemv<T, 16, 2, true, PG_ACQ_ONLY, 1, 10, PG_CHUNK_DEF, 8>, 16)},
+        {"pgemv 16x2 xc g2 tagged",
+         launcher(persistent_gemv<T, 16, 2, true, PG_TAGGED, 1, 10, PG_CHUNK_DEF, 8>, 16)},
         {"pgemv 16x2 xc fence", launcher(persistent_gemv<T, 16, 2, true, PG_FENCE>, 16)},
         {"pgemv 16x2 xc g4 ring 8x18K fence",
          launcher(persistent_gemv<T, 16, 2, true, PG_FENCE, 1, 8, PG_CHUNK_DEF, 4>, 16, 8)},
@@ -550,6 +565,7 @@ static bool pgemv_line(T, uint8_t *w, const chain &c, const int (*mk)[2], unsign
     CUDA_CHECK(cudaFree(d_mats));
     CUDA_CHECK(cudaFree(y));
     CUDA_CHECK(cudaFree(y_ref));
+    CUDA_CHECK(cudaFree(ytag));
     return ok;
 }
 

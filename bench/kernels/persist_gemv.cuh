@@ -1,27 +1,35 @@
-/* persist_gemv.cuh — persist_chain's "pgemv" line: the chain's batch-1 GEMVs (Q4_0 or Q8_0,
+/* persist_gemv.cuh — persist_chain's "pgemv" lines: the chain's batch-1 GEMVs (Q4_0 or Q8_0,
  * x quantised ahead as the engine's norms do) in ONE persistent kernel, the structure that the
  * "dynamic" read line measures, with the work of a GEMV in it:
  *   - one CTA a multiprocessor: a producer lane streams chunks of whole weight rows (at most
- *     PG_CHUNK bytes) into a ring of shared-memory stages with cp.async.bulk; which chunk it takes
- *     next is dealt at run time (one atomic counter a matrix), so fast multiprocessors take more;
+ *     PG_CHUNK bytes) into a ring of shared-memory stages with cp.async.bulk; which chunk it
+ *     takes next is dealt at run time (one atomic counter a matrix), so fast multiprocessors
+ *     take more;
  *   - CW consumer warps multiply the staged rows with x (the q8x GEMV's units and dot,
  *     gemv_q8x_units.cuh), a warp R rows x one 32-unit segment at a time;
- *   - between two matrices the consumers of all CTAs meet at a grid barrier (the next matrix's x
- *     would be this one's output in a decode step) and then copy the next matrix's x from global
- *     memory; the producer does not wait: it runs on into the next matrices' chunks as far as
- *     the ring reaches, so the weight stream need not stop at a barrier.
+ *   - between two matrices the consumers of all CTAs meet at a grid barrier (the next matrix's
+ *     x would be this one's output in a decode step) and then copy the next matrix's x from
+ *     global memory; the producer does not wait: it runs on into the next matrices' chunks as
+ *     far as the ring reaches, so the weight stream need not stop at a barrier.
+ *
  * Variants (the line's name): "16x2" = 16 consumer warps x 2 rows an item; "xc": x kept in
  * registers while a warp's segment stays; "d4": four chunk atomics in flight; "nobarrier": no
- * grid barrier (x is the same for every matrix here); "noload": no weight loads (the consumers'
- * own rate); "relaxed": barriers without memory ordering; "fence": the acquire as one fence
- * after relaxed polls; "ring SxC": S stages of C bytes (default
- * 10 x 18 KB); "gN": the warps in N groups, each stage consumed by one group (default: one group,
- * every warp visits every stage). bar_trace (NULL: none): for each matrix and CTA, when the CTA
- * finished its part and when it had the next matrix's x (%globaltimer), for the "barriers" line.
- * Each matrix writes its own y; main() checks them against the engine's GEMV (cuda_gemv_pre) on
- * the same random weights and x. A measurement of the structure, not an engine kernel: the sum
- * order over a row's segments depends on timing (shared-memory atomics). Needs persist_chain.cu's
- * chain, sa, mbar_wait and grid_barrier. */
+ * grid barrier (x is the same for every matrix here); "noload": no weight loads (the
+ * consumers' own rate); "relaxed": barriers without memory ordering; "fence": the acquire as
+ * one fence after relaxed polls; "release only" / "acquire only": one side of the ordering;
+ * "tagged": no barrier, y's words carry their matrix's epoch and every CTA reads them before
+ * the next x; "ring SxC": S stages of C bytes (default 10 x 18 KB); "gN": the warps in N
+ * groups, each stage consumed by one group (default: one group, every warp visits every stage).
+ *
+ * bar_trace (NULL: none): for each matrix and CTA, when the CTA finished its part and when it
+ * had the next matrix's x (%globaltimer), for the "barriers" line. ytag, epoch0: the tagged
+ * variant's words (one a row of y) and the epoch of matrix 0 (matrix m's is epoch0 + m; each
+ * launch takes an epoch0 past the last one's, so that old words never match).
+ *
+ * Each matrix writes its own y; main() checks them against the engine's GEMV (cuda_gemv_pre)
+ * on the same random weights and x. A measurement of the structure, not an engine kernel: the
+ * sum order over a row's segments depends on timing (shared-memory atomics). Needs
+ * persist_chain.cu's chain, sa, mbar_wait, gtimer and grid_barrier. */
 #include "backend/cuda/gemv_q8x_units.cuh"
 
 constexpr int PG_STAGES_DEF = 10, PG_CHUNK_DEF = 18432; /* 8 Q4_0 rows of 4096 */
@@ -50,8 +58,30 @@ template <class T> static size_t pg_smem_bytes(int PG_STAGES, int PG_CHUNK) {
  * matrix here, so y is still right); no weight loads (the consumers compute on whatever the
  * stages hold, at once: the consumers' own rate; timing only); barriers without memory
  * ordering (right here only because x does not depend on y: what the ordering costs); the
- * barrier's acquire as one fence after relaxed polls (grid_barrier's BAR_FENCE). */
-enum { PG_FULL, PG_NOBARRIER, PG_NOLOAD, PG_RELAXED, PG_FENCE };
+ * barrier's acquire as one fence after relaxed polls (grid_barrier's BAR_FENCE); only the
+ * release, only the acquire (measurements only, as relaxed). */
+enum {
+    PG_FULL,
+    PG_NOBARRIER,
+    PG_NOLOAD,
+    PG_RELAXED,
+    PG_FENCE,
+    PG_REL_ONLY,
+    PG_ACQ_ONLY,
+    PG_TAGGED
+};
+
+/* PG_TAGGED: y also as 8-byte (epoch, value bits) words, stored and loaded whole (single-copy
+ * atomic), so that a reader that sees the epoch sees the value: no fence, no barrier */
+__device__ __forceinline__ void pg_st_tagged(unsigned long long *p, unsigned epoch, float v) {
+    const unsigned long long w = (unsigned long long)epoch << 32 | __float_as_uint(v);
+    asm volatile("st.relaxed.gpu.global.u64 [%0], %1;" ::"l"(p), "l"(w) : "memory");
+}
+__device__ __forceinline__ unsigned pg_ld_epoch(const unsigned long long *p) {
+    unsigned long long w;
+    asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(w) : "l"(p) : "memory");
+    return (unsigned)(w >> 32);
+}
 
 /* CW consumer warps, R rows an item, XC: x kept in registers, DEAL chunk atomics in flight,
  * a ring of PG_STAGES stages of PG_CHUNK bytes, the warps in groups of WG (stage s is group
@@ -62,7 +92,7 @@ template <class T, int CW, int R, bool XC, int MODE = PG_FULL, int DEAL = 1,
 __global__ void __launch_bounds__(CW * 32 + 32, 1)
     persistent_gemv(const uint8_t *__restrict__ w, const pg_mat *__restrict__ mats, int n_mats,
                     const uint8_t *__restrict__ xg, float *__restrict__ y, unsigned *ctr,
-                    unsigned long long *bar_trace) {
+                    unsigned long long *bar_trace, unsigned long long *ytag, unsigned epoch0) {
     constexpr int XUB = 32 * T::UB + 16, PG_CONS = CW * 32, G = CW / WG;
     static_assert(CW % WG == 0 && PG_STAGES % G == 0, "stage s belongs to group s % G");
     extern __shared__ __align__(128) uint8_t smem[];
@@ -176,10 +206,18 @@ __global__ void __launch_bounds__(CW * 32 + 32, 1)
                 grid_barrier<PG_CONS, BAR_RELAXED>(ctr, m);
             else if (MODE == PG_FENCE)
                 grid_barrier<PG_CONS, BAR_FENCE>(ctr, m);
-            else if (MODE != PG_NOBARRIER)
+            else if (MODE == PG_REL_ONLY)
+                grid_barrier<PG_CONS, BAR_REL_ONLY>(ctr, m);
+            else if (MODE == PG_ACQ_ONLY)
+                grid_barrier<PG_CONS, BAR_ACQ_ONLY>(ctr, m);
+            else if (MODE != PG_NOBARRIER && MODE != PG_TAGGED)
                 grid_barrier<PG_CONS>(ctr, m);
             else
                 asm volatile("bar.sync 1, %0;" ::"r"(PG_CONS) : "memory"); /* before load_x */
+            if (MODE == PG_TAGGED && m + 1 < n_mats) /* all of m's y, seen by its epochs */
+                for (int i = tid; i < mt.M; i += PG_CONS)
+                    while (pg_ld_epoch(ytag + mt.y_off + i) != epoch0 + m) {
+                    }
             if (++m < n_mats) {
                 mt = mats[m];
                 load_x(mt);
@@ -229,6 +267,8 @@ __global__ void __launch_bounds__(CW * 32 + 32, 1)
                 if (lane != 0 || row >= n) continue;
                 if (nseg == 1) {
                     y[mt.y_off + r0 + row] = sum;
+                    if (MODE == PG_TAGGED)
+                        pg_st_tagged(ytag + mt.y_off + r0 + row, epoch0 + m, sum);
                     continue;
                 }
                 float *yp = ypart + s * PG_MAX_ROWS + row;
@@ -236,7 +276,9 @@ __global__ void __launch_bounds__(CW * 32 + 32, 1)
                 atomicAdd(yp, sum);
                 __threadfence_block();
                 if (atomicAdd(cnt, 1) == nseg - 1) { /* the row's last segment */
-                    y[mt.y_off + r0 + row] = atomicExch(yp, 0.0f);
+                    const float v = atomicExch(yp, 0.0f);
+                    y[mt.y_off + r0 + row] = v;
+                    if (MODE == PG_TAGGED) pg_st_tagged(ytag + mt.y_off + r0 + row, epoch0 + m, v);
                     *cnt = 0;
                 }
             }
