@@ -493,6 +493,8 @@ static bool pgemv_line(T, uint8_t *w, const chain &c, const int (*mk)[2], unsign
          launcher(persistent_gemv<T, 16, 2, true, PG_ACQ_ONLY, 1, 10, PG_CHUNK_DEF, 8>, 16)},
         {"pgemv 16x2 xc g2 tagged",
          launcher(persistent_gemv<T, 16, 2, true, PG_TAGGED, 1, 10, PG_CHUNK_DEF, 8>, 16)},
+        {"pgemv 16x2 xc g2 tagged relaxed",
+         launcher(persistent_gemv<T, 16, 2, true, PG_TAGGED_RELAXED, 1, 10, PG_CHUNK_DEF, 8>, 16)},
         {"pgemv 16x2 xc fence", launcher(persistent_gemv<T, 16, 2, true, PG_FENCE>, 16)},
         {"pgemv 16x2 xc g4 ring 8x18K fence",
          launcher(persistent_gemv<T, 16, 2, true, PG_FENCE, 1, 8, PG_CHUNK_DEF, 4>, 16, 8)},

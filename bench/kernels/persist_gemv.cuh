@@ -18,8 +18,10 @@
  * consumers' own rate); "relaxed": barriers without memory ordering; "fence": the acquire as
  * one fence after relaxed polls; "release only" / "acquire only": one side of the ordering;
  * "tagged": no barrier, y's words carry their matrix's epoch and every CTA reads them before
- * the next x; "ring SxC": S stages of C bytes (default 10 x 18 KB); "gN": the warps in N
- * groups, each stage consumed by one group (default: one group, every warp visits every stage).
+ * the next x; "tagged relaxed": a barrier without ordering, then the words the next x takes,
+ * read in batches and checked (again where stale); "ring SxC": S stages of C bytes (default 10 x 18
+ * KB); "gN": the warps in N groups, each stage consumed by one group (default: one group, every
+ * warp visits every stage).
  *
  * bar_trace (NULL: none): for each matrix and CTA, when the CTA finished its part and when it
  * had the next matrix's x (%globaltimer), for the "barriers" line. ytag, epoch0: the tagged
@@ -68,7 +70,8 @@ enum {
     PG_FENCE,
     PG_REL_ONLY,
     PG_ACQ_ONLY,
-    PG_TAGGED
+    PG_TAGGED,
+    PG_TAGGED_RELAXED
 };
 
 /* PG_TAGGED: y also as 8-byte (epoch, value bits) words, stored and loaded whole (single-copy
@@ -202,7 +205,7 @@ __global__ void __launch_bounds__(CW * 32 + 32, 1)
                 asm volatile("bar.sync 1, %0;" ::"r"(PG_CONS) : "memory");
                 if (tid == 0) tr[0] = gtimer();
             }
-            if (MODE == PG_RELAXED)
+            if (MODE == PG_RELAXED || MODE == PG_TAGGED_RELAXED)
                 grid_barrier<PG_CONS, BAR_RELAXED>(ctr, m);
             else if (MODE == PG_FENCE)
                 grid_barrier<PG_CONS, BAR_FENCE>(ctr, m);
@@ -218,6 +221,24 @@ __global__ void __launch_bounds__(CW * 32 + 32, 1)
                 for (int i = tid; i < mt.M; i += PG_CONS)
                     while (pg_ld_epoch(ytag + mt.y_off + i) != epoch0 + m) {
                     }
+            if (MODE == PG_TAGGED_RELAXED && m + 1 < n_mats) {
+                /* after a barrier without ordering, the words the next x takes (its K), read 8
+                 * at a time a thread; a word without m's epoch (not yet visible) is read again */
+                const int kn = mats[m + 1].K;
+                const unsigned want = epoch0 + m;
+                for (int i0 = tid; i0 < kn; i0 += 8 * PG_CONS) {
+                    unsigned e[8];
+#pragma unroll
+                    for (int k = 0; k < 8; k++) {
+                        const int i = i0 + k * PG_CONS;
+                        e[k] = i < kn ? pg_ld_epoch(ytag + mt.y_off + i) : want;
+                    }
+#pragma unroll
+                    for (int k = 0; k < 8; k++)
+                        while (e[k] != want)
+                            e[k] = pg_ld_epoch(ytag + mt.y_off + i0 + k * PG_CONS);
+                }
+            }
             if (++m < n_mats) {
                 mt = mats[m];
                 load_x(mt);
@@ -267,7 +288,7 @@ __global__ void __launch_bounds__(CW * 32 + 32, 1)
                 if (lane != 0 || row >= n) continue;
                 if (nseg == 1) {
                     y[mt.y_off + r0 + row] = sum;
-                    if (MODE == PG_TAGGED)
+                    if (MODE == PG_TAGGED || MODE == PG_TAGGED_RELAXED)
                         pg_st_tagged(ytag + mt.y_off + r0 + row, epoch0 + m, sum);
                     continue;
                 }
@@ -278,7 +299,8 @@ __global__ void __launch_bounds__(CW * 32 + 32, 1)
                 if (atomicAdd(cnt, 1) == nseg - 1) { /* the row's last segment */
                     const float v = atomicExch(yp, 0.0f);
                     y[mt.y_off + r0 + row] = v;
-                    if (MODE == PG_TAGGED) pg_st_tagged(ytag + mt.y_off + r0 + row, epoch0 + m, v);
+                    if (MODE == PG_TAGGED || MODE == PG_TAGGED_RELAXED)
+                        pg_st_tagged(ytag + mt.y_off + r0 + row, epoch0 + m, v);
                     *cnt = 0;
                 }
             }
