@@ -403,6 +403,8 @@ template <class L> static double graph_us(int reps, const std::vector<int> &mats
 /* The pgemv lines (false if a check failed): random T weights and x, the engine's GEMV chain
  * (cuda_gemv_pre, one kernel a matrix in a graph, as "gemv") and persistent_gemv's variants on
  * them, y compared, all timed. */
+template <int M> using mode = std::integral_constant<int, M>;
+
 template <class T, class R>
 static bool pgemv_line(T, uint8_t *w, const chain &c, const int (*mk)[2], unsigned *ctr, int n_sm,
                        int reps, R report) {
@@ -464,6 +466,11 @@ static bool pgemv_line(T, uint8_t *w, const chain &c, const int (*mk)[2], unsign
             *epoch += 256; /* > the matrices */
         };
     };
+    /* the two-group kernel (16 warps x 2 rows, x in registers, 10 x 18 KB) with barrier mode M */
+    auto g2 = [&](auto m) {
+        return launcher(persistent_gemv<T, 16, 2, true, decltype(m)::value, 1, 10, PG_CHUNK_DEF, 8>,
+                        16);
+    };
     struct variant {
         const char *name;
         std::function<void(unsigned long long *)> launch; /* bar_trace or NULL */
@@ -481,20 +488,13 @@ static bool pgemv_line(T, uint8_t *w, const chain &c, const int (*mk)[2], unsign
          launcher(persistent_gemv<T, 16, 2, true, PG_FULL, 1, 5, 36864>, 16, 5, 36864)},
         {"pgemv 16x2 xc ring 8x18K",
          launcher(persistent_gemv<T, 16, 2, true, PG_FULL, 1, 8>, 16, 8)},
-        {"pgemv 16x2 xc g2",
-         launcher(persistent_gemv<T, 16, 2, true, PG_FULL, 1, 10, PG_CHUNK_DEF, 8>, 16)},
-        {"pgemv 16x2 xc g2 relaxed",
-         launcher(persistent_gemv<T, 16, 2, true, PG_RELAXED, 1, 10, PG_CHUNK_DEF, 8>, 16)},
-        {"pgemv 16x2 xc g2 fence",
-         launcher(persistent_gemv<T, 16, 2, true, PG_FENCE, 1, 10, PG_CHUNK_DEF, 8>, 16)},
-        {"pgemv 16x2 xc g2 release only",
-         launcher(persistent_gemv<T, 16, 2, true, PG_REL_ONLY, 1, 10, PG_CHUNK_DEF, 8>, 16)},
-        {"pgemv 16x2 xc g2 acquire only",
-         launcher(persistent_gemv<T, 16, 2, true, PG_ACQ_ONLY, 1, 10, PG_CHUNK_DEF, 8>, 16)},
-        {"pgemv 16x2 xc g2 tagged",
-         launcher(persistent_gemv<T, 16, 2, true, PG_TAGGED, 1, 10, PG_CHUNK_DEF, 8>, 16)},
-        {"pgemv 16x2 xc g2 tagged relaxed",
-         launcher(persistent_gemv<T, 16, 2, true, PG_TAGGED_RELAXED, 1, 10, PG_CHUNK_DEF, 8>, 16)},
+        {"pgemv 16x2 xc g2", g2(mode<PG_FULL>{})},
+        {"pgemv 16x2 xc g2 relaxed", g2(mode<PG_RELAXED>{})},
+        {"pgemv 16x2 xc g2 fence", g2(mode<PG_FENCE>{})},
+        {"pgemv 16x2 xc g2 release only", g2(mode<PG_REL_ONLY>{})},
+        {"pgemv 16x2 xc g2 acquire only", g2(mode<PG_ACQ_ONLY>{})},
+        {"pgemv 16x2 xc g2 tagged", g2(mode<PG_TAGGED>{})},
+        {"pgemv 16x2 xc g2 tagged relaxed", g2(mode<PG_TAGGED_RELAXED>{})},
         {"pgemv 16x2 xc fence", launcher(persistent_gemv<T, 16, 2, true, PG_FENCE>, 16)},
         {"pgemv 16x2 xc g4 ring 8x18K fence",
          launcher(persistent_gemv<T, 16, 2, true, PG_FENCE, 1, 8, PG_CHUNK_DEF, 4>, 16, 8)},
