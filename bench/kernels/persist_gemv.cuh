@@ -56,22 +56,18 @@ template <class T> static size_t pg_smem_bytes(int PG_STAGES, int PG_CHUNK) {
            2 * PG_STAGES * 4;
 }
 
-/* What of the work a pgemv variant does: all of it; no grid barriers (x is the same for every
- * matrix here, so y is still right); no weight loads (the consumers compute on whatever the
- * stages hold, at once: the consumers' own rate; timing only); barriers without memory
- * ordering (right here only because x does not depend on y: what the ordering costs); the
- * barrier's acquire as one fence after relaxed polls (grid_barrier's BAR_FENCE); only the
- * release, only the acquire (measurements only, as relaxed). */
+/* What a pgemv variant does between two matrices (and of its work). All but PG_FULL, PG_FENCE
+ * and the two tagged modes are measurements only, right here because x does not depend on y. */
 enum {
-    PG_FULL,
-    PG_NOBARRIER,
-    PG_NOLOAD,
-    PG_RELAXED,
-    PG_FENCE,
-    PG_REL_ONLY,
-    PG_ACQ_ONLY,
-    PG_TAGGED,
-    PG_TAGGED_RELAXED
+    PG_FULL,          /* grid barrier: release arrival, acquire polls */
+    PG_NOBARRIER,     /* only the CTA's own barrier */
+    PG_NOLOAD,        /* as PG_FULL, but no weight loads: the consumers' own rate (timing only) */
+    PG_RELAXED,       /* grid barrier without memory ordering */
+    PG_FENCE,         /* release arrival, relaxed polls, one fence.acq_rel after them */
+    PG_REL_ONLY,      /* only the release */
+    PG_ACQ_ONLY,      /* only the acquire */
+    PG_TAGGED,        /* no grid barrier: y's epoch-tagged words, all read before the next x */
+    PG_TAGGED_RELAXED /* PG_RELAXED's barrier, then the next x's tagged words read and checked */
 };
 
 /* PG_TAGGED: y also as 8-byte (epoch, value bits) words, stored and loaded whole (single-copy
