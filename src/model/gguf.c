@@ -102,8 +102,7 @@ static si_status gguf_rd_str(gguf_rd *r, gguf_str *out, const char *what) {
 
 /* ---- values --------------------------------------------------------------------------------- */
 
-/* Bytes of a scalar of type t in the file; 0 for STRING/ARRAY/invalid. */
-static unsigned gguf_scalar_width(gguf_vtype t) {
+unsigned gguf_vtype_width(gguf_vtype t) {
     switch (t) {
     case GGUF_TYPE_UINT8: case GGUF_TYPE_INT8: case GGUF_TYPE_BOOL: return 1;
     case GGUF_TYPE_UINT16: case GGUF_TYPE_INT16: return 2;
@@ -113,7 +112,7 @@ static unsigned gguf_scalar_width(gguf_vtype t) {
     }
 }
 
-static void gguf_value_free(gguf_value *v) {
+void gguf_value_free(gguf_value *v) {
     if (v->type == GGUF_TYPE_STRING) {
         free(v->str.s);
     } else if (v->type == GGUF_TYPE_ARRAY) {
@@ -155,7 +154,7 @@ static si_status gguf_rd_array(gguf_rd *r, gguf_value *v, int depth) {
     if ((st = gguf_rd_u64(r, &n, "array length")))
         return st;
     /* smallest encoding of one element: scalar width, 8 (string length), 12 (nested header) */
-    unsigned w = gguf_scalar_width((gguf_vtype)et);
+    unsigned w = gguf_vtype_width((gguf_vtype)et);
     size_t min = w ? w : et == GGUF_TYPE_STRING ? 8 : 12;
     if (n > gguf_left(r) / min)
         return si_error(SI_ERR_FORMAT,
@@ -205,7 +204,7 @@ static si_status gguf_rd_value(gguf_rd *r, gguf_vtype type, gguf_value *v, int d
             v->type = GGUF_TYPE_STRING;
         return st;
     }
-    unsigned w = gguf_scalar_width(type);
+    unsigned w = gguf_vtype_width(type);
     SI_ASSERT(w != 0); /* callers validated type < GGUF_TYPE_COUNT */
     uint64_t u;
     si_status st = gguf_rd_uint(r, w, &u, "value");

@@ -107,6 +107,10 @@ si_status gguf_get_arr(const gguf_file *f, const char *key, gguf_vtype elem_type
 const gguf_tensor *gguf_find_tensor(const gguf_file *f, const char *name);
 
 const char *gguf_vtype_name(gguf_vtype t);
+/* Bytes of a scalar of type t in the file; 0 for STRING, ARRAY and invalid types. */
+unsigned gguf_vtype_width(gguf_vtype t);
+/* Frees what v owns (its string, its array and their strings and arrays) and zeroes it. */
+void gguf_value_free(gguf_value *v);
 
 /* ---- Writer ---- */
 

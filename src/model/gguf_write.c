@@ -31,35 +31,7 @@ struct gguf_writer {
     size_t n_t, cap_t;
 };
 
-static unsigned gguf_w_width(gguf_vtype t) {
-    switch (t) {
-    case GGUF_TYPE_UINT8: case GGUF_TYPE_INT8: case GGUF_TYPE_BOOL: return 1;
-    case GGUF_TYPE_UINT16: case GGUF_TYPE_INT16: return 2;
-    case GGUF_TYPE_UINT32: case GGUF_TYPE_INT32: case GGUF_TYPE_FLOAT32: return 4;
-    case GGUF_TYPE_UINT64: case GGUF_TYPE_INT64: case GGUF_TYPE_FLOAT64: return 8;
-    default: return 0;
-    }
-}
-
-/* ---- owned values: deep copy and free ------------------------------------------------------ */
-
-static void gguf_w_value_free(gguf_value *v) {
-    if (v->type == GGUF_TYPE_STRING) {
-        free(v->str.s);
-    } else if (v->type == GGUF_TYPE_ARRAY) {
-        if (v->arr.type == GGUF_TYPE_STRING) {
-            gguf_str *s = v->arr.data;
-            for (uint64_t i = 0; s && i < v->arr.n; i++)
-                free(s[i].s);
-        } else if (v->arr.type == GGUF_TYPE_ARRAY) {
-            gguf_value *e = v->arr.data;
-            for (uint64_t i = 0; e && i < v->arr.n; i++)
-                gguf_w_value_free(&e[i]);
-        }
-        free(v->arr.data);
-    }
-    memset(v, 0, sizeof(*v));
-}
+/* ---- owned values: deep copy (gguf_value_free frees them) ---------------------------------- */
 
 static bool gguf_w_str_copy(gguf_str *dst, const gguf_str *src) {
     dst->len = src->len;
@@ -93,7 +65,7 @@ static si_status gguf_w_value_copy(gguf_value *dst, const gguf_value *src, int d
         return si_error(SI_ERR_INVALID_ARG, "gguf writer: unknown array element type %d", (int)et);
     size_t esz = et == GGUF_TYPE_STRING ? sizeof(gguf_str)
                  : et == GGUF_TYPE_ARRAY ? sizeof(gguf_value)
-                                         : gguf_w_width(et);
+                                         : gguf_vtype_width(et);
     if (src->arr.n > SIZE_MAX / esz)
         return si_error(SI_ERR_INVALID_ARG, "gguf writer: array too large");
     void *d = calloc(src->arr.n ? (size_t)src->arr.n : 1, esz);
@@ -106,7 +78,7 @@ static si_status gguf_w_value_copy(gguf_value *dst, const gguf_value *src, int d
     if (et == GGUF_TYPE_STRING) {
         for (uint64_t i = 0; i < src->arr.n; i++)
             if (!gguf_w_str_copy(&((gguf_str *)d)[i], &((const gguf_str *)src->arr.data)[i])) {
-                gguf_w_value_free(dst);
+                gguf_value_free(dst);
                 return si_error(SI_ERR_NOMEM, "gguf writer: out of memory");
             }
     } else if (et == GGUF_TYPE_ARRAY) {
@@ -119,7 +91,7 @@ static si_status gguf_w_value_copy(gguf_value *dst, const gguf_value *src, int d
                                           "not an array",
                                           (unsigned long long)i);
             if (st) {
-                gguf_w_value_free(dst);
+                gguf_value_free(dst);
                 return st;
             }
         }
@@ -138,7 +110,7 @@ void gguf_writer_free(gguf_writer *w) {
         return;
     for (size_t i = 0; i < w->n_kv; i++) {
         free(w->kv[i].key.s);
-        gguf_w_value_free(&w->kv[i].value);
+        gguf_value_free(&w->kv[i].value);
     }
     free(w->kv);
     for (size_t i = 0; i < w->n_t; i++)
@@ -155,7 +127,7 @@ si_status gguf_writer_set(gguf_writer *w, const char *key, const gguf_value *v) 
     size_t len = strlen(key);
     for (size_t i = 0; i < w->n_kv; i++) {
         if (w->kv[i].key.len == len && memcmp(w->kv[i].key.s, key, len) == 0) {
-            gguf_w_value_free(&w->kv[i].value);
+            gguf_value_free(&w->kv[i].value);
             w->kv[i].value = copy;
             return SI_OK;
         }
@@ -164,7 +136,7 @@ si_status gguf_writer_set(gguf_writer *w, const char *key, const gguf_value *v) 
         size_t cap = w->cap_kv ? 2 * w->cap_kv : 16;
         gguf_kv *kv = realloc(w->kv, cap * sizeof(*kv));
         if (!kv) {
-            gguf_w_value_free(&copy);
+            gguf_value_free(&copy);
             return si_error(SI_ERR_NOMEM, "gguf writer: out of memory");
         }
         w->kv = kv;
@@ -172,7 +144,7 @@ si_status gguf_writer_set(gguf_writer *w, const char *key, const gguf_value *v) 
     }
     gguf_str k = {.len = len, .s = (char *)key};
     if (!gguf_w_str_copy(&w->kv[w->n_kv].key, &k)) {
-        gguf_w_value_free(&copy);
+        gguf_value_free(&copy);
         return si_error(SI_ERR_NOMEM, "gguf writer: out of memory");
     }
     w->kv[w->n_kv++].value = copy;
@@ -206,7 +178,7 @@ si_status gguf_writer_set_str(gguf_writer *w, const char *key, const char *v) {
 
 si_status gguf_writer_set_arr(gguf_writer *w, const char *key, gguf_vtype elem_type,
                               const void *data, uint64_t n) {
-    if (gguf_w_width(elem_type) == 0)
+    if (gguf_vtype_width(elem_type) == 0)
         return si_error(SI_ERR_INVALID_ARG,
                         "gguf writer: key '%s': gguf_writer_set_arr takes scalar elements, not %s",
                         key, gguf_vtype_name(elem_type));
@@ -326,7 +298,7 @@ static void gguf_put_value(gguf_out *o, const gguf_value *v) {
                 gguf_put_value(o, &((const gguf_value *)v->arr.data)[i]);
         } else {
             /* packed in file width; the host is little-endian (checked in gguf.c) */
-            gguf_put(o, v->arr.data, (size_t)v->arr.n * gguf_w_width(v->arr.type));
+            gguf_put(o, v->arr.data, (size_t)v->arr.n * gguf_vtype_width(v->arr.type));
         }
         return;
     }
@@ -345,10 +317,10 @@ static void gguf_put_value(gguf_out *o, const gguf_value *v) {
     }
     case GGUF_TYPE_BOOL: gguf_put_uint(o, v->b ? 1 : 0, 1); return;
     case GGUF_TYPE_UINT8: case GGUF_TYPE_UINT16: case GGUF_TYPE_UINT32: case GGUF_TYPE_UINT64:
-        gguf_put_uint(o, v->u64, gguf_w_width(v->type));
+        gguf_put_uint(o, v->u64, gguf_vtype_width(v->type));
         return;
     default: /* signed: two's complement truncation to the width */
-        gguf_put_uint(o, (uint64_t)v->i64, gguf_w_width(v->type));
+        gguf_put_uint(o, (uint64_t)v->i64, gguf_vtype_width(v->type));
         return;
     }
 }
