@@ -6,28 +6,13 @@ ${SI_BUILD_DIR:-/work/main/build}/libswiftinfer.so (cmake target swiftinfer_shar
 Runs under pytest, or as a plain script.
 """
 import ctypes
-import ctypes.util
 import os
 
 import jinja2
 import pytest
 
-# tokenizer.chat_template of SmolLM2-135M-Instruct (models/SmolLM2-135M-Instruct.Q4_1.gguf):
-# the literals hold real newlines.
-SMOLLM2 = (
-    "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}"
-    "{{ '<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face"
-    "<|im_end|>\n' }}{% endif %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + "
-    "'<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}"
-    "{% endif %}"
-)
-
-# A standard ChatML template, with Jinja escapes (backslash-n) as JSON-decoded configs hold them.
-CHATML = (
-    r"{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content']"
-    r" + '<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}"
-    r"{{ '<|im_start|>assistant\n' }}{% endif %}"
-)
+import chat_fixtures
+from chat_fixtures import CHATML, SMOLLM2
 
 # Meta-Llama-3-8B-Instruct tokenizer_config.json "chat_template".
 LLAMA3 = (
@@ -46,60 +31,28 @@ TEMPLATES = {
 }  # name -> (source, chat_format enum value, bos_token, eos_token)
 
 CONVERSATIONS = {
-    "empty": [],
-    "user_only": [{"role": "user", "content": "Hello!"}],
-    "with_system": [
-        {"role": "system", "content": "You are terse."},
-        {"role": "user", "content": "What is 2+2?"},
-    ],
-    "multi_turn": [
-        {"role": "user", "content": "Hi"},
-        {"role": "assistant", "content": "Hello! How can I help?"},
-        {"role": "user", "content": "Tell me a joke."},
-        {"role": "assistant", "content": "Why did the chicken cross the road?"},
-        {"role": "user", "content": "Why?"},
-    ],
-    "system_multi_turn": [
-        {"role": "system", "content": "Answer in French."},
-        {"role": "user", "content": "Good morning"},
-        {"role": "assistant", "content": "Bonjour"},
-        {"role": "user", "content": "Thanks"},
-    ],
+    **chat_fixtures.CONVERSATIONS,
     "whitespace_and_unicode": [
         {"role": "user", "content": "  padded\n\n"},
         {"role": "assistant", "content": "\tcafé — naïve 🙂 \n"},
         {"role": "user", "content": "line1\nline2 {{ not jinja }} {% raw %}"},
     ],
-    "empty_content": [{"role": "user", "content": ""}],
 }
 
 
-class ChatMessage(ctypes.Structure):
-    _fields_ = [("role", ctypes.c_char_p), ("content", ctypes.c_char_p)]
-
-
 def _load():
-    build = os.environ.get("SI_BUILD_DIR", "/work/main/build")
-    path = os.path.join(build, "libswiftinfer.so")
-    if not os.path.exists(path):
-        pytest.skip(f"{path} not built (cmake --build ... --target swiftinfer_shared)")
-    # NOTE: lazy binding, so that a symbol still missing from another module (the library is
-    # built from every src/ file) does not stop this test, which only calls chat_format_*.
-    lib = ctypes.CDLL(path, mode=os.RTLD_LAZY | os.RTLD_LOCAL)
+    lib, libc = chat_fixtures.load_library()
     lib.chat_format_detect.argtypes = [ctypes.c_char_p]
     lib.chat_format_detect.restype = ctypes.c_int
     lib.chat_format_render.argtypes = [
         ctypes.c_int,
         ctypes.c_char_p,
-        ctypes.POINTER(ChatMessage),
+        ctypes.POINTER(chat_fixtures.ChatMessage),
         ctypes.c_int,
         ctypes.c_bool,
         ctypes.POINTER(ctypes.c_void_p),
     ]
     lib.chat_format_render.restype = ctypes.c_int
-    lib.si_last_error.restype = ctypes.c_char_p
-    libc = ctypes.CDLL(ctypes.util.find_library("c"))
-    libc.free.argtypes = [ctypes.c_void_p]
     return lib, libc
 
 
@@ -110,12 +63,7 @@ def lib():
 
 def render_ours(lib, fmt, source, messages, add_generation_prompt):
     so, libc = lib
-    arr = (ChatMessage * max(1, len(messages)))()
-    keep = []  # the encoded strings must outlive the call
-    for i, m in enumerate(messages):
-        r, c = m["role"].encode(), m["content"].encode()
-        keep += [r, c]
-        arr[i] = ChatMessage(r, c)
+    arr, keep = chat_fixtures.message_array(messages)  # keep: the strings outlive the call
     out = ctypes.c_void_p()
     st = so.chat_format_render(fmt, source.encode(), arr, len(messages), add_generation_prompt,
                                ctypes.byref(out))

@@ -9,9 +9,7 @@ target swiftinfer_shared). The templates are the models' own tokenizer_config.js
 with jinja2's message in ours.
 """
 import ctypes
-import ctypes.util
 import json
-import os
 from datetime import datetime
 
 import jinja2
@@ -19,20 +17,8 @@ import jinja2.ext
 import jinja2.sandbox
 import pytest
 
-# SmolLM2-135M-Instruct (models/SmolLM2-135M-Instruct.Q4_1.gguf); literals hold real newlines.
-SMOLLM2 = (
-    "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}"
-    "{{ '<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face"
-    "<|im_end|>\n' }}{% endif %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + "
-    "'<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}"
-    "{% endif %}"
-)
-
-CHATML = (
-    r"{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content']"
-    r" + '<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}"
-    r"{{ '<|im_start|>assistant\n' }}{% endif %}"
-)
+import chat_fixtures
+from chat_fixtures import CHATML, SMOLLM2
 
 QWEN2 = (
     r"{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}"
@@ -418,31 +404,12 @@ TEMPLATES = {  # name -> (source, bos_token, eos_token)
 }
 
 CONVERSATIONS = {
-    "empty": [],
-    "user_only": [{"role": "user", "content": "Hello!"}],
-    "with_system": [
-        {"role": "system", "content": "You are terse."},
-        {"role": "user", "content": "What is 2+2?"},
-    ],
-    "multi_turn": [
-        {"role": "user", "content": "Hi"},
-        {"role": "assistant", "content": "Hello! How can I help?"},
-        {"role": "user", "content": "Tell me a joke."},
-        {"role": "assistant", "content": "Why did the chicken cross the road?"},
-        {"role": "user", "content": "Why?"},
-    ],
-    "system_multi_turn": [
-        {"role": "system", "content": "Answer in French."},
-        {"role": "user", "content": "Good morning"},
-        {"role": "assistant", "content": "Bonjour"},
-        {"role": "user", "content": "Thanks"},
-    ],
+    **chat_fixtures.CONVERSATIONS,
     "unicode_quotes_newlines": [
         {"role": "user", "content": "  padded\n\n"},
         {"role": "assistant", "content": "\tcafé — naïve 🙂 \"quoted\" 'single' \\back\n"},
         {"role": "user", "content": "line1\nline2 {{ not jinja }} {% raw %} 日本語\u00a0"},
     ],
-    "empty_content": [{"role": "user", "content": ""}],
     "non_alternating": [
         {"role": "user", "content": "one"},
         {"role": "user", "content": "two"},
@@ -485,20 +452,11 @@ TOOL_CONVERSATIONS = {  # rendered with tools=[WEATHER_TOOL]
 }
 
 
-class ChatMessage(ctypes.Structure):
-    _fields_ = [("role", ctypes.c_char_p), ("content", ctypes.c_char_p)]
-
-
 def _load():
-    build = os.environ.get("SI_BUILD_DIR", "/work/main/build")
-    path = os.path.join(build, "libswiftinfer.so")
-    if not os.path.exists(path):
-        pytest.skip(f"{path} not built (cmake --build ... --target swiftinfer_shared)")
-    # NOTE: lazy binding: a symbol still missing from another module must not stop this test.
-    lib = ctypes.CDLL(path, mode=os.RTLD_LAZY | os.RTLD_LOCAL)
+    lib, libc = chat_fixtures.load_library()
     lib.chat_template_parse.argtypes = [ctypes.c_char_p, ctypes.POINTER(ctypes.c_void_p)]
     lib.chat_template_parse.restype = ctypes.c_int
-    lib.chat_template_render.argtypes = [ctypes.c_void_p, ctypes.POINTER(ChatMessage), ctypes.c_int,
+    lib.chat_template_render.argtypes = [ctypes.c_void_p, ctypes.POINTER(chat_fixtures.ChatMessage), ctypes.c_int,
                                          ctypes.c_bool, ctypes.c_char_p, ctypes.c_char_p,
                                          ctypes.POINTER(ctypes.c_void_p)]
     lib.chat_template_render.restype = ctypes.c_int
@@ -507,9 +465,6 @@ def _load():
                                               ctypes.POINTER(ctypes.c_void_p)]
     lib.chat_template_render_json.restype = ctypes.c_int
     lib.chat_template_free.argtypes = [ctypes.c_void_p]
-    lib.si_last_error.restype = ctypes.c_char_p
-    libc = ctypes.CDLL(ctypes.util.find_library("c"))
-    libc.free.argtypes = [ctypes.c_void_p]
     return lib, libc
 
 
@@ -539,12 +494,7 @@ def render_ours(lib, source, messages, add_generation_prompt, bos, eos, tools=No
                 None if tools is None else json.dumps(tools).encode(),
                 add_generation_prompt, bos.encode(), eos.encode(), ctypes.byref(out))
         else:
-            arr = (ChatMessage * max(1, len(messages)))()
-            keep = []  # the encoded strings must outlive the call
-            for i, m in enumerate(messages):
-                r, c = m["role"].encode(), m["content"].encode()
-                keep += [r, c]
-                arr[i] = ChatMessage(r, c)
+            arr, keep = chat_fixtures.message_array(messages)  # keep: outlives the call
             st = so.chat_template_render(tmpl, arr, len(messages), add_generation_prompt,
                                          bos.encode(), eos.encode(), ctypes.byref(out))
         if st != 0:
