@@ -32,16 +32,8 @@
 #include "backend/cpu/cpu_ops.h"
 #include "core/fp16.h"
 
-static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
-
-static uint32_t rng_u32(void) { /* xorshift64* */
-    rng_state ^= rng_state >> 12;
-    rng_state ^= rng_state << 25;
-    rng_state ^= rng_state >> 27;
-    return (uint32_t)((rng_state * 0x2545F4914F6CDD1Dull) >> 32);
-}
-
-static float rng_sym(void) { return (float)(rng_u32() >> 8) * (2.0f / 16777216.0f) - 1.0f; }
+#define TEST_RAND_SEED 0x9E3779B97F4A7C15ull
+#include "test_rand.h"
 
 #define N_SEQS 3
 #define TOKENS_PER_SEQ 3

@@ -32,24 +32,8 @@
 #include "quant/quant.h"
 #include "quant/quant_blocks.h"
 
-static uint64_t rng_state = 0x2545F4914F6CDD1Dull;
-
-static uint32_t rng_u32(void) { /* xorshift64* */
-    rng_state ^= rng_state >> 12;
-    rng_state ^= rng_state << 25;
-    rng_state ^= rng_state >> 27;
-    return (uint32_t)((rng_state * 0x2545F4914F6CDD1Dull) >> 32);
-}
-
-static float rng_uniform(void) { return (float)(rng_u32() >> 8) * (1.0f / 16777216.0f); }
-
-static void fill_random(float *x, int64_t n, float scale) {
-    for (int64_t i = 0; i < n; i++) {
-        float v = rng_uniform() + rng_uniform() + rng_uniform() + rng_uniform() - 2.0f;
-        if (rng_u32() % 64 == 0) v *= 6.0f;
-        x[i] = v * scale;
-    }
-}
+#define TEST_RAND_SEED 0x2545F4914F6CDD1Dull
+#include "test_rand.h"
 
 static const si_type all_types[] = {
     SI_TYPE_F32,  SI_TYPE_F16,  SI_TYPE_BF16, SI_TYPE_Q4_0, SI_TYPE_Q4_1, SI_TYPE_Q5_0,

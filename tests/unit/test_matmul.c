@@ -27,25 +27,8 @@
 #define GUARD 16
 #define SENTINEL 12345.0f
 
-static uint64_t rng_state = 0x2545F4914F6CDD1Dull;
-
-static uint32_t rng_u32(void) { /* xorshift64* */
-    rng_state ^= rng_state >> 12;
-    rng_state ^= rng_state << 25;
-    rng_state ^= rng_state >> 27;
-    return (uint32_t)((rng_state * 0x2545F4914F6CDD1Dull) >> 32);
-}
-
-/* Roughly normal values (sum of uniforms) with occasional outliers, as activations have. */
-static void fill_random(float *x, int64_t n, float scale) {
-    for (int64_t i = 0; i < n; i++) {
-        float v = 0.0f;
-        for (int k = 0; k < 4; k++) v += (float)(rng_u32() >> 8) * (1.0f / 16777216.0f);
-        v -= 2.0f;
-        if (rng_u32() % 64 == 0) v *= 6.0f;
-        x[i] = v * scale;
-    }
-}
+#define TEST_RAND_SEED 0x2545F4914F6CDD1Dull
+#include "test_rand.h"
 
 /* A weight type cpu_matmul supports: it has a dot product and its activations a quantiser. */
 static bool matmul_type(si_type t) {

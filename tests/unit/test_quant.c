@@ -20,25 +20,8 @@
 
 /* ---- helpers ---- */
 
-static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
-
-static uint32_t rng_u32(void) { /* xorshift64* */
-    rng_state ^= rng_state >> 12;
-    rng_state ^= rng_state << 25;
-    rng_state ^= rng_state >> 27;
-    return (uint32_t)((rng_state * 0x2545F4914F6CDD1Dull) >> 32);
-}
-
-static float rng_uniform(void) { return (float)(rng_u32() >> 8) * (1.0f / 16777216.0f); }
-
-/* Roughly normal (sum of uniforms), with occasional outliers as real weights have. */
-static void fill_random(float *x, int64_t n, float scale) {
-    for (int64_t i = 0; i < n; i++) {
-        float v = rng_uniform() + rng_uniform() + rng_uniform() + rng_uniform() - 2.0f;
-        if (rng_u32() % 64 == 0) v *= 6.0f;
-        x[i] = v * scale;
-    }
-}
+#define TEST_RAND_SEED 0x9E3779B97F4A7C15ull
+#include "test_rand.h"
 
 static float absmax(const float *x, int64_t n) {
     float m = 0;
