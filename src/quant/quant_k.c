@@ -31,10 +31,9 @@ static int nearest_int(float fval) {
     return (i & 0x007fffff) - 0x00400000;
 }
 
-/* Symmetric quantiser for one group: L[i] in [0, 2*nmax), x ~ scale * (L - nmax). rmse_type 1
- * weights the error by x^2 and refines the scale over 18 nearby grids (ggml's make_qx_quants). */
-static float make_qx_quants(int n, int nmax, const float *x, int8_t *L, int rmse_type,
-                            const float *qw) {
+/* The element of x[0..n) with the largest magnitude (the first such; 0 for an all-zero x): the
+ * symmetric quantisers map it to -nmax. */
+static float signed_absmax(int n, const float *x) {
     float max = 0, amax = 0;
     for (int i = 0; i < n; i++) {
         float ax = fabsf(x[i]);
@@ -43,7 +42,24 @@ static float make_qx_quants(int n, int nmax, const float *x, int8_t *L, int rmse
             max = x[i];
         }
     }
-    if (amax < GROUP_MAX_EPS) {
+    return max;
+}
+
+/* make_qx_quants' weight of element i: the caller's qw, else by rmse_type x^2, 1, |x|, sqrt|x| */
+static float qx_weight(const float *qw, const float *x, int i, int rmse_type) {
+    return qw                ? qw[i]
+           : rmse_type == 1 ? x[i] * x[i]
+           : rmse_type == 2 ? 1
+           : rmse_type == 3 ? fabsf(x[i])
+                            : sqrtf(fabsf(x[i]));
+}
+
+/* Symmetric quantiser for one group: L[i] in [0, 2*nmax), x ~ scale * (L - nmax). rmse_type 1
+ * weights the error by x^2 and refines the scale over 18 nearby grids (ggml's make_qx_quants). */
+static float make_qx_quants(int n, int nmax, const float *x, int8_t *L, int rmse_type,
+                            const float *qw) {
+    const float max = signed_absmax(n, x);
+    if (fabsf(max) < GROUP_MAX_EPS) {
         for (int i = 0; i < n; i++) L[i] = 0;
         return 0.f;
     }
@@ -65,7 +81,7 @@ static float make_qx_quants(int n, int nmax, const float *x, int8_t *L, int rmse
         int l = nearest_int(iscale * x[i]);
         l = MAX(-nmax, MIN(nmax - 1, l));
         L[i] = (int8_t)(l + nmax);
-        float w = qw ? qw[i] : rmse_type == 1 ? x[i] * x[i] : rmse_type == 2 ? 1 : rmse_type == 3 ? fabsf(x[i]) : sqrtf(fabsf(x[i]));
+        float w = qx_weight(qw, x, i, rmse_type);
         sumlx += w * x[i] * l;
         suml2 += w * l * l;
     }
@@ -79,7 +95,7 @@ static float make_qx_quants(int n, int nmax, const float *x, int8_t *L, int rmse
         for (int i = 0; i < n; i++) {
             int l = nearest_int(iscale * x[i]);
             l = MAX(-nmax, MIN(nmax - 1, l));
-            float w = qw ? qw[i] : rmse_type == 1 ? x[i] * x[i] : rmse_type == 2 ? 1 : rmse_type == 3 ? fabsf(x[i]) : sqrtf(fabsf(x[i]));
+            float w = qx_weight(qw, x, i, rmse_type);
             sumlx += w * x[i] * l;
             suml2 += w * l * l;
         }
@@ -97,15 +113,8 @@ static float make_qx_quants(int n, int nmax, const float *x, int8_t *L, int rmse
 
 /* Symmetric 3-bit group quantiser with coordinate-descent refinement (ggml's make_q3_quants). */
 static float make_q3_quants(int n, int nmax, const float *x, int8_t *L, int do_rmse) {
-    float max = 0, amax = 0;
-    for (int i = 0; i < n; i++) {
-        float ax = fabsf(x[i]);
-        if (ax > amax) {
-            amax = ax;
-            max = x[i];
-        }
-    }
-    if (amax < GROUP_MAX_EPS) {
+    const float max = signed_absmax(n, x);
+    if (fabsf(max) < GROUP_MAX_EPS) {
         for (int i = 0; i < n; i++) L[i] = 0;
         return 0.f;
     }
@@ -739,15 +748,8 @@ static void q8_k_to_float(const void *src, float *y, int64_t n) {
 static void q8_k_from_float(const float *x, void *dst, int64_t n) {
     block_q8_K *y = dst;
     for (int64_t i = 0; i < n / QK_K; i++, x += QK_K) {
-        float max = 0, amax = 0;
-        for (int j = 0; j < QK_K; j++) {
-            float ax = fabsf(x[j]);
-            if (ax > amax) {
-                amax = ax;
-                max = x[j];
-            }
-        }
-        if (!amax) {
+        const float max = signed_absmax(QK_K, x);
+        if (!max) {
             y[i].d = 0;
             memset(y[i].qs, 0, QK_K);
             memset(y[i].bsums, 0, sizeof(y[i].bsums));
