@@ -381,25 +381,6 @@ __global__ void __launch_bounds__(256)
     }
 }
 
-/* us a launch of a graph of launch(m) for each m of mats, back to back (time_stream_us) */
-template <class L> static double graph_us(int reps, const std::vector<int> &mats, L launch) {
-    cudaStream_t st = g_st;
-    for (int m : mats) /* first launches outside the capture (kernel attributes) */
-        launch(m);
-    CUDA_CHECK(cudaStreamSynchronize(st));
-    cudaGraph_t g;
-    cudaGraphExec_t ge;
-    CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
-    for (int m : mats)
-        launch(m);
-    CUDA_CHECK(cudaStreamEndCapture(st, &g));
-    CUDA_CHECK(cudaGraphInstantiate(&ge, g, 0));
-    const double us = time_stream_us([&](int) { CUDA_CHECK(cudaGraphLaunch(ge, st)); }, reps);
-    CUDA_CHECK(cudaGraphExecDestroy(ge));
-    CUDA_CHECK(cudaGraphDestroy(g));
-    return us;
-}
-
 /* The pgemv lines (false if a check failed): random T weights and x, the engine's GEMV chain
  * (cuda_gemv_pre, one kernel a matrix in a graph, as "gemv") and persistent_gemv's variants on
  * them, y compared, all timed. */
