@@ -420,15 +420,8 @@ static bool pgemv_line(T, uint8_t *w, const chain &c, const int (*mk)[2], unsign
     pg_fill_x<<<4, 128, 0, st>>>(xg + x11k, PG_MAX_K, 6u);
     CUDA_CHECK_LAUNCH();
 
-    /* the engine's GEMV reads the weights as its upload leaves them (cuda_weight_prepare: Q4_0
-     * regrouped), the persistent kernel GGUF order: the reference gets a prepared copy */
-    uint8_t *w_ref;
-    CUDA_CHECK(cudaMalloc(&w_ref, c.off[c.n]));
-    CUDA_CHECK(cudaMemcpyAsync(w_ref, w, c.off[c.n], cudaMemcpyDeviceToDevice, st));
-    for (int m = 0; m < c.n; m++)
-        if (cuda_weight_prepare(type, w_ref + c.off[m], mk[m][0], mk[m][1], st) != 0) exit(1);
     auto gemv_ref = [&](int m) {
-        if (cuda_gemv_pre(type, w_ref + c.off[m], mk[m][0], mk[m][1], xg + mats[m].x_off, 1,
+        if (cuda_gemv_pre(type, w + c.off[m], mk[m][0], mk[m][1], xg + mats[m].x_off, 1,
                           y_ref + mats[m].y_off, st) != 0) {
             fprintf(stderr, "persist_chain: the GEMV refused %dx%d\n", mk[m][0], mk[m][1]);
             exit(1);
@@ -551,7 +544,6 @@ static bool pgemv_line(T, uint8_t *w, const chain &c, const int (*mk)[2], unsign
     }
     /* the engine's chain on these bytes */
     report("gemv-rand", graph_us(reps, all, gemv_ref));
-    CUDA_CHECK(cudaFree(w_ref));
     CUDA_CHECK(cudaFree(xg));
     CUDA_CHECK(cudaFree(d_mats));
     CUDA_CHECK(cudaFree(y));
@@ -686,11 +678,6 @@ int main(int argc, char **argv) {
         CUDA_CHECK(cudaMemset(xf, 0x3c, 4 * 4 * 4096));
         auto gemv_norm = [&](int m) {
             if (m >= 128 || m % 2) return gemv(m);
-            if (!cuda_gemv_norm_ok(type, mk[m][0], mk[m][1])) { /* G8 Q4_0: the norm kernel */
-                if (cuda_add_rmsnorm(NULL, x, xf, xf + 4096, xf + 8192, 4096, 1, 1e-5f, st) != 0)
-                    exit(1);
-                return gemv(m);
-            }
             if (cuda_gemv_norm(type, w + c.off[m], mk[m][0], mk[m][1], xf, xf + 4096, xf + 8192,
                                1e-5f, xf + 12288, y, st) != 0) {
                 fprintf(stderr, "persist_chain: cuda_gemv_norm refused %dx%d\n", mk[m][0],

@@ -156,12 +156,11 @@ static void test_gemv(si_type t, const char *tn, int M, int K, bool bench) {
     const int NBMAX = 8;
     std::vector<float> hx((size_t)NBMAX * K);
     for (auto &v : hx) v = rnd_f();
-    /* quantised types with K % 128 == 0 (and K <= 14336; Q4_0 in G8 order: K % 256 == 0): the
-     * kernel quantises x to Q8_0 blocks first (for Q8_0/Q4_0 exactly as the CPU backend's
-     * vec_dot_type); the reference then uses the repo's Q8_0 round trip of x. */
+    /* quantised types with K % 128 == 0 (and K <= 14336): the kernel quantises x to Q8_0 blocks
+     * first (for Q8_0/Q4_0 exactly as the CPU backend's vec_dot_type); the reference then uses the
+     * repo's Q8_0 round trip of x. */
     std::vector<float> hxr(hx);
-    const bool q4g = t == SI_TYPE_Q4_0 && K % 256 == 0; /* gemv_q4g.cuh: any such K */
-    if (t != SI_TYPE_F16 && t != SI_TYPE_BF16 && K % 128 == 0 && (K <= 14336 || q4g)) {
+    if (t != SI_TYPE_F16 && t != SI_TYPE_BF16 && K % 128 == 0 && K <= 14336) {
         const quant_traits *q8 = quant_get(SI_TYPE_Q8_0);
         std::vector<uint8_t> tmp(quant_row_size(SI_TYPE_Q8_0, K));
         for (int b = 0; b < NBMAX; b++) {
@@ -199,7 +198,6 @@ static void test_gemv(si_type t, const char *tn, int M, int K, bool bench) {
     uint8_t *dw = dmalloc<uint8_t>(alloc);
     float *dx = dmalloc<float>(hx.size()), *dy = dmalloc<float>((size_t)NBMAX * M);
     h2d(dw, hw.data(), alloc);
-    if (cuda_weight_prepare(t, dw, M, K, g_st) != 0) report("weight prepare", NAN, 0);
     h2d(dx, hx.data(), hx.size());
     std::vector<float> hy((size_t)NBMAX * M), y1;
     size_t inv_bad = 0; /* batch row 0 against the 1-row run, bit for bit */
@@ -268,7 +266,6 @@ static void test_gemm(cuda_gemm_ctx *g, si_type t, const char *tn, int M, int K,
     const size_t sb = cuda_gemm_scratch_bytes(t, M, K, N);
     uint8_t *ds = dmalloc<uint8_t>(sb);
     h2d(dw, hw.data(), alloc);
-    if (cuda_weight_prepare(t, dw, M, K, g_st) != 0) report("weight prepare", NAN, 0);
     h2d(dx, hx.data(), hx.size());
     poison(dy, (size_t)N * M);
     if (cuda_gemm(g, t, dw, M, K, dx, N, dy, ds, g_st) != 0) report("gemm launch", NAN, 0);
@@ -296,7 +293,7 @@ static void test_gemm(cuda_gemm_ctx *g, si_type t, const char *tn, int M, int K,
         const double us = time_median_us([&] { cuda_gemm(g, t, dw, M, K, dx, N, dy, ds, g_st); }, 20);
         double us_dq = 0;
         if (t != SI_TYPE_F16 && t != SI_TYPE_BF16)
-            us_dq = time_median_us([&] { cuda_dequantize_f16(t, dw, M, K, ds, g_st); }, 20);
+            us_dq = time_median_us([&] { cuda_dequantize_f16(t, dw, (int64_t)M * K, ds, g_st); }, 20);
         const double tflops = 2.0 * M * K * N / us * 1e-6;
         bench_line("gemm  %-5s %5dx%-5d N=%-4d %9.1f us  %6.1f TFLOP/s  (dequant to f16: %.1f us)\n", tn, M,
                    K, N, us, tflops, us_dq);
@@ -369,7 +366,6 @@ static void test_mmq(cuda_gemm_ctx *g, si_type t, const char *tn, int M, int K, 
     uint8_t *dw = dmalloc<uint8_t>(alloc), *ds = dmalloc<uint8_t>(sb);
     float *dx = dmalloc<float>(hx.size()), *dy = dmalloc<float>((size_t)NBMAX * M);
     h2d(dw, hw.data(), alloc);
-    if (cuda_weight_prepare(t, dw, M, K, g_st) != 0) report("weight prepare", NAN, 0);
     h2d(dx, hx.data(), hx.size());
     std::vector<float> hy((size_t)NBMAX * M), first9;
     size_t inv_bad = 0;
@@ -536,7 +532,6 @@ static void test_get_rows(si_type t, const char *tn, int n_vocab, int n_cols, in
     int32_t *di = dmalloc<int32_t>(n_ids);
     float *dout = dmalloc<float>(ref.size());
     h2d(de, he.data(), bytes);
-    if (cuda_weight_prepare(t, de, n_vocab, n_cols, g_st) != 0) report("weight prepare", NAN, 0);
     h2d(di, ids.data(), n_ids);
     poison(dout, ref.size());
     const int rc = cuda_get_rows(t, de, n_cols, di, n_ids, dout, g_st);
@@ -761,8 +756,7 @@ int main(int argc, char **argv) {
     timing_init();
 
     /* GEMV: Llama-2-7B shapes (timed), the fused QKV and gate+up shapes, and odd ones */
-    printf("gemv paths (gemv.cu): f16/bf16 with K %% 8 == 0: streaming kernel; q4_0 with K %% 256 == 0: G8\n"
-           "  rows, streaming dp4a kernel (gemv_q4g.cuh); other quantised types with K %% 128 == 0\n"
+    printf("gemv paths (gemv.cu): f16/bf16 with K %% 8 == 0: streaming kernel; quantised types with K %% 128 == 0\n"
            "  (k-quants: K %% 256 == 0) and K <= 14336: x quantised to q8_0 per CTA, dp4a kernel (\"mma\":\n"
            "  the int8 tensor-core kernel, off by default, for nb >= 7 when K %% 256 == 0); any other shape:\n"
            "  f32-x kernel.\n"

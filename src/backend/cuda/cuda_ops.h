@@ -6,10 +6,9 @@
  * Launch failures abort through CUDA_CHECK (an internal invariant, as SI_ASSERT).
  *
  * Weight matrices are GGUF row-major: W[M][K], each row K / block_size blocks of
- * quant/quant_blocks.h, as cuda_weight_prepare leaves them after the upload (Q4_0 rows of a
- * multiple of 256 elements regrouped: q4_0_g8.cuh). The GEMV reads them with 16-byte loads, so a
- * weight buffer must start 16-byte aligned (cudaMalloc gives 256) and be allocated to a multiple
- * of 16 bytes (cuda_weight_alloc_bytes). */
+ * quant/quant_blocks.h. The GEMV reads them with 16-byte loads, so a weight buffer must start
+ * 16-byte aligned (cudaMalloc gives 256) and be allocated to a multiple of 16 bytes
+ * (cuda_weight_alloc_bytes). */
 #ifndef SI_BACKEND_CUDA_OPS_H
 #define SI_BACKEND_CUDA_OPS_H
 
@@ -27,10 +26,6 @@ extern "C" {
 /* Bytes to allocate for an M x K weight of type t (the row bytes rounded up to 16), or 0 when t
  * is not supported by cuda_gemv. */
 size_t cuda_weight_alloc_bytes(si_type t, int64_t M, int64_t K);
-/* Puts an M x K weight of type t just copied to the device (GGUF bytes, W) into the order the
- * kernels read (in place, on stream): Q4_0 with K % 256 == 0 is regrouped (q4_0_g8.cuh), every
- * other weight is left as it is. Every weight a kernel here reads must have been through it. */
-int cuda_weight_prepare(si_type t, void *W, int64_t M, int64_t K, cudaStream_t stream);
 
 /* ---- matmul (gemv.cu, gemm.cu) ---- */
 
@@ -119,10 +114,8 @@ int cuda_gemm_pre(cuda_gemm_ctx *g, si_type t, const void *W, int M, int K, int 
  * start. Returns whether this GPU has the kernel. */
 int cuda_gemm_use_rows64(cuda_gemm_ctx *g, int on);
 
-/* A rows x K matrix of type t (as the GPU keeps it: cuda_weight_prepare) to f16 (dst) — the
- * GEMM's dequantiser. */
-int cuda_dequantize_f16(si_type t, const void *src, int64_t rows, int64_t K, void *dst,
-                        cudaStream_t stream);
+/* n elements (a multiple of the block size) of type t to f16 (dst) — the GEMM's dequantiser. */
+int cuda_dequantize_f16(si_type t, const void *src, int64_t n, void *dst, cudaStream_t stream);
 
 /* ---- norms and element-wise (norm.cu, elementwise.cu) ---- */
 

@@ -77,11 +77,6 @@ static si_status place_rows(upload *u, const si_tensor *const *parts, int n_part
             upload_bytes(u, u->base + u->off + o, parts[i]->data, pb);
             o += pb;
         }
-        /* into the order the kernels read (Q4_0 regrouped: q4_0_g8.cuh), on the legacy stream
-         * after the copies; cuda_weights_get waits for it */
-        if (cuda_weight_prepare(t->type, u->base + u->off, rows, t->n_cols, 0) != 0)
-            return si_error(SI_ERR_INTERNAL, "cuda: tensor %s (layer %d) cannot be prepared",
-                            name, layer);
     }
     u->off += ALIGN_UP(bytes);
     return SI_OK;

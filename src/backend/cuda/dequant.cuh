@@ -10,7 +10,6 @@
 #define SI_BACKEND_CUDA_DEQUANT_CUH
 
 #include "backend/cuda/cuda_common.cuh"
-#include "backend/cuda/q4_0_g8.cuh"
 
 /* quant_blocks.h is C11: its _Static_assert is C++'s static_assert */
 #ifndef _Static_assert
@@ -60,25 +59,18 @@ struct tq_q8_0 {
     }
 };
 
-/* x = d * (q - 8); qs[j]: element j (low nibble), j + 16 (high). GGUF order: the rows the GPU
- * keeps so, those whose length is not a multiple of 256 (q4_0_g8.cuh). */
+/* x = d * (q - 8); qs[j]: element j (low nibble), j + 16 (high) */
 struct tq_q4_0 {
     static constexpr int BE = QK4_0, BB = sizeof(block_q4_0), UPB = 4, NG = 2;
     __device__ static void unit(const uint8_t *b, int u, float *w, int *xo) {
-        q4_0_word_to_float(si_h2f(si_ld16(b)), si_ld32(b + 2 + 4 * u), w);
+        const float d = si_h2f(si_ld16(b));
+        const uint32_t q = si_ld32(b + 2 + 4 * u);
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            w[j] = d * (float)((int)((q >> (8 * j)) & 15) - 8);
+            w[4 + j] = d * (float)((int)((q >> (8 * j + 4)) & 15) - 8);
+        }
         xo[0] = 4 * u; xo[1] = 16 + 4 * u;
-    }
-};
-
-/* Q4_0 in G8 order (q4_0_g8.cuh), rows of a multiple of 256: a "block" here is a group of 8,
- * always 16-byte aligned, so the nibbles are read as aligned words */
-struct tq_q4_0g {
-    static constexpr int BE = 8 * QK4_0, BB = Q4G_GROUP_BYTES, UPB = 32, NG = 2;
-    __device__ static void unit(const uint8_t *b, int u, float *w, int *xo) {
-        const int j = u >> 2, s = u & 3; /* block j of the group, its word s */
-        q4_0_word_to_float(si_h2f(si_ld16(b + q4g_scale_at(j))),
-                           *(const uint32_t *)(b + q4g_nibbles_at(j) + 4 * s), w);
-        xo[0] = 32 * j + 4 * s; xo[1] = 32 * j + 16 + 4 * s;
     }
 };
 

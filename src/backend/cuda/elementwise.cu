@@ -80,9 +80,7 @@ extern "C" int cuda_get_rows(si_type t, const void *E, int n_cols, const int32_t
     case SI_TYPE_F16: return get_rows_launch<tq_f16>(E, n_cols, ids, n_ids, out, stream);
     case SI_TYPE_BF16: return get_rows_launch<tq_bf16>(E, n_cols, ids, n_ids, out, stream);
     case SI_TYPE_Q8_0: return get_rows_launch<tq_q8_0>(E, n_cols, ids, n_ids, out, stream);
-    case SI_TYPE_Q4_0:
-        return si_q4_0_g8(n_cols) ? get_rows_launch<tq_q4_0g>(E, n_cols, ids, n_ids, out, stream)
-                                  : get_rows_launch<tq_q4_0>(E, n_cols, ids, n_ids, out, stream);
+    case SI_TYPE_Q4_0: return get_rows_launch<tq_q4_0>(E, n_cols, ids, n_ids, out, stream);
     case SI_TYPE_Q4_1: return get_rows_launch<tq_q4_1>(E, n_cols, ids, n_ids, out, stream);
     case SI_TYPE_Q4_K: return get_rows_launch<tq_q4_k>(E, n_cols, ids, n_ids, out, stream);
     case SI_TYPE_Q6_K: return get_rows_launch<tq_q6_k>(E, n_cols, ids, n_ids, out, stream);
@@ -123,16 +121,13 @@ static int dequant_launch(const void *src, int64_t n, void *dst, cudaStream_t st
     return 0;
 }
 
-extern "C" int cuda_dequantize_f16(si_type t, const void *src, int64_t rows, int64_t K,
-                                   void *dst, cudaStream_t stream) {
-    const int64_t n = rows * K;
+extern "C" int cuda_dequantize_f16(si_type t, const void *src, int64_t n, void *dst,
+                                   cudaStream_t stream) {
     switch (t) {
     case SI_TYPE_F32: return dequant_launch<tq_f32>(src, n, dst, stream);
     case SI_TYPE_BF16: return dequant_launch<tq_bf16>(src, n, dst, stream);
     case SI_TYPE_Q8_0: return dequant_launch<tq_q8_0>(src, n, dst, stream);
-    case SI_TYPE_Q4_0:
-        return si_q4_0_g8(K) ? dequant_launch<tq_q4_0g>(src, n, dst, stream)
-                             : dequant_launch<tq_q4_0>(src, n, dst, stream);
+    case SI_TYPE_Q4_0: return dequant_launch<tq_q4_0>(src, n, dst, stream);
     case SI_TYPE_Q4_1: return dequant_launch<tq_q4_1>(src, n, dst, stream);
     case SI_TYPE_Q4_K: return dequant_launch<tq_q4_k>(src, n, dst, stream);
     case SI_TYPE_Q6_K: return dequant_launch<tq_q6_k>(src, n, dst, stream);

@@ -73,7 +73,7 @@ extern "C" int cuda_gemm(cuda_gemm_ctx *g, si_type t, const void *W, int M, int 
     const void *Wh = W;
     if (!gemm_native(t)) {
         void *wd = xs + ((((size_t)n_rows * K * 2) + 255) & ~(size_t)255);
-        if (cuda_dequantize_f16(t, W, M, K, wd, stream) != 0) return -1;
+        if (cuda_dequantize_f16(t, W, (int64_t)M * K, wd, stream) != 0) return -1;
         Wh = wd;
     }
     const int64_t nx = (int64_t)n_rows * K;

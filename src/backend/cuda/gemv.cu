@@ -1,6 +1,5 @@
 /* gemv.cu — decode matmul (cuda_gemv). Fast paths: gemv_fast.cuh (F16/BF16, K % 8 == 0),
- * gemv_q4g.cuh (Q4_0 in G8 order, K % 256 == 0: q4_0_g8.cuh), gemv_q8x.cuh (the other quantised
- * types and GGUF-order Q4_0, x quantised to q8, dp4a; K % 128 == 0) and
+ * gemv_q8x.cuh (the quantised types with x quantised to q8, dp4a; K % 128 == 0) and
  * gemv_mma.cuh (the same on int8 tensor cores from GEMV_MMA_MIN_NB batch rows; K % 256 == 0);
  * every other shape takes the general kernel here, which multiplies f32 x.
  *
@@ -124,7 +123,6 @@ static int gemv_launch(const void *W, int M, int K, const float *x, int nb, floa
 #include "backend/cuda/gemv_fast.cuh"
 #include "backend/cuda/gemv_h16_mma.cuh"
 #include "backend/cuda/gemv_q8x.cuh"
-#include "backend/cuda/gemv_q4g.cuh"
 #include "backend/cuda/gemv_mma.cuh"
 
 extern "C" size_t cuda_weight_alloc_bytes(si_type t, int64_t M, int64_t K) {
@@ -139,35 +137,6 @@ extern "C" size_t cuda_weight_alloc_bytes(si_type t, int64_t M, int64_t K) {
     default: return 0;
     }
     return (((size_t)M * (size_t)(K / be) * bb) + 15) & ~(size_t)15;
-}
-
-/* GGUF Q4_0 -> G8 order in place (q4_0_g8.cuh), one thread a group of 8 blocks */
-__global__ void q4_0_to_g8_kernel(uint8_t *w, long long n_groups) {
-    const long long g = blockIdx.x * (long long)blockDim.x + threadIdx.x;
-    if (g >= n_groups) return;
-    uint4 *p = (uint4 *)(w + Q4G_GROUP_BYTES * g);
-    uint4 in[9], out[9];
-#pragma unroll
-    for (int i = 0; i < 9; i++) in[i] = p[i];
-    const uint8_t *s = (const uint8_t *)in;
-    uint8_t *o = (uint8_t *)out;
-    for (int b = 0; b < 8; b++) {
-        o[q4g_scale_at(b)] = s[18 * b];
-        o[q4g_scale_at(b) + 1] = s[18 * b + 1];
-        for (int j = 0; j < 16; j++) o[q4g_nibbles_at(b) + j] = s[18 * b + 2 + j];
-    }
-#pragma unroll
-    for (int i = 0; i < 9; i++) p[i] = out[i];
-}
-
-extern "C" int cuda_weight_prepare(si_type t, void *W, int64_t M, int64_t K, cudaStream_t stream) {
-    if (t != SI_TYPE_Q4_0 || !si_q4_0_g8(K)) return 0;
-    if (M < 0 || ((uintptr_t)W & 15)) return -1;
-    const long long n_groups = M * (K / 256);
-    if (n_groups == 0) return 0;
-    q4_0_to_g8_kernel<<<(unsigned)((n_groups + 255) / 256), 256, 0, stream>>>((uint8_t *)W, n_groups);
-    CUDA_CHECK_LAUNCH();
-    return 0;
 }
 
 /* Batch rows from which the quantised types take the tensor-core kernel (gemv_mma.cuh) rather
@@ -216,12 +185,7 @@ extern "C" int cuda_gemv(si_type t, const void *W, int M, int K, const float *x,
         if (K % 8 == 0) return gemv_h16_launch<true>(W, M, K, x, n_batch, y, stream);
         return gemv_launch<tq_bf16>(W, M, K, x, n_batch, y, stream);
     case SI_TYPE_Q8_0: return gemv_quant<tmma_q8_0, tqx_q8_0, tq_q8_0>(W, M, K, x, n_batch, y, stream);
-    case SI_TYPE_Q4_0:
-        if (!si_q4_0_g8(K)) return gemv_quant<tmma_q4_0, tqx_q4_0, tq_q4_0>(W, M, K, x, n_batch, y, stream);
-        if (n_batch >= GEMV_MMA_MIN_NB && gemv_mma_on() &&
-            gemv_mma_launch<tmma_q4_0>(W, M, K, x, n_batch, y, stream) == 0)
-            return 0;
-        return gemv_q4g_launch<Q4G_F32>(W, M, K, x, n_batch, y, stream);
+    case SI_TYPE_Q4_0: return gemv_quant<tmma_q4_0, tqx_q4_0, tq_q4_0>(W, M, K, x, n_batch, y, stream);
     case SI_TYPE_Q4_1: return gemv_quant<tmma_q4_1, tqx_q4_1, tq_q4_1>(W, M, K, x, n_batch, y, stream);
     case SI_TYPE_Q4_K: return gemv_quant<tmma_q4_k, tqx_q4_k, tq_q4_k>(W, M, K, x, n_batch, y, stream);
     case SI_TYPE_Q6_K: return gemv_quant<tmma_q6_k, tqx_q6_k, tq_q6_k>(W, M, K, x, n_batch, y, stream);
@@ -236,7 +200,7 @@ extern "C" int cuda_gemv_pre_ok(si_type t, int K, int n_batch) {
     if (n_batch >= GEMV_MMA_MIN_NB && gemv_mma_on()) return 0; /* cuda_gemv takes gemv_mma */
     switch (t) {
     case SI_TYPE_Q8_0: return gemv_q8x_ok<tqx_q8_0>(K);
-    case SI_TYPE_Q4_0: return si_q4_0_g8(K) || gemv_q8x_ok<tqx_q4_0>(K);
+    case SI_TYPE_Q4_0: return gemv_q8x_ok<tqx_q4_0>(K);
     case SI_TYPE_Q4_1: return gemv_q8x_ok<tqx_q4_1>(K);
     case SI_TYPE_Q4_K: return gemv_q8x_ok<tqx_q4_k>(K);
     case SI_TYPE_Q6_K: return gemv_q8x_ok<tqx_q6_k>(K);
@@ -251,9 +215,7 @@ extern "C" int cuda_gemv_pre(si_type t, const void *W, int M, int K, const void 
     const float *x = (const float *)xq; /* the kernels' x parameter; Q8X_PRE reads it as bytes */
     switch (t) {
     case SI_TYPE_Q8_0: return gemv_q8x_launch<tqx_q8_0, Q8X_PRE>(W, M, K, x, n_batch, y, stream);
-    case SI_TYPE_Q4_0:
-        if (si_q4_0_g8(K)) return gemv_q4g_launch<Q4G_PRE>(W, M, K, xq, n_batch, y, stream);
-        return gemv_q8x_launch<tqx_q4_0, Q8X_PRE>(W, M, K, x, n_batch, y, stream);
+    case SI_TYPE_Q4_0: return gemv_q8x_launch<tqx_q4_0, Q8X_PRE>(W, M, K, x, n_batch, y, stream);
     case SI_TYPE_Q4_1: return gemv_q8x_launch<tqx_q4_1, Q8X_PRE>(W, M, K, x, n_batch, y, stream);
     case SI_TYPE_Q4_K: return gemv_q8x_launch<tqx_q4_k, Q8X_PRE>(W, M, K, x, n_batch, y, stream);
     case SI_TYPE_Q6_K: return gemv_q8x_launch<tqx_q6_k, Q8X_PRE>(W, M, K, x, n_batch, y, stream);
@@ -267,9 +229,7 @@ extern "C" int cuda_gemv_norm_ok(si_type t, int M, int K) {
     if (!cuda_gemv_pre_ok(t, K, 1)) return 0;
     switch (t) {
     case SI_TYPE_Q8_0: return gemv_q8x_norm_ok<tqx_q8_0>(M, K);
-    /* not G8 rows (gemv_q4g.cuh has no norm inside: its many small CTAs would each normalise
-     * x, and a row must sum alike alone, here, and batched, after the norm kernel) */
-    case SI_TYPE_Q4_0: return !si_q4_0_g8(K) && gemv_q8x_norm_ok<tqx_q4_0>(M, K);
+    case SI_TYPE_Q4_0: return gemv_q8x_norm_ok<tqx_q4_0>(M, K);
     case SI_TYPE_Q4_1: return gemv_q8x_norm_ok<tqx_q4_1>(M, K);
     case SI_TYPE_Q4_K: return gemv_q8x_norm_ok<tqx_q4_k>(M, K);
     case SI_TYPE_Q6_K: return gemv_q8x_norm_ok<tqx_q6_k>(M, K);

@@ -31,17 +31,16 @@ __device__ __forceinline__ uint32_t si_nib_s8(uint32_t v, int sh, int off) { /* 
     return off ? (q + 0x80808080u - 0x01010101u * (uint32_t)off) ^ 0x80808080u : q;
 }
 
-/* Q4_0 in G8 order (q4_0_g8.cuh): these kernels take rows of a multiple of 256 only, which the
- * GPU keeps so; a segment is one group */
 struct tmma_q4_0 {
-    static constexpr int SEGB = Q4G_GROUP_BYTES;
+    static constexpr int SEGB = 8 * 18;
     static constexpr bool TWO = false;
     __device__ static void frag(const uint8_t *row, int j, int c, uint32_t &lo, uint32_t &hi, float &sa,
                                 float &sb, float &mn) {
-        const uint32_t w = *(const uint32_t *)(row + q4g_nibbles_at(j) + 4 * c);
+        const uint8_t *b = row + 18 * j;
+        const uint32_t w = si_ld32(b + 2 + 4 * c);
         lo = si_nib_s8(w, 0, 8);
         hi = si_nib_s8(w, 4, 8);
-        sa = sb = si_h2f(si_ld16(row + q4g_scale_at(j)));
+        sa = sb = si_h2f(si_ld16(b));
         mn = 0.0f;
     }
 };
