@@ -12,9 +12,13 @@
  * What it measures: the 129 matrices of a Llama-2-7B Q4_0 token, one kernel a matrix launched with
  * PDL in a CUDA graph (graph_us), for several shapes of the kernel (KS warps a row, R rows a warp,
  * U blocks a lane and row in flight), against the engine's cuda_gemv_pre on the same weights in
- * GGUF order with the same quantised x; every variant's y is checked against the engine's.
+ * GGUF order with the same quantised x; every variant's y is checked against the engine's. Then
+ * the token as the engine's graph has it ("as the engine": the norms, and stand-ins for the
+ * short kernels between the GEMVs), since the GEMVs alone misjudged the engine (s17: 12 %
+ * faster alone, 15 % slower in the engine).
  *
- *   q4_split_gemv [reps (default 20)]     exits 1 if a check fails */
+ *   q4_split_gemv [reps (default 20)] [attention ns (3000)] [SwiGLU ns (2000)]
+ * exits 1 if a check fails */
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
@@ -88,6 +92,17 @@ __global__ void fill_q4_0_kernel(uint8_t *w, long long n_blocks, unsigned seed) 
         const uint32_t v = next();
         memcpy(b + 2 + j, &v, 4);
     }
+}
+
+/* A stand-in for the short kernels between a decode layer's GEMVs (RoPE + attention after QKV,
+ * SwiGLU after gate/up): launched with PDL like them, it lets the next kernel launch at once,
+ * waits for the one before, then keeps its CTAs busy for ns nanoseconds with HBM idle. */
+__global__ void gap_kernel(unsigned ns) {
+    si_pdl_trigger();
+    si_pdl_wait();
+    unsigned long long t0, t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+    do asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); while (t - t0 < ns);
 }
 
 #define WARPS 8
@@ -243,8 +258,10 @@ static std::vector<uint8_t> q8x_rows(int K, int nb, unsigned seed) {
 
 int main(int argc, char **argv) {
     const int reps = argc > 1 ? atoi(argv[1]) : 20;
-    if (reps < 1) {
-        fprintf(stderr, "usage: q4_split_gemv [reps]\n");
+    /* the stand-ins for attention and SwiGLU, ns (the "as the engine" lines) */
+    const int gap_attn = argc > 2 ? atoi(argv[2]) : 3000, gap_swiglu = argc > 3 ? atoi(argv[3]) : 2000;
+    if (reps < 1 || gap_attn < 0 || gap_swiglu < 0) {
+        fprintf(stderr, "usage: q4_split_gemv [reps] [attention ns] [SwiGLU ns]\n");
         return 2;
     }
     timing_init();
@@ -380,6 +397,59 @@ int main(int argc, char **argv) {
             if (k_cfgs[c].nb == nb) token(k_cfgs[c].name, graph_us(reps, all, [&](int m) { split(c, m); }));
     }
     token("engine (gemv_q8x) NB1, again", graph_us(reps, all, [&](int m) { engine(m, 1); }));
+
+    /* The token as the engine's decode graph has it at batch 1 (the chains above have nothing
+     * between the GEMVs, and misjudged: bench/RESULTS.md s17): QKV and gate/up behind their
+     * norm, which the engine runs inside its GEMV (cuda_gemv_norm) and a split variant as a
+     * kernel before it (cuda_add_rmsnorm quantising x, as norm_for does); gap_kernel after QKV
+     * and gate/up for attention and SwiGLU (3 and 2 us unless given). */
+    float *xf, *wn;
+    CUDA_CHECK(cudaMalloc(&xf, 4 * 4096));
+    CUDA_CHECK(cudaMalloc(&wn, 4 * 4096));
+    {
+        std::vector<float> h(4096);
+        for (int i = 0; i < 4096; i++) h[i] = (float)((i * 37) % 101) / 50.0f - 1.0f;
+        CUDA_CHECK(cudaMemcpy(xf, h.data(), 4 * 4096, cudaMemcpyHostToDevice));
+        for (int i = 0; i < 4096; i++) h[i] = 1.0f + (float)(i % 7) / 10.0f;
+        CUDA_CHECK(cudaMemcpy(wn, h.data(), 4 * 4096, cudaMemcpyHostToDevice));
+    }
+    auto as_engine = [&](int m, bool staged, int cfg) { /* staged: the engine's gemv_q8x */
+        const int sh = mat_shape[m], M = shapes[sh][0], K = shapes[sh][1];
+        const bool normed = sh == 0 || sh == 2;
+        if (normed && staged) {
+            if (cuda_gemv_norm(SI_TYPE_Q4_0, w_gguf + off[m], M, K, xf, NULL, wn, 1e-5f, NULL,
+                               y_ref, g_st) != 0)
+                exit(1);
+        } else if (normed) {
+            if (cuda_add_rmsnorm(NULL, xq4k, xf, NULL, wn, 4096, 1, 1e-5f, g_st) != 0) exit(1);
+            split(cfg < 0 ? best[sh] : cfg, m);
+        } else if (staged) {
+            engine(m, 1);
+        } else {
+            split(cfg < 0 ? best[sh] : cfg, m);
+        }
+        if (sh == 0 || sh == 2)
+            si_launch_pdl(gap_kernel, 32, 128, 0, g_st, (unsigned)(sh == 0 ? gap_attn : gap_swiglu));
+    };
+    token("as the engine: engine (gemv_q8x, norm inside)", graph_us(reps, all, [&](int m) { as_engine(m, true, 0); }));
+    /* the per-shape choice the engine integration (a3bfdb4) made */
+    auto find = [&](const char *n) {
+        for (int c = 0; c < N_CFG; c++)
+            if (!strcmp(k_cfgs[c].name, n)) return c;
+        exit(1);
+    };
+    best[0] = best[2] = best[4] = find("G8_SPLIT NB1 KS2 R8 U1");
+    best[1] = find("G8_SPLIT NB1 KS2 R4 U2");
+    best[3] = find("G8_SPLIT NB1 KS2 R4 U1");
+    token("as the engine: G8 as a3bfdb4 (+ norm kernel)", graph_us(reps, all, [&](int m) { as_engine(m, false, -1); }));
+    for (int c = 0; c < N_CFG; c++)
+        if (k_cfgs[c].nb == 1 && k_cfgs[c].layout == G8_SPLIT) {
+            snprintf(name, sizeof name, "as the engine: %s", k_cfgs[c].name);
+            token(name, graph_us(reps, all, [&](int m) { as_engine(m, false, c); }));
+        }
+    token("as the engine: engine, again", graph_us(reps, all, [&](int m) { as_engine(m, true, 0); }));
+    CUDA_CHECK(cudaFree(xf));
+    CUDA_CHECK(cudaFree(wn));
     CUDA_CHECK(cudaFree(w_gguf));
     CUDA_CHECK(cudaFree(w_split[0]));
     CUDA_CHECK(cudaFree(w_split[1]));
