@@ -33,13 +33,7 @@
 #include "backend/cuda/pdl.cuh"
 #include "timing.cuh" /* tests/cuda: g_st, CUDA_CHECK, graph_us */
 
-__device__ __forceinline__ uint4 ldg_once16(const void *p) {
-    uint4 v;
-    asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-        : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-        : "l"(p));
-    return v;
-}
+/* the 2-byte sibling of si_ldg_stream16 (cuda_common.cuh) */
 __device__ __forceinline__ uint16_t ldg_once2(const void *p) {
     uint16_t v;
     asm("ld.global.nc.L1::no_allocate.u16 %0, [%1];" : "=h"(v) : "l"(p));
@@ -139,7 +133,7 @@ __global__ void __launch_bounds__(WARPS * 32)
             const int c = c0 + 32 * u;
 #pragma unroll
             for (int r = 0; r < R; r++) {
-                q[r][u] = c < c_end ? ldg_once16(rowp[r] + nibbles_at<LAYOUT>(nb, c)) : make_uint4(0, 0, 0, 0);
+                q[r][u] = c < c_end ? si_ldg_stream16(rowp[r] + nibbles_at<LAYOUT>(nb, c)) : make_uint4(0, 0, 0, 0);
                 d[r][u] = c < c_end ? ldg_once2(rowp[r] + scale_at<LAYOUT>(nb, c)) : (uint16_t)0;
             }
         }

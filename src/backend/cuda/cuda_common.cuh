@@ -26,6 +26,16 @@ __device__ __forceinline__ uint32_t si_ld32(const uint8_t *p) {
     return (uint32_t)si_ld16(p) | ((uint32_t)si_ld16(p + 2) << 16);
 }
 
+/* 16 bytes (16-aligned) of data read once, such as a weight in a decode GEMV: through the
+ * read-only path, not kept in L1 */
+__device__ __forceinline__ uint4 si_ldg_stream16(const void *p) {
+    uint4 v;
+    asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+        : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+        : "l"(p));
+    return v;
+}
+
 __device__ __forceinline__ float si_warp_sum(float v) {
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);

@@ -12,14 +12,6 @@
 #include "backend/cuda/pdl.cuh"
 /* ---------------------------------------------------------------- F16 / BF16 */
 
-__device__ __forceinline__ uint4 si_ldg_stream16(const void *p) {
-    uint4 v;
-    asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-                 : "l"(p));
-    return v;
-}
-
 template <bool BF> __device__ __forceinline__ float2 si_h2x2f(uint32_t u) {
     if (BF) return make_float2(__uint_as_float(u << 16), __uint_as_float(u & 0xFFFF0000u));
     return __half22float2(*(const __half2 *)&u);
