@@ -25,14 +25,15 @@
 #include "engine/engine.h"
 #include "model/synth.h"
 #include "swiftinfer.h"
+#define TEST_TMPDIR_NAME "si_test_engine"
+#include "test_tmpdir.h"
 
-static char g_dir[256], g_path[300];
+static char g_path[300];
 static si_model *g_m;
 
 static int setup(void **state) {
     (void)state;
-    snprintf(g_dir, sizeof g_dir, "/tmp/si_test_engine_XXXXXX");
-    if (!mkdtemp(g_dir)) return -1;
+    if (tmpdir_make()) return -1;
     synth_params p;
     if (synth_params_init(&p, "tiny")) return -1;
     p.seed = 7;
@@ -47,9 +48,7 @@ static int setup(void **state) {
 static int teardown(void **state) {
     (void)state;
     si_model_free(g_m);
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
-    return system(cmd) == 0 ? 0 : -1;
+    return tmpdir_remove();
 }
 
 static si_engine *engine(si_model *m, int32_t n_blocks, int32_t max_seqs, int32_t max_tokens) {

@@ -35,26 +35,13 @@
 #include "model/model.h"
 #include "model/synth.h"
 #include "swiftinfer.h"
+#define TEST_TMPDIR_NAME "si_test_fwdb"
+#include "test_tmpdir.h"
 
 #define N_CTX 256
 #define MAX_BLOCKS (N_CTX / KV_BLOCK_SIZE)
 #define POOL_BLOCKS 48
 #define N_SEQ 3
-
-static char g_dir[256];
-
-static int setup_dir(void **state) {
-    (void)state;
-    snprintf(g_dir, sizeof g_dir, "/tmp/si_test_fwdb_XXXXXX");
-    return mkdtemp(g_dir) ? 0 : -1;
-}
-
-static int teardown_dir(void **state) {
-    (void)state;
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
-    return system(cmd) == 0 ? 0 : -1;
-}
 
 /* Writes and loads the shape (with n_layer layers when > 0) in q8_0. */
 static si_model *load_shape(const char *shape, int n_layer) {

@@ -18,21 +18,10 @@
 #include "core/error.h"
 #include "model/gguf.h"
 #include "quant/quant.h"
+#define TEST_TMPDIR_NAME "si_test_gguf"
+#include "test_tmpdir.h"
 
 /* ---- helpers ------------------------------------------------------------------------------- */
-
-static char g_dir[256];
-
-static int setup_dir(void **state) {
-    snprintf(g_dir, sizeof(g_dir), "/tmp/si_test_gguf_XXXXXX");
-    return mkdtemp(g_dir) ? 0 : -1;
-}
-
-static int teardown_dir(void **state) {
-    char cmd[300];
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", g_dir);
-    return system(cmd) == 0 ? 0 : -1;
-}
 
 static void tmp_path(char *out, size_t cap, const char *name) {
     snprintf(out, cap, "%s/%s", g_dir, name);

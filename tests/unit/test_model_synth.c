@@ -26,23 +26,10 @@
 #include "model/synth.h"
 #include "quant/quant.h"
 #include "swiftinfer.h"
+#define TEST_TMPDIR_NAME "si_test_synth"
+#include "test_tmpdir.h"
 
 #define N_TOKENS 20
-
-static char g_dir[256];
-
-static int setup_dir(void **state) {
-    (void)state;
-    snprintf(g_dir, sizeof g_dir, "/tmp/si_test_synth_XXXXXX");
-    return mkdtemp(g_dir) ? 0 : -1;
-}
-
-static int teardown_dir(void **state) {
-    (void)state;
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
-    return system(cmd) == 0 ? 0 : -1;
-}
 
 /* Writes shape in type (dequantised to f32 when deq) to g_dir/name; returns the path. */
 static const char *write_model(char *path, size_t cap, const char *name, const char *shape,
