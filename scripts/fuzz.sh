@@ -15,8 +15,8 @@ seed="${FUZZ_SEED:-1}"
 scale="${FUZZ_SCALE:-1}"
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="$root/build-fuzz"
-targets=(gguf jinja openai_request)
-declare -A runs=([gguf]=2000000 [jinja]=400000 [openai_request]=1500000) # ~40-60 s each here
+targets=(gguf jinja openai_request gemm_table)
+declare -A runs=([gguf]=2000000 [jinja]=400000 [openai_request]=1500000 [gemm_table]=300000) # ~40-60 s each here (gemm_table ~10 s)
 
 cmake -S "$root" -B "$build" -DCMAKE_C_COMPILER=clang -DSWIFTINFER_FUZZ=ON \
     -DSWIFTINFER_TESTS=OFF -DSWIFTINFER_CUDA=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null

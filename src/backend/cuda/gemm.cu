@@ -6,13 +6,88 @@
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/gemm.cuh"
 #include "backend/cuda/gemm_rows64.h"
+#include "backend/cuda/gemm_table.h"
 
 struct cuda_gemm_ctx {
     cublasLtHandle_t lt;
     void *workspace;
+    gemm_table table;    /* configurations chosen ahead (gemm_table_load) */
     cuda_rows64 *rows64; /* NULL: not this GPU */
     bool rows64_on;      /* cuda_gemm_use_rows64; SI_CUDA_ROWS64=1 */
 };
+
+/* The matmul configurations to take (gemm_table.h): the file SI_CUDA_GEMM_TABLE names ("none":
+ * no table, the heuristic's first choice everywhere), else the table measured on this GPU, if
+ * any. Returns -1, saying why, when the file cannot be read or parsed. */
+static int gemm_table_load(gemm_table *t) {
+    t->e = NULL;
+    t->n = 0;
+    char err[160];
+    const char *path = getenv("SI_CUDA_GEMM_TABLE");
+    if (!path || !*path) {
+        int dev = 0;
+        cudaDeviceProp prop;
+        if (cudaGetDevice(&dev) != cudaSuccess ||
+            cudaGetDeviceProperties(&prop, dev) != cudaSuccess)
+            return 0;
+        const int ver = (int)(cublasLtGetVersion() / 10000);
+        const char *text = gemm_table_builtin(prop.name, ver);
+        if (text && gemm_table_parse(t, text, err, sizeof err) != 0) {
+            fprintf(stderr, "cuda: the built-in matmul table of %s: %s\n", prop.name, err);
+            return -1;
+        }
+        return 0;
+    }
+    if (!strcmp(path, "none")) return 0;
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        fprintf(stderr, "SI_CUDA_GEMM_TABLE=%s: cannot open it\n", path);
+        return -1;
+    }
+    const size_t cap = 1 << 16;
+    char *text = (char *)malloc(cap);
+    const size_t n = text ? fread(text, 1, cap - 1, f) : 0;
+    const bool whole = text && feof(f) && !ferror(f);
+    fclose(f);
+    int rc = 0;
+    if (!whole) {
+        fprintf(stderr, "SI_CUDA_GEMM_TABLE=%s: unreadable or larger than %zu bytes\n", path,
+                cap - 1);
+        rc = -1;
+    } else {
+        text[n] = '\0';
+        if (gemm_table_parse(t, text, err, sizeof err) != 0) {
+            fprintf(stderr, "SI_CUDA_GEMM_TABLE=%s: %s\n", path, err);
+            rc = -1;
+        }
+    }
+    free(text);
+    return rc;
+}
+
+extern "C" int cuda_gemm_table_algo(cublasLtHandle_t lt, const gemm_table_entry *e,
+                                    cublasLtMatmulAlgo_t *a) {
+    const cudaDataType_t ab = e->type == SI_TYPE_BF16 ? CUDA_R_16BF : CUDA_R_16F;
+    if (cublasLtMatmulAlgoInit(lt, CUBLAS_COMPUTE_32F, CUDA_R_32F, ab, ab, CUDA_R_32F, CUDA_R_32F,
+                               e->id, a) != CUBLAS_STATUS_SUCCESS)
+        return -1;
+    const struct {
+        cublasLtMatmulAlgoConfigAttributes_t at;
+        const void *v;
+        size_t n;
+    } set[] = {{CUBLASLT_ALGO_CONFIG_TILE_ID, &e->tile, sizeof e->tile},
+               {CUBLASLT_ALGO_CONFIG_STAGES_ID, &e->stages, sizeof e->stages},
+               {CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &e->splitk, sizeof e->splitk},
+               {CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &e->red, sizeof e->red},
+               {CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, &e->swizzle, sizeof e->swizzle},
+               {CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION, &e->custom, sizeof e->custom},
+               {CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &e->cluster, sizeof e->cluster}};
+    for (size_t i = 0; i < sizeof set / sizeof set[0]; i++)
+        if (cublasLtMatmulAlgoConfigSetAttribute(a, set[i].at, set[i].v, set[i].n) !=
+            CUBLAS_STATUS_SUCCESS)
+            return -1;
+    return 0;
+}
 
 extern "C" int cuda_gemm_create(cuda_gemm_ctx **out) {
     cuda_gemm_ctx *g = (cuda_gemm_ctx *)calloc(1, sizeof *g);
@@ -23,12 +98,13 @@ extern "C" int cuda_gemm_create(cuda_gemm_ctx **out) {
     const char *e = getenv("SI_CUDA_ROWS64");
     g->rows64_on = e && e[0] == '1';
     *out = g;
-    return 0;
+    return gemm_table_load(&g->table);
 }
 
 extern "C" void cuda_gemm_free(cuda_gemm_ctx *g) {
     if (!g) return;
     cublasLtDestroy(g->lt);
+    gemm_table_free(&g->table);
     CUDA_CHECK(cudaFree(g->workspace));
     cuda_rows64_free(g->rows64);
     free(g);
@@ -119,7 +195,17 @@ static int gemm_lt(cuda_gemm_ctx *g, bool bf, const void *Wh, int M, int K, cons
         pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
     cublasLtMatmulHeuristicResult_t heur;
     int found = 0;
-    CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(g->lt, op, la, lb, lc, lc, pref, 1, &heur, &found));
+    /* the table's configuration where it has one for this shape and cuBLASLt takes it */
+    const gemm_table_entry *te =
+        gemm_table_find(&g->table, bf ? SI_TYPE_BF16 : SI_TYPE_F16, M, K, n_rows);
+    if (te && cuda_gemm_table_algo(g->lt, te, &heur.algo) == 0 &&
+        cublasLtMatmulAlgoCheck(g->lt, op, la, lb, lc, lc, &heur.algo, &heur) ==
+            CUBLAS_STATUS_SUCCESS &&
+        heur.workspaceSize <= ws)
+        found = 1;
+    else
+        CUBLAS_CHECK(
+            cublasLtMatmulAlgoGetHeuristic(g->lt, op, la, lb, lc, lc, pref, 1, &heur, &found));
     int rc = -1;
     if (found > 0) {
         const float alpha = 1.0f, beta = 0.0f;

@@ -14,4 +14,9 @@
     } while (0)
 
 #define GEMM_WORKSPACE (32u << 20)
+
+#include "backend/cuda/gemm_table.h"
+/* A table entry's configuration as a cuBLASLt algorithm; -1 where this cuBLASLt lacks it. */
+extern "C" int cuda_gemm_table_algo(cublasLtHandle_t lt, const gemm_table_entry *e,
+                                    cublasLtMatmulAlgo_t *a);
 #endif
