@@ -52,6 +52,8 @@
 typedef struct step_sums {
     long steps, cycles;
     double gpu_ms, call_s, cycle_s;
+    double worst_s[3]; /* the longest host times in the step, longest first */
+    long worst_at[3];  /* their step numbers (0: the first step of this size) */
 } step_sums;
 
 typedef struct step_timing {
@@ -130,8 +132,19 @@ static void step_timing_end(step_timing *t, cudaStream_t st) {
     float ms;
     CUDA_CHECK(cudaEventElapsedTime(&ms, t->begin, t->end));
     step_sums *s = &t->by_n[t->n_tokens];
+    const double call = cuda_now_s() - t->t0;
     s->gpu_ms += ms;
-    s->call_s += cuda_now_s() - t->t0;
+    s->call_s += call;
+    for (int i = 0; i < 3; i++) /* keep the three longest, in order */
+        if (s->steps < i + 1 || call > s->worst_s[i]) {
+            for (int j = 2; j > i; j--) {
+                s->worst_s[j] = s->worst_s[j - 1];
+                s->worst_at[j] = s->worst_at[j - 1];
+            }
+            s->worst_s[i] = call;
+            s->worst_at[i] = s->steps;
+            break;
+        }
     s->steps++;
 }
 
@@ -141,6 +154,9 @@ static void step_sums_report(int n, const step_sums *s) {
             "host time in the step %.1f us", s->steps, n, 1e3 * s->gpu_ms / s->steps,
             1e6 * s->call_s / s->steps);
     if (s->cycles) fprintf(stderr, ", start to next start %.1f us", 1e6 * s->cycle_s / s->cycles);
+    fprintf(stderr, "; longest:");
+    for (int i = 0; i < 3 && i < s->steps; i++)
+        fprintf(stderr, " %.1f us (step %ld)", 1e6 * s->worst_s[i], s->worst_at[i]);
     fprintf(stderr, "\n");
 }
 
@@ -296,6 +312,7 @@ static void cuda_free_state(void *state) {
     free(c);
 }
 
+static int warm_decode(cuda_state *c);
 static si_status cuda_create(si_model *m, const backend_params *p, void **state) {
     *state = NULL;
     const model_hparams *hp = &m->hp;
@@ -378,7 +395,12 @@ static si_status cuda_create(si_model *m, const backend_params *p, void **state)
                                  c->w->rope_freqs, hp->rope == ROPE_NEOX, p->kv_dtype};
     c->attn = (cuda_attn_params){hp->n_head, hp->n_head_kv, hp->head_dim, c->max_blocks,
                                  1.0f / sqrtf((float)hp->head_dim), p->kv_dtype};
+    const double tw = cuda_now_s();
+    const int warmed = warm_decode(c);
     const double t1 = cuda_now_s();
+    if (warmed)
+        fprintf(stderr, "cuda: decode kernels loaded for batches of 1-%d rows in %.2f s\n", warmed,
+                t1 - tw);
     fprintf(stderr, "cuda: %s: KV pool %d blocks (%.0f MiB, %s), scratch %.0f MiB for %d tokens; "
             "ready in %.2f s (%.2f s after program start)\n", c->device, p->n_blocks,
             MiB(c->kv_bytes), c->kv_elem == 1 ? "fp8_e4m3" : "f16", MiB(c->scr_bytes), p->max_tokens, t1 - t0, t1 - cuda_program_start_s());
@@ -720,6 +742,22 @@ static void forward_body(void *ctx, cudaStream_t stream) {
     forward_launches(g->c, g->sh);
 }
 
+/* Rows [from, to) of the packed batch h as harmless padding: token 0 at position 0, not cached
+ * (slot -1), KV length 1, sequence 0, keys not rotated on read; logits rows [out_from, to) read
+ * row 0. (Their block-table rows, written by the caller, read block 0.) */
+static void pad_rows(int32_t *h, const batch_layout *L, int from, int to, int out_from) {
+    uint8_t *k_unrot = (uint8_t *)(h + L->k_unrot);
+    for (int t = from; t < to; t++) {
+        h[L->token + t] = 0;
+        h[L->pos + t] = 0;
+        h[L->slot + t] = -1;
+        h[L->kv_len + t] = 1;
+        h[L->seq + t] = 0;
+        k_unrot[t] = 0;
+    }
+    for (int i = out_from; i < to; i++) h[L->out_row + i] = 0;
+}
+
 /* Packs b into h_in and chooses the step's shape: a decode step with graphs on is padded to its
  * bucket with harmless rows (token 0 at position 0, not cached (slot -1), KV length 1, reading
  * block 0, logits row 0). Returns the number of real logits rows (c->out_seq: their sequences)
@@ -762,15 +800,7 @@ static int pack_step(cuda_state *c, const si_batch *b, step_shape *sh, size_t *b
         int rows, kv_cap;
         cuda_graphs_bucket(c->graphs, n, max_kv_len, &rows, &kv_cap);
         if (rows >= n && kv_cap >= max_kv_len) {
-            for (int t = n; t < rows; t++) {
-                h[L.token + t] = 0;
-                h[L.pos + t] = 0;
-                h[L.slot + t] = -1;
-                h[L.kv_len + t] = 1;
-                h[L.seq + t] = 0;
-                k_unrot[t] = 0;
-            }
-            for (int i = n_out; i < rows; i++) h[L.out_row + i] = 0;
+            pad_rows(h, &L, n, rows, n_out);
             sh->n_tokens = sh->n_out = rows;
             sh->kv_cap = kv_cap;
             sh->graphed = true;
@@ -807,6 +837,42 @@ static int run_step(cuda_state *c, const si_batch *b) {
     else
         forward_launches(c, &sh);
     return n_out;
+}
+
+/* A decode step of padding rows (pad_rows) for every batch bucket, run once before the first
+ * request, sampled greedily and with top-k/top-p/min-p: so that the first real decode step of a
+ * batch size does not load kernels. CUDA loads a kernel's module at its first launch (lazy
+ * loading), cuBLASLt's kernels up to 20 ms each; on the H200 the first 64-row step of a 7B model
+ * took 21 ms against 9 ms (bench/RESULTS.md 2026-12-01 14:53 UTC, call 4). Padding rows write
+ * no KV and their results are discarded, so this changes no request's tokens. Returns the
+ * largest bucket warmed. SI_CUDA_WARMUP=0 skips it (A/B runs). */
+static int warm_decode(cuda_state *c) {
+    const char *e = getenv("SI_CUDA_WARMUP");
+    if (e && !strcmp(e, "0")) return 0;
+    const batch_layout L = layout_of(&c->p, c->max_blocks);
+    const int max_rows = c->p.max_seqs < c->p.max_tokens ? c->p.max_seqs : c->p.max_tokens;
+    int32_t *h = c->h_in;
+    int r = 1;
+    for (;; r = 2 * r < max_rows ? 2 * r : max_rows) {
+        /* every KV bucket's kernels: the largest reaches the parts' combine kernel too */
+        step_shape sh = {r, r, r, c->p.max_kv, c->max_blocks, true, false, false};
+        pad_rows(h, &L, 0, r, 0);
+        uint8_t *row_ror = (uint8_t *)(h + L.row_ror);
+        memset(row_ror, 0, (size_t)r);
+        memset(h + L.bt, 0, (size_t)r * sh.bt_stride * sizeof(int32_t));
+        const size_t bytes = (L.bt + (size_t)r * sh.bt_stride) * sizeof(int32_t);
+        CUDA_CHECK(cudaMemcpyAsync(c->d_in, h, bytes, cudaMemcpyHostToDevice, c->st));
+        forward_launches(c, &sh);
+        for (int i = 0; i < r; i++) /* greedy, and sampled through the whole chain */
+            c->h_smp[i] = i % 2 ? (cuda_sample_params){0.5f, 0.8f, 40, 0.9f, 0.05f}
+                                : (cuda_sample_params){0.5f, 0.0f, 0, 1.0f, 0.0f};
+        CUDA_CHECK(cudaMemcpyAsync(c->d_smp, c->h_smp, (size_t)r * sizeof *c->h_smp,
+                                   cudaMemcpyHostToDevice, c->st));
+        cuda_sample(c->logits, c->m->hp.n_vocab, r, c->d_smp, c->d_ids, c->st);
+        CUDA_CHECK(cudaStreamSynchronize(c->st)); /* h_in is reused */
+        if (r == max_rows) break;
+    }
+    return r;
 }
 
 static void cuda_forward(void *state, const si_batch *b, float *logits) {
