@@ -312,7 +312,7 @@ static void cuda_free_state(void *state) {
     free(c);
 }
 
-static int warm_decode(cuda_state *c);
+static int warm_decode(cuda_state *c, int *n_graphs);
 static si_status cuda_create(si_model *m, const backend_params *p, void **state) {
     *state = NULL;
     const model_hparams *hp = &m->hp;
@@ -396,11 +396,12 @@ static si_status cuda_create(si_model *m, const backend_params *p, void **state)
     c->attn = (cuda_attn_params){hp->n_head, hp->n_head_kv, hp->head_dim, c->max_blocks,
                                  1.0f / sqrtf((float)hp->head_dim), p->kv_dtype};
     const double tw = cuda_now_s();
-    const int warmed = warm_decode(c);
+    int n_graphs;
+    const int warmed = warm_decode(c, &n_graphs);
     const double t1 = cuda_now_s();
     if (warmed)
-        fprintf(stderr, "cuda: decode kernels loaded for batches of 1-%d rows in %.2f s\n", warmed,
-                t1 - tw);
+        fprintf(stderr, "cuda: decode kernels loaded for batches of 1-%d rows, %d step graphs "
+                "captured, in %.2f s\n", warmed, n_graphs, t1 - tw);
     fprintf(stderr, "cuda: %s: KV pool %d blocks (%.0f MiB, %s), scratch %.0f MiB for %d tokens; "
             "ready in %.2f s (%.2f s after program start)\n", c->device, p->n_blocks,
             MiB(c->kv_bytes), c->kv_elem == 1 ? "fp8_e4m3" : "f16", MiB(c->scr_bytes), p->max_tokens, t1 - t0, t1 - cuda_program_start_s());
@@ -843,12 +844,16 @@ static int run_step(cuda_state *c, const si_batch *b) {
  * request, sampled greedily and with top-k/top-p/min-p: so that the first real decode step of a
  * batch size does not load kernels. CUDA loads a kernel's module at its first launch (lazy
  * loading), cuBLASLt's kernels up to 20 ms each; on the H200 the first 64-row step of a 7B model
- * took 21 ms against 9 ms (bench/RESULTS.md 2026-12-01 14:53 UTC, call 4). Padding rows write
- * no KV and their results are discarded, so this changes no request's tokens. Returns the
- * largest bucket warmed. SI_CUDA_WARMUP=0 skips it (A/B runs). */
-static int warm_decode(cuda_state *c) {
+ * took 21 ms against 9 ms (bench/RESULTS.md 2026-12-01 14:53 UTC, call 4). Then each bucket's
+ * graphs for every KV bucket are captured (cuda_graphs_capture; the first graphed step of a
+ * bucket would otherwise pay ~5 ms for it). Padding rows write no KV and their results are
+ * discarded, so this changes no request's tokens. Returns the largest batch bucket warmed and
+ * the graphs captured in *n_graphs. SI_CUDA_WARMUP=0 skips it, =1 skips the captures. */
+static int warm_decode(cuda_state *c, int *n_graphs) {
     const char *e = getenv("SI_CUDA_WARMUP");
+    *n_graphs = 0;
     if (e && !strcmp(e, "0")) return 0;
+    const bool graphs = c->graphs && !(e && !strcmp(e, "1"));
     const batch_layout L = layout_of(&c->p, c->max_blocks);
     const int max_rows = c->p.max_seqs < c->p.max_tokens ? c->p.max_seqs : c->p.max_tokens;
     int32_t *h = c->h_in;
@@ -870,6 +875,14 @@ static int warm_decode(cuda_state *c) {
                                    cudaMemcpyHostToDevice, c->st));
         cuda_sample(c->logits, c->m->hp.n_vocab, r, c->d_smp, c->d_ids, c->st);
         CUDA_CHECK(cudaStreamSynchronize(c->st)); /* h_in is reused */
+        for (int kv = c->p.max_kv < 256 ? c->p.max_kv : 256; graphs && kv;
+             kv = cuda_graphs_next_kv(c->graphs, kv)) {
+            step_shape gs = {r, r, r, kv, (kv + KV_BLOCK_SIZE - 1) / KV_BLOCK_SIZE, true, false,
+                             true};
+            graph_ctx g = {c, &gs};
+            if (cuda_graphs_capture(c->graphs, r, kv, 0, c->st, forward_body, &g) == 0)
+                ++*n_graphs;
+        }
         if (r == max_rows) break;
     }
     return r;

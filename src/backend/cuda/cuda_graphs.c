@@ -68,6 +68,15 @@ static cg_entry *find_or_add(cuda_graphs *g, int rows, int kv_cap, int variant) 
     return e;
 }
 
+static void capture(cg_entry *e, cudaStream_t stream, cuda_graph_body body, void *ctx) {
+    cudaGraph_t graph;
+    CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+    body(ctx, stream);
+    CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+    CUDA_CHECK(cudaGraphInstantiate(&e->exec, graph, 0));
+    CUDA_CHECK(cudaGraphDestroy(graph));
+}
+
 void cuda_graphs_run(cuda_graphs *g, int rows, int kv_cap, int variant, cudaStream_t stream,
                      cuda_graph_body body, void *ctx) {
     cg_entry *e = find_or_add(g, rows, kv_cap, variant);
@@ -75,17 +84,23 @@ void cuda_graphs_run(cuda_graphs *g, int rows, int kv_cap, int variant, cudaStre
         body(ctx, stream);
         return;
     }
-    if (!e->exec) {
-        cudaGraph_t graph;
-        CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-        body(ctx, stream);
-        CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
-        CUDA_CHECK(cudaGraphInstantiate(&e->exec, graph, 0));
-        CUDA_CHECK(cudaGraphDestroy(graph));
-    } else {
-        g->replays++;
-    }
+    if (!e->exec) capture(e, stream, body, ctx);
+    else g->replays++;
     CUDA_CHECK(cudaGraphLaunch(e->exec, stream));
+}
+
+int cuda_graphs_capture(cuda_graphs *g, int rows, int kv_cap, int variant, cudaStream_t stream,
+                        cuda_graph_body body, void *ctx) {
+    cg_entry *e = find_or_add(g, rows, kv_cap, variant);
+    if (!e) return -1;
+    if (!e->exec) capture(e, stream, body, ctx);
+    if (e->uses < 1) e->uses = 1; /* its next run replays it */
+    return 0;
+}
+
+int cuda_graphs_next_kv(const cuda_graphs *g, int kv_cap) {
+    if (kv_cap >= g->max_kv) return 0;
+    return round_up_pow2(kv_cap + 1, CG_MIN_KV, g->max_kv);
 }
 
 void cuda_graphs_free(cuda_graphs *g) {

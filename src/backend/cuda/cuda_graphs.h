@@ -33,6 +33,16 @@ void cuda_graphs_bucket(const cuda_graphs *g, int n_rows, int kv_len, int *rows,
 void cuda_graphs_run(cuda_graphs *g, int rows, int kv_cap, int variant, cudaStream_t stream,
                      cuda_graph_body body, void *ctx);
 
+/* Captures bucket (rows, kv_cap, variant) into its graph now, without running it, unless it is
+ * captured already; its next cuda_graphs_run replays it. body as for cuda_graphs_run, whose
+ * one-time set-up must have happened (a step of the same rows run before). 0, or -1 when there is
+ * no room to remember it. */
+int cuda_graphs_capture(cuda_graphs *g, int rows, int kv_cap, int variant, cudaStream_t stream,
+                        cuda_graph_body body, void *ctx);
+
+/* The KV bucket after kv_cap (cuda_graphs_bucket's values, in order), 0 after the last. */
+int cuda_graphs_next_kv(const cuda_graphs *g, int kv_cap);
+
 /* Frees every graph; prints once how many were captured and replayed. g may be NULL. */
 void cuda_graphs_free(cuda_graphs *g);
 
