@@ -84,8 +84,10 @@ void cuda_graphs_run(cuda_graphs *g, int rows, int kv_cap, int variant, cudaStre
         body(ctx, stream);
         return;
     }
-    if (!e->exec) capture(e, stream, body, ctx);
-    else g->replays++;
+    if (!e->exec)
+        capture(e, stream, body, ctx);
+    else
+        g->replays++;
     CUDA_CHECK(cudaGraphLaunch(e->exec, stream));
 }
 
