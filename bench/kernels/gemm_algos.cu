@@ -149,15 +149,10 @@ static void search(cublasLtHandle_t lt, const char *name, int M, int K, int n, v
     std::vector<void *> Ws = l2_beating_copies(W, (size_t)M * K * 2);
     std::vector<int> mats(Ws.size());
     for (size_t i = 0; i < mats.size(); i++) mats[i] = (int)i;
-    cublasLtMatmulDesc_t op;
-    cublasLtMatrixLayout_t la, lb, lc;
-    LK(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-    const cublasOperation_t tr = CUBLAS_OP_T, nt = CUBLAS_OP_N;
-    LK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &tr, sizeof tr));
-    LK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &nt, sizeof nt));
-    LK(cublasLtMatrixLayoutCreate(&la, CUDA_R_16F, K, M, K));
-    LK(cublasLtMatrixLayoutCreate(&lb, CUDA_R_16F, K, n, K));
-    LK(cublasLtMatrixLayoutCreate(&lc, CUDA_R_32F, M, n, M));
+    gemm_lt_descs d;
+    cuda_gemm_lt_descs(false, M, K, K, n, &d);
+    const cublasLtMatmulDesc_t op = d.op;
+    const cublasLtMatrixLayout_t la = d.la, lb = d.lb, lc = d.lc;
     const double bytes = (double)M * K * 2 + (double)n * K * 2 + (double)n * M * 4;
     const float alpha = 1, beta = 0;
     /* per matmul, back to back in a graph (reps rounds of the copies); < 0: it failed */
@@ -221,10 +216,7 @@ static void search(cublasLtHandle_t lt, const char *name, int M, int K, int n, v
     }
     fflush(stdout);
     cublasLtMatmulPreferenceDestroy(pref);
-    cublasLtMatrixLayoutDestroy(la);
-    cublasLtMatrixLayoutDestroy(lb);
-    cublasLtMatrixLayoutDestroy(lc);
-    cublasLtMatmulDescDestroy(op);
+    cuda_gemm_lt_descs_free(&d);
     free_copies(Ws);
     CUDA_CHECK(cudaFree(W));
     CUDA_CHECK(cudaFree(x));
@@ -284,15 +276,10 @@ int main(int argc, char **argv) {
             CUDA_CHECK(cudaMalloc(&y, (size_t)parts * n * s.M * 4));
             fill<<<1024, 256, 0, st>>>(W, (size_t)s.M * s.K, 1);
             fill<<<1024, 256, 0, st>>>(x, (size_t)n * s.K, 2);
-            cublasLtMatmulDesc_t op;
-            cublasLtMatrixLayout_t la, lb, lc;
-            LK(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-            const cublasOperation_t tr = CUBLAS_OP_T, nt = CUBLAS_OP_N;
-            LK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &tr, sizeof tr));
-            LK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &nt, sizeof nt));
-            LK(cublasLtMatrixLayoutCreate(&la, CUDA_R_16F, Kp, s.M, s.K));
-            LK(cublasLtMatrixLayoutCreate(&lb, CUDA_R_16F, Kp, n, s.K));
-            LK(cublasLtMatrixLayoutCreate(&lc, CUDA_R_32F, s.M, n, s.M));
+            gemm_lt_descs d;
+            cuda_gemm_lt_descs(false, s.M, Kp, s.K, n, &d);
+            const cublasLtMatmulDesc_t op = d.op;
+            const cublasLtMatrixLayout_t la = d.la, lb = d.lb, lc = d.lc;
             if (parts > 1) {
                 const int32_t count = parts;
                 const int64_t off[3] = {Kp, Kp, (int64_t)s.M * n};
@@ -337,10 +324,7 @@ int main(int argc, char **argv) {
                        cfg_attr(a, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID), heur[i].workspaceSize);
             }
             cublasLtMatmulPreferenceDestroy(pref);
-            cublasLtMatrixLayoutDestroy(la);
-            cublasLtMatrixLayoutDestroy(lb);
-            cublasLtMatrixLayoutDestroy(lc);
-            cublasLtMatmulDescDestroy(op);
+            cuda_gemm_lt_descs_free(&d);
             CUDA_CHECK(cudaFree(W));
             CUDA_CHECK(cudaFree(x));
             CUDA_CHECK(cudaFree(y));

@@ -176,18 +176,32 @@ static int gemm_half(cuda_gemm_ctx *g, bool bf, const void *Wh, int M, int K, co
     return gemm_lt(g, bf, Wh, M, K, xs, n_rows, y, stream);
 }
 
+extern "C" void cuda_gemm_lt_descs(bool bf, int M, int K, int ld, int n, gemm_lt_descs *d) {
+    const cudaDataType_t ab = bf ? CUDA_R_16BF : CUDA_R_16F;
+    CUBLAS_CHECK(cublasLtMatmulDescCreate(&d->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    const cublasOperation_t tr = CUBLAS_OP_T, nt = CUBLAS_OP_N;
+    CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(d->op, CUBLASLT_MATMUL_DESC_TRANSA, &tr, sizeof tr));
+    CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(d->op, CUBLASLT_MATMUL_DESC_TRANSB, &nt, sizeof nt));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&d->la, ab, K, M, ld));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&d->lb, ab, K, n, ld));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&d->lc, CUDA_R_32F, M, n, M));
+}
+
+extern "C" void cuda_gemm_lt_descs_free(gemm_lt_descs *d) {
+    cublasLtMatrixLayoutDestroy(d->la);
+    cublasLtMatrixLayoutDestroy(d->lb);
+    cublasLtMatrixLayoutDestroy(d->lc);
+    cublasLtMatmulDescDestroy(d->op);
+}
+
 static int gemm_lt(cuda_gemm_ctx *g, bool bf, const void *Wh, int M, int K, const void *xs,
                    int n_rows, float *y, cudaStream_t stream) {
-    const cudaDataType_t ab = bf ? CUDA_R_16BF : CUDA_R_16F;
-    cublasLtMatmulDesc_t op;
-    cublasLtMatrixLayout_t la, lb, lc;
-    CUBLAS_CHECK(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-    const cublasOperation_t tr = CUBLAS_OP_T, nt = CUBLAS_OP_N;
-    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &tr, sizeof tr));
-    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &nt, sizeof nt));
-    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&la, ab, K, M, K));
-    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lb, ab, K, n_rows, K));
-    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lc, CUDA_R_32F, M, n_rows, M));
+    gemm_lt_descs d;
+    cuda_gemm_lt_descs(bf, M, K, K, n_rows, &d);
+    const cublasLtMatmulDesc_t op = d.op;
+    const cublasLtMatrixLayout_t la = d.la, lb = d.lb, lc = d.lc;
     cublasLtMatmulPreference_t pref;
     CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
     const size_t ws = GEMM_WORKSPACE;
@@ -214,9 +228,6 @@ static int gemm_lt(cuda_gemm_ctx *g, bool bf, const void *Wh, int M, int K, cons
         rc = 0;
     }
     cublasLtMatmulPreferenceDestroy(pref);
-    cublasLtMatrixLayoutDestroy(la);
-    cublasLtMatrixLayoutDestroy(lb);
-    cublasLtMatrixLayoutDestroy(lc);
-    cublasLtMatmulDescDestroy(op);
+    cuda_gemm_lt_descs_free(&d);
     return rc;
 }
