@@ -875,8 +875,9 @@ static int warm_decode(cuda_state *c, int *n_graphs) {
                                    cudaMemcpyHostToDevice, c->st));
         cuda_sample(c->logits, c->m->hp.n_vocab, r, c->d_smp, c->d_ids, c->st);
         CUDA_CHECK(cudaStreamSynchronize(c->st)); /* h_in is reused */
-        for (int kv = c->p.max_kv < 256 ? c->p.max_kv : 256; graphs && kv;
-             kv = cuda_graphs_next_kv(c->graphs, kv)) {
+        int rows = r, kv = 0;
+        if (graphs) cuda_graphs_bucket(c->graphs, r, 1, &rows, &kv); /* the first KV bucket */
+        for (; kv; kv = cuda_graphs_next_kv(c->graphs, kv)) {
             step_shape gs = {r, r, r, kv, (kv + KV_BLOCK_SIZE - 1) / KV_BLOCK_SIZE, true, false,
                              true};
             graph_ctx g = {c, &gs};
