@@ -32,7 +32,6 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_fwd.h"
 #include "backend/cuda/cuda_graphs.h"
-#include "backend/cuda/l2_ahead.h"
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/cuda_sample.h"
 #include "backend/cuda/cuda_weights.h"
@@ -73,7 +72,6 @@ typedef struct cuda_state {
     cudaStream_t st;
     cuda_gemm_ctx *gemm;
     cuda_graphs *graphs; /* decode-step graphs, or NULL (SI_CUDA_GRAPHS=0) */
-    cuda_l2_ahead *l2a;  /* decode steps' weights prefetched into the L2, or NULL (off) */
     cuda_rope_params rope;
     cuda_attn_params attn;
     char device[256];
@@ -308,39 +306,10 @@ static void cuda_free_state(void *state) {
     if (c->h_ids) CUDA_CHECK(cudaFreeHost(c->h_ids));
     free(c->out_seq);
     cuda_graphs_free(c->graphs);
-    cuda_l2_ahead_free(c->l2a);
     if (c->gemm) cuda_gemm_free(c->gemm);
     if (c->st) CUDA_CHECK(cudaStreamDestroy(c->st));
     if (c->w) cuda_weights_put(c->w);
     free(c);
-}
-
-/* The decode step's weights in the order its GEMVs read them, for the L2 prefetch (l2_ahead.h);
- * SI_CUDA_L2_AHEAD=MiB ahead, 0 (the default): off. */
-static cuda_l2_ahead *l2_ahead_schedule(const cuda_weights *w, int n_layer) {
-    const char *e = getenv("SI_CUDA_L2_AHEAD");
-    cuda_l2_ahead *a = cuda_l2_ahead_create(e ? (size_t)(atof(e) * 1024 * 1024) : 0);
-    if (!a) return NULL;
-    for (int il = 0; il < n_layer; il++) {
-        const dev_layer *D = &w->layers[il];
-        const dev_mat *m[8];
-        int k = 0;
-        if (D->qkv_fused)
-            m[k++] = &D->wqkv;
-        else
-            m[k++] = &D->wq, m[k++] = &D->wk, m[k++] = &D->wv;
-        m[k++] = &D->wo;
-        if (D->gate_up_fused)
-            m[k++] = &D->w_gate_up;
-        else
-            m[k++] = &D->w_gate, m[k++] = &D->w_up;
-        m[k++] = &D->w_down;
-        for (int i = 0; i < k; i++)
-            cuda_l2_ahead_add(a, m[i]->d, (size_t)m[i]->M * quant_row_size(m[i]->type, m[i]->K));
-    }
-    cuda_l2_ahead_add(a, w->output.d,
-                      (size_t)w->output.M * quant_row_size(w->output.type, w->output.K));
-    return a;
 }
 
 static int warm_decode(cuda_state *c, int *n_graphs);
@@ -421,7 +390,6 @@ static si_status cuda_create(si_model *m, const backend_params *p, void **state)
     scratch_layout(c, m, p, c->max_blocks, c->scr_buf);
     c->graphs = cuda_graphs_create(p->max_seqs < p->max_tokens ? p->max_seqs : p->max_tokens,
                                    p->max_kv);
-    c->l2a = l2_ahead_schedule(c->w, hp->n_layer);
     c->rope = (cuda_rope_params){hp->n_head,     hp->n_head_kv,         hp->head_dim,
                                  hp->rope_dim,   hp->rope_freq_base,    hp->rope_freq_scale,
                                  c->w->rope_freqs, hp->rope == ROPE_NEOX, p->kv_dtype};
@@ -606,11 +574,6 @@ static void matmul(cuda_state *c, const dev_mat *w, const float *x, int n, float
     SI_ASSERT(r == 0);
 }
 
-/* The GEMV of w was just enqueued: a decode step's L2 prefetch moves on to the next weight. */
-static void l2_after(cuda_state *c, const step_shape *sh, const dev_mat *w) {
-    if (sh->decode) cuda_l2_ahead_after(c->l2a, w->d, c->st);
-}
-
 /* Q, K and V of n rows in the qkv scratch and their row strides: rows [q | k | v] when the
  * weights are fused, three blocks otherwise. */
 typedef struct qkv_view {
@@ -647,16 +610,12 @@ static void attention_block(cuda_state *c, const dev_layer *D, int il, const ste
     const qkv_view v = qkv_of(c, D, n);
     if (D->qkv_fused) {
         if (!skip(2)) matmul_normed(c, &D->wqkv, n, c->qkv, pre);
-        l2_after(c, sh, &D->wqkv);
         if (D->b_qkv) cuda_fwd_add_bias(c->qkv, D->b_qkv, q_dim + 2 * kv_dim, n, st);
     } else {
         /* the quantised copy is for wq's type; wk, wv take it when theirs is the same */
         matmul_normed(c, &D->wq, n, v.q, pre);
         matmul_normed(c, &D->wk, n, v.k, D->wk.type == D->wq.type ? pre : (normed){NORMED_F32});
         matmul_normed(c, &D->wv, n, v.v, D->wv.type == D->wq.type ? pre : (normed){NORMED_F32});
-        l2_after(c, sh, &D->wq);
-        l2_after(c, sh, &D->wk);
-        l2_after(c, sh, &D->wv);
         if (D->b_qkv) {
             cuda_fwd_add_bias(v.q, D->b_qkv, q_dim, n, st);
             cuda_fwd_add_bias(v.k, D->b_qkv + q_dim, kv_dim, n, st);
@@ -704,7 +663,6 @@ static void attention_block(cuda_state *c, const dev_layer *D, int il, const ste
     } else {
         matmul(c, &D->wo, c->att, n, c->xb);
     }
-    l2_after(c, sh, &D->wo);
 }
 
 /* down(silu(gate(x)) * up(x)) */
@@ -721,7 +679,6 @@ static void ffn_block(cuda_state *c, const dev_layer *D, const step_shape *sh) {
                                 D->gate_up_fused);
     if (D->gate_up_fused) {
         if (!skip(64)) matmul_normed(c, &D->w_gate_up, n, c->ffn, pre);
-        l2_after(c, sh, &D->w_gate_up);
         if (skip(128)) {
         } else if (half_down) {
             SI_ASSERT(cuda_fwd_swiglu_rows_half(c->gemm_scr, D->w_down.type, c->ffn, ff, n, st) ==
@@ -735,8 +692,6 @@ static void ffn_block(cuda_state *c, const dev_layer *D, const step_shape *sh) {
         matmul_normed(c, &D->w_gate, n, c->ffn, pre);
         matmul_normed(c, &D->w_up, n, up,
                       D->w_up.type == D->w_gate.type ? pre : (normed){NORMED_F32});
-        l2_after(c, sh, &D->w_gate);
-        l2_after(c, sh, &D->w_up);
         cuda_swiglu(c->act, c->ffn, up, (int64_t)n * ff, st);
     }
     /* the result is added by the next layer's norm, or at the end */
@@ -750,7 +705,6 @@ static void ffn_block(cuda_state *c, const dev_layer *D, const step_shape *sh) {
     } else {
         matmul(c, &D->w_down, c->act, n, c->xb);
     }
-    l2_after(c, sh, &D->w_down);
 }
 
 /* The whole forward pass of a packed step, device work only (capturable): embeddings, the
@@ -763,7 +717,6 @@ static void forward_launches(cuda_state *c, const step_shape *sh) {
     cudaStream_t st = c->st;
     c->x = c->x_main;
     c->x_alt = c->x_row;
-    if (sh->decode) cuda_l2_ahead_begin(c->l2a, st);
     SI_ASSERT(cuda_get_rows(w->tok_embd.type, w->tok_embd.d, dim, c->d_in + L.token,
                             sh->n_tokens, c->x, st) == 0);
     for (int il = 0; il < hp->n_layer; il++) {
@@ -777,7 +730,6 @@ static void forward_launches(cuda_state *c, const step_shape *sh) {
                                hp->rms_eps, st) == 0);
         matmul(c, &w->output, c->xb, sh->n_out, c->logits);
     }
-    if (sh->decode) cuda_l2_ahead_end(c->l2a, st);
 }
 
 typedef struct graph_ctx {
