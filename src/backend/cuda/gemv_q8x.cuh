@@ -255,11 +255,16 @@ __device__ __forceinline__ void gemv_q8x_body(const uint8_t *__restrict__ W, int
                 float d[T::UB];
                 int sq[T::UB];
                 const size_t xi = (size_t)b * nblk + u * T::UB;
-                if constexpr (T::UB == 4) { /* 16-byte aligned: nblk % 4 == 0 */
+                if constexpr (T::UB == 4) { /* 16-byte aligned: nblk % 4 == 0, XUB % 16 == 0 */
                     const float4 dv = *(const float4 *)(xd + xi);
                     const int4 sv = *(const int4 *)(xs + xi);
                     d[0] = dv.x, d[1] = dv.y, d[2] = dv.z, d[3] = dv.w;
                     sq[0] = sv.x, sq[1] = sv.y, sq[2] = sv.z, sq[3] = sv.w;
+                } else if constexpr (T::UB == 2) { /* 8-byte aligned */
+                    const float2 dv = *(const float2 *)(xd + xi);
+                    const int2 sv = *(const int2 *)(xs + xi);
+                    d[0] = dv.x, d[1] = dv.y;
+                    sq[0] = sv.x, sq[1] = sv.y;
                 } else {
 #pragma unroll
                     for (int i = 0; i < T::UB; i++) {
