@@ -377,8 +377,8 @@ static int gemv_q8x_launch_nb(const void *W, int M, int K, const float *x, int n
 }
 
 /* Variants, per batch case (batch 1 with K < 8192, batch 1 with K >= 8192, batch 2, 4, 8,
- * batch 1 on a matrix of at most GEMV_Q8X_SMALL_MK elements, and batch 1 of the 4-bit types with
- * K >= 8192):
+ * batch 1 on a matrix of at most GEMV_Q8X_SMALL_MK elements, batch 1 of the 4-bit types with
+ * K >= 8192, and batch 1 of the 4-bit types on a small matrix with x quantised ahead):
  * GEMV_Q8X_R rows per warp (they share each x load; more cost registers), GEMV_Q8X_S cp.async
  * stages per warp (S - 1 segments in flight while one is decoded; more cost shared memory, so
  * fewer CTAs). Batch 1 measured on the H200 in whole decode steps (scripts/gpu_gemv_sweep.sh,
@@ -390,10 +390,10 @@ static int gemv_q8x_launch_nb(const void *W, int M, int K, const float *x, int n
  * same device call (bench/RESULTS.md 2026-11-30 s6): Q4_0 tg128 612.3 -> 623.6 t/s, Q8_0 422.9
  * -> 422.2 (2, 3: no gain; 1, 2: slower). */
 #ifndef GEMV_Q8X_R
-#define GEMV_Q8X_R 2, 2, 1, 2, 2, 2, 2
+#define GEMV_Q8X_R 2, 2, 1, 2, 2, 2, 2, 2
 #endif
 #ifndef GEMV_Q8X_S
-#define GEMV_Q8X_S 4, 4, 2, 2, 2, 2, 3
+#define GEMV_Q8X_S 4, 4, 2, 2, 2, 2, 3, 3
 #endif
 #define GEMV_Q8X_SMALL_MK (4096LL * 4096)
 template <int I> static constexpr int q8x_rows() {
@@ -404,7 +404,7 @@ template <int I> static constexpr int q8x_stages() {
     constexpr int s[] = {GEMV_Q8X_S};
     return s[I];
 }
-/* The batch-1 case (5, 6, 0 or 1 above) of a matrix M x K of type T with x from XIN. Q4_0 and
+/* The batch-1 case (5, 6, 7, 0 or 1 above) of a matrix M x K of type T with x from XIN. Q4_0 and
  * Q4_K take the small case's 2, 2 for every shape but rows of 8192+ (7B's down projection: each
  * warp streams its two 11008-long rows in 11 segments, one in flight, and only 256 CTAs run, so
  * a third stage puts more bytes in flight; case 6): measured with the knob
@@ -419,10 +419,15 @@ template <int I> static constexpr int q8x_stages() {
  * 7B tg128, 2-3 rounds against the binary before, in one device call each (bench/RESULTS.md
  * 2026-12-01 s13): Q4_0 626-629 -> 645-658 t/s, Q4_K 613-620 -> 645-649, Q8_0 441-446 ->
  * 448-451; Q8_0 with its norm-fused GEMVs at 2, 2 too ran 432-434, so those keep 2, 4. Fewer
- * stages are less shared memory a CTA, so the next kernel's CTAs fit beside it sooner. */
+ * stages are less shared memory a CTA, so the next kernel's CTAs fit beside it sooner.
+ * Case 7: since the 4-bit dot lost its shifts (s19), the small matrix with x quantised ahead (7B's
+ * output projection) runs better at 2, 3 again (knob SI_CUDA_GEMV_Q8X_SMALL, two device calls, 2
+ * rounds each, tg128 Q4_0: 675.8 / 675.5 -> 684.5 / 679.1 and 676.8 / 669.9 -> 683.8 / 685.2 t/s;
+ * 1, 2: 668.1 / 673.9). */
 template <class T, int XIN> static int q8x_batch1_case(int M, int K) {
     const bool four_bit = std::is_same<T, tqx_q4_0>::value || std::is_same<T, tqx_q4_k>::value;
     if (K >= 8192 && !std::is_same<T, tqx_q8_0>::value) return four_bit ? 6 : 5;
+    if (four_bit && XIN != Q8X_NORM && (long long)M * K <= GEMV_Q8X_SMALL_MK) return 7;
     const bool two_stages = four_bit || (std::is_same<T, tqx_q8_0>::value && XIN != Q8X_NORM);
     if (two_stages || (long long)M * K <= GEMV_Q8X_SMALL_MK) return 5;
     return K < 8192 ? 0 : 1;
@@ -441,6 +446,7 @@ static int gemv_q8x_launch_batch1(const void *W, int M, int K, const float *x, i
     switch (q8x_batch1_case<T, XIN>(M, K)) {
     case 5: return gemv_q8x_launch_case<T, 1, 5, XIN>(W, M, K, x, nb, y, st, nin);
     case 6: return gemv_q8x_launch_case<T, 1, 6, XIN>(W, M, K, x, nb, y, st, nin);
+    case 7: return gemv_q8x_launch_case<T, 1, 7, XIN>(W, M, K, x, nb, y, st, nin);
     case 0: return gemv_q8x_launch_case<T, 1, 0, XIN>(W, M, K, x, nb, y, st, nin);
     default: return gemv_q8x_launch_case<T, 1, 1, XIN>(W, M, K, x, nb, y, st, nin);
     }
