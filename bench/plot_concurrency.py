@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""plot_concurrency.py LOG PNG — decode rate against concurrent requests for each setting of a
-switch, from a device log whose lines look like
+"""plot_concurrency.py LOG[,LOG...] PNG [--title T] [--label SETTING=TEXT ...] — decode rate
+against concurrent requests for each setting of a switch, from device logs whose lines look like
 
     r1 mma=0 tg:  ... tg128   259.53 ± 9.71
     r1 mma=0 c4: | f16.gguf | 16 | 4 | 128 | 128 | 556.55 | 141.89 | 566.73 | 0.023 | 0.92 |
@@ -8,7 +8,10 @@ switch, from a device log whose lines look like
 (`swiftinfer bench` tg128 for one request, its table row or just "tg128 N"; `--concurrency C`
 rows, whose 8th column is the all-decoding rate), as scripts/gpu_concurrency_ab.sh writes them
 (bench/gpu-2026-12-01-s14/call8-h16mma-final/engine.txt came from the same loop typed inline).
-Rounds of the same setting are averaged; the bars show their range."""
+Rounds of the same setting are averaged; the bars show their range. One request is the `c1`
+rows where the log has them (the engine at the log's prompt length), else tg128. Several logs
+(comma-separated, e.g. one per weight type) are drawn side by side, each titled by its file's
+name; --label names a setting (the text after the round, e.g. SI_CUDA_ATTN_PART=1024)."""
 import re
 import sys
 from collections import defaultdict
@@ -18,52 +21,74 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-LABELS = {"0": "FMA GEMV (default)", "1": "tensor-core GEMV (SI_CUDA_GEMV_H16_MMA=1)"}
+LABELS = {"mma=0": "FMA GEMV (default)", "mma=1": "tensor-core GEMV (SI_CUDA_GEMV_H16_MMA=1)"}
 
 
 def parse(path):
     """{setting: {concurrency: [t/s, ...]}}"""
     rates = defaultdict(lambda: defaultdict(list))
+    tg = defaultdict(list)
     tg_of = None  # the setting whose tg128 line may follow (the bench prints blank lines first)
     for line in open(path, encoding="utf-8"):
-        m = re.match(r"r\d+ (\w+)=(\S+) (tg|c(\d+)):(.*)", line)
+        m = re.match(r"r\d+ (\w+=\S+) (tg|c(\d+)):(.*)", line)
         t = re.search(r"tg128[\s|]+([\d.]+)", line)
         if t and (m or tg_of):
-            rates[m.group(2) if m else tg_of][1].append(float(t.group(1)))
+            tg[m.group(1) if m else tg_of].append(float(t.group(1)))
             tg_of = None
-        elif m and m.group(3) == "tg":
-            tg_of = m.group(2)
+        elif m and m.group(2) == "tg":
+            tg_of = m.group(1)
         elif m:
-            cols = [c.strip() for c in m.group(5).split("|")]  # '' | model | ... | all-decoding
+            cols = [c.strip() for c in m.group(4).split("|")]  # '' | model | ... | all-decoding
             if len(cols) > 8:
-                rates[m.group(2)][int(m.group(4))].append(float(cols[8]))
+                rates[m.group(1)][int(m.group(3))].append(float(cols[8]))
+    for setting, values in tg.items():
+        if 1 not in rates[setting]:
+            rates[setting][1] = values
     return rates
 
 
-def main():
-    if len(sys.argv) != 3:
-        sys.exit("usage: plot_concurrency.py LOG PNG")
-    rates = parse(sys.argv[1])
-    fig, ax = plt.subplots(figsize=(6.5, 4))
+def draw(ax, rates, labels, title):
     for i, setting in enumerate(sorted(rates)):
         cs = sorted(rates[setting])
         mean = [sum(rates[setting][c]) / len(rates[setting][c]) for c in cs]
         lo = [m - min(rates[setting][c]) for m, c in zip(mean, cs)]
         hi = [max(rates[setting][c]) - m for m, c in zip(mean, cs)]
         ax.errorbar(cs, mean, yerr=[lo, hi], marker="o", capsize=3,
-                    label=LABELS.get(setting, setting))
+                    label=labels.get(setting, setting))
         for c, m in zip(cs, mean):
             ax.annotate(f"{m:,.0f}", (c, m), textcoords="offset points",
                         xytext=(4, 6 if i % 2 == 0 else -12), fontsize=8)
     ax.set_xscale("log", base=2)
-    ax.set_xticks([1, 2, 4, 8], ["1 (tg128)", "2", "4", "8"])
+    ax.set_xticks([1, 2, 4, 8], ["1", "2", "4", "8"])
     ax.set_xlabel("concurrent requests")
     ax.set_ylabel("decode tokens/s, all requests")
-    ax.set_title("Llama-2-7B F16 on one H200: decode GEMV of 1-8 rows")
+    ax.set_title(title, fontsize=10)
     ax.grid(alpha=0.3)
-    ax.legend()
+    ax.legend(fontsize=8)
+
+
+def main():
+    args = sys.argv[1:]
+    title, labels, pos = "Llama-2-7B F16 on one H200: decode GEMV of 1-8 rows", dict(LABELS), []
+    while args:
+        a = args.pop(0)
+        if a == "--title" and args:
+            title = args.pop(0)
+        elif a == "--label" and args and "=" in args[0]:
+            key, _, text = args.pop(0).rpartition("=")
+            labels[key] = text
+        else:
+            pos.append(a)
+    if len(pos) != 2:
+        sys.exit("usage: plot_concurrency.py LOG[,LOG...] PNG [--title T] [--label SETTING=TEXT ...]")
+    logs = pos[0].split(",")
+    fig, axes = plt.subplots(1, len(logs), figsize=(6.5 * len(logs), 4), squeeze=False)
+    for ax, log in zip(axes[0], logs):
+        draw(ax, parse(log), labels, title if len(logs) == 1 else log.rsplit("/", 1)[-1])
+    if len(logs) > 1:
+        fig.suptitle(title)
     fig.tight_layout()
-    fig.savefig(sys.argv[2], dpi=120)
+    fig.savefig(pos[1], dpi=120)
 
 
 if __name__ == "__main__":

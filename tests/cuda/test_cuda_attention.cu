@@ -323,16 +323,21 @@ struct dcfg { int version, part, stages; };
 static const char *dcfg_name(dcfg k) {
     static char b[32];
     if (k.version == 1) snprintf(b, sizeof b, "v1 part 256");
+    else if (k.part == 0) snprintf(b, sizeof b, "v2 default split%s", k.stages == 3 ? " s3" : "");
     else snprintf(b, sizeof b, "v2 part %d%s", k.part, k.stages == 3 ? " s3" : "");
     return b;
 }
 static void dcfg_set(dcfg k) { attn_decode_config(k.version, k.part, k.stages); }
-static const dcfg k_dcfg_default = {2, 256, 0};
+/* the engine's: parts of ATTN_PART_V2 keys for steps of more than ATTN_SPLIT_ROWS rows, each row
+ * split by its length for shorter ones (attention.cu, attn_split_for) */
+static const dcfg k_dcfg_default = {2, 0, 0};
 
 /* Decode of n_seqs sequences (q rows with the fused-QKV stride) against the reference, for
  * every setting in cfgs; rope_on_read is passed only when some sequence is rotated (otherwise
  * NULL: the kernels' other instantiation). Then each sequence alone (n_seqs 1, max_kv_len its
- * own length, so a different grid) must give bit for bit its row of the batch. */
+ * own length, so a different grid) must give bit for bit its row of the batch: under a fixed
+ * split always, under the default one when the batch has at most ATTN_SPLIT_ROWS rows (more
+ * take the other side's split, so only the agreement is printed). */
 static void test_decode(int hd, int n_head, int n_head_kv, const std::vector<int> &len,
                         const std::vector<uint8_t> &rot, int rope_dim, bool neox,
                         const std::vector<dcfg> &cfgs, int kv_dtype = SI_KV_F16) {
@@ -387,7 +392,9 @@ static void test_decode(int hd, int n_head, int n_head_kv, const std::vector<int
         }
         snprintf(name, sizeof name, "decode%s %s: hd=%d H=%d/%d each sequence alone == its batch row (bitwise)",
                  kvn, dcfg_name(k), hd, n_head, n_head_kv);
-        report(name, n_diff, 0);
+        const bool fixed = k.part > 0 || (k.version == 1 && kv_dtype == SI_KV_F16);
+        if (fixed || n_seqs <= ATTN_SPLIT_ROWS) report(name, n_diff, 0);
+        else printf("INFO %s: not promised for %d rows, %g floats differ\n", name, n_seqs, n_diff);
         CUDA_CHECK(cudaFree(ds));
     }
     dcfg_set(k_dcfg_default);
@@ -903,7 +910,7 @@ int main(int argc, char **argv) {
     } else {
         /* version 2 at the default split, one block per CTA, the longest split (32 stages per warp
          * at hd 256), 64 keys, three stages; version 1 */
-        const std::vector<dcfg> cf = {k_dcfg_default, {2, 16, 0}, {2, 64, 0}, {2, 1024, 0}, {2, 256, 3},
+        const std::vector<dcfg> cf = {k_dcfg_default, {2, 16, 0}, {2, 64, 0}, {2, 256, 0}, {2, 1024, 0}, {2, 256, 3},
                                       {2, 1024, 3}, {1, 0, 0}};
         test_decode(128, 32, 8, {1, 17, 300, 1000}, {1, 0, 1, 1}, 128, true, cf);
         test_decode(64, 16, 2, {513, 2000}, {1, 0}, 32, false, cf);
@@ -966,6 +973,12 @@ int main(int argc, char **argv) {
         bench_decode(1, 4096, 32, 32, 128, false, cf);
         bench_decode(8, 2048, 32, 8, 128, false, cf);
         bench_decode(32, 1024, 32, 8, 128, false, cf);
+        /* one and a few sequences (the default split by length against fixed parts) */
+        bench_decode(1, 128, 32, 32, 128, false, {k_dcfg_default, {2, 1024, 0}});
+        bench_decode(1, 640, 32, 32, 128, false, {k_dcfg_default, {2, 1024, 0}, {2, 128, 0}});
+        bench_decode(1, 640, 32, 8, 128, false, {k_dcfg_default, {2, 1024, 0}, {2, 64, 0}});
+        bench_decode(4, 1024, 32, 32, 128, false, {k_dcfg_default, {2, 1024, 0}, {2, 256, 0}});
+        bench_decode(1, 16384, 32, 8, 128, false, {k_dcfg_default, {2, 1024, 0}, {2, 512, 0}});
         bench_decode(64, 640, 32, 32, 128, true, {k_dcfg_default, {1, 0, 0}});
         bench_decode(1, 4096, 32, 32, 128, true, {k_dcfg_default, {1, 0, 0}});
         bench_decode(8, 2048, 32, 8, 128, true, {k_dcfg_default, {1, 0, 0}});

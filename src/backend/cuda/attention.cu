@@ -1,6 +1,6 @@
 /* attention.cu — decode attention over the paged KV cache, flash-decoding style (Dao et al.,
  * "Flash-Decoding for long-context inference", 2023): the keys of a sequence are split into
- * parts of attn_part_keys() keys; one CTA per (KV head, query row, part) computes, with an online
+ * parts (attn_split_for); one CTA per (KV head, query row, part) computes, with an online
  * softmax (Milakov & Gimelshein 2018), an unnormalised partial output and its (max, sum) for all
  * the query heads of that KV head's GQA group, so K and V are read once per group; a second
  * kernel combines the parts (version 2 skips it when every row fits one part, as a short decode
@@ -19,8 +19,9 @@
  * exactly the 16-byte pieces it later reads, so a stage needs no barrier beyond the warp. The
  * online softmax is updated once per T keys of a lane group (one max, one rescale of the
  * accumulators per T keys). The GQA group size is a template parameter (1, 2, 4, 8), so q and the
- * accumulators of absent heads cost no registers. The split is a constant (not chosen from the
- * batch): a sequence's output must not depend on the other sequences of the batch.
+ * accumulators of absent heads cost no registers. A row's split depends on its own length and on
+ * which side of ATTN_SPLIT_ROWS the step's row count is, never on the other rows: a sequence's
+ * output must not depend on the other sequences of a step of up to ATTN_SPLIT_ROWS rows.
  * Version 1 (the first kernel) stays selectable for comparison: SI_CUDA_ATTN_V1=1.
  *
  * FP8 E4M3 caches (kv_elem.cuh, vLLM's --kv-cache-dtype fp8): version 2 with the element type as
@@ -278,16 +279,46 @@ template <int HD, bool WIDE, class KV> struct attn_geo {
 #define ATTN_PART_MAX 1024
 static_assert(ATTN_PART_MAX <= 32 * ATTN_WARPS * 8, "<= 32 stages per warp (SK >= 8)");
 
+/* How a launch splits each row's keys into parts, one CTA per (KV head, row, part). keys > 0: a
+ * fixed split, parts of `keys` keys. keys == 0: the split of a row depends on its length alone
+ * (attn_split_keys), at most `most` parts (more only where a part would pass ATTN_PART_MAX).
+ * n_parts: the grid's parts, the most that any row of the launch can have. Either way a row's
+ * sums never depend on the other rows of the launch (attn_split_for says which split a launch
+ * takes). */
+struct attn_split {
+    int keys, most, min_keys, n_parts;
+};
+#define ATTN_SPLIT_ONE_PART 256 /* by length: rows of at most this many keys are one part */
+__host__ __device__ __forceinline__ int attn_div_up(int a, int b) { return (a + b - 1) / b; }
+/* the parts a row of len keys is cut into at most (non-decreasing in len, so the grid's n_parts
+ * is this at the launch's longest row): by length, parts of about min_keys keys, at most `most` */
+__host__ __device__ __forceinline__ int attn_split_parts_max(attn_split s, int len) {
+    if (s.keys > 0) return attn_div_up(len > 0 ? len : 1, s.keys);
+    if (len <= ATTN_SPLIT_ONE_PART) return 1;
+    return max(min(s.most, attn_div_up(len, s.min_keys)), attn_div_up(len, ATTN_PART_MAX));
+}
+/* keys per part of a row of len keys: a multiple of ATTN_KV_BLOCK, at most ATTN_PART_MAX */
+__host__ __device__ __forceinline__ int attn_split_keys(attn_split s, int len) {
+    if (s.keys > 0) return s.keys;
+    const int n = len > 0 ? len : 1;
+    return attn_div_up(attn_div_up(n, attn_split_parts_max(s, n)), ATTN_KV_BLOCK) * ATTN_KV_BLOCK;
+}
+/* the parts that hold keys of a row of len keys (0 for none) */
+__host__ __device__ __forceinline__ int attn_split_parts(attn_split s, int len) {
+    return len > 0 ? attn_div_up(len, attn_split_keys(s, len)) : 0;
+}
+
 /* One CTA: keys [part * part_keys, +part_keys) of query row blockIdx.y, KV head blockIdx.x, for
- * its G = n_head / n_head_kv <= GM query heads. scale2 = scale * log2(e): scores, maxima and
- * exponentials are in base 2 (part_ml too). CTAs past a row's keys return at once (the combine
- * reads only the parts a row has). n_parts == 1: out gets the normalised rows (no combine). */
+ * its G = n_head / n_head_kv <= GM query heads, part_keys = attn_split_keys(split, the row's
+ * length). scale2 = scale * log2(e): scores, maxima and exponentials are in base 2 (part_ml too).
+ * CTAs past a row's keys return at once (the combine reads only the parts a row has).
+ * split.n_parts == 1: out gets the normalised rows (no combine). */
 template <int HD, int GM, bool ROT, bool WIDE, class KV>
 __global__ void __launch_bounds__(ATTN_WARPS * 32, (attn_geo<HD, WIDE, KV>::MINB))
     attn_decode_tile(const float *__restrict__ q, int q_stride, const typename KV::T *kc,
                      const typename KV::T *vc, const int32_t *__restrict__ block_table,
                      attn_rows rows, int n_head, int n_head_kv, int max_blocks, float scale2,
-                     attn_rope rope, attn_fresh fresh, int part_keys, int n_parts,
+                     attn_rope rope, attn_fresh fresh, attn_split split,
                      float *part_acc, float *part_ml, float *out, attn_extra ex) {
     using geo = attn_geo<HD, WIDE, KV>;
     using E = typename KV::T; /* the cache's element */
@@ -311,6 +342,7 @@ __global__ void __launch_bounds__(ATTN_WARPS * 32, (attn_geo<HD, WIDE, KV>::MINB
     const int kvh = blockIdx.x, r = blockIdx.y, part = blockIdx.z;
     const int len = rows.row_pos ? rows.row_pos[r] + 1 : rows.seq_len[r];
     const int s = rows.row_seq ? rows.row_seq[r] : r; /* both loads in flight together */
+    const int part_keys = attn_split_keys(split, len), n_parts = split.n_parts;
     const int p0 = part * part_keys;
     const int G = n_head / n_head_kv, kv_dim = n_head_kv * HD;
     if (p0 >= len) {
@@ -559,20 +591,19 @@ __global__ void __launch_bounds__(ATTN_WARPS * 32, ROT || HD > 128 ? 2 : 3)
                                      part_acc, part_ml, [](float x) { return __expf(x); });
 }
 
-/* Out row r, head blockIdx.x: the row's parts (those holding keys: ceil(len / part_keys)) merged
+/* Out row r, head blockIdx.x: the row's parts (those holding keys: attn_split_parts) merged
  * and normalised. LOG2: part maxima in base 2 (version 2), else natural (version 1). The maximum
  * is taken by all threads at once and the sums are unrolled, so the parts' loads overlap (one
  * long sequence has 16+ parts); the sums run in part order, whatever the batch. */
 template <int HD, bool LOG2>
 __global__ void __launch_bounds__(HD)
     attn_decode_combine(float *out, attn_extra ex, const float *part_acc,
-                        const float *part_ml, attn_rows rows, int n_head, int part_keys,
-                        int n_parts) {
+                        const float *part_ml, attn_rows rows, int n_head, attn_split split) {
     __shared__ float sm_mx[HD / 32];
     si_pdl_trigger(); /* the output matmul after it may launch now (pdl.cuh) */
     const int h = blockIdx.x, r = blockIdx.y, d = threadIdx.x;
     const int len = rows.row_pos ? rows.row_pos[r] + 1 : rows.seq_len[r];
-    const int np = len > 0 ? min(n_parts, (len + part_keys - 1) / part_keys) : 0;
+    const int n_parts = split.n_parts, np = min(n_parts, attn_split_parts(split, len));
     const size_t row0 = ((size_t)r * n_head + h) * n_parts;
     float mx = -INFINITY;
     for (int p = d; p < np; p += HD) mx = fmaxf(mx, part_ml[2 * (row0 + p)]);
@@ -596,17 +627,25 @@ __global__ void __launch_bounds__(HD)
 
 /* ---- host side ---- */
 
-/* 0: not read from the environment yet; stages 0: the head_dim's default */
-static int g_attn_version = 0, g_attn_part = 0, g_attn_stages = 0;
+/* 0: not read from the environment yet; stages 0: the head_dim's default. g_attn_part: keys per
+ * part of a fixed split, or 0: the default split (attn_split_for). g_split_ctas: the CTAs a
+ * short step's row is spread over (its parts times the KV heads). */
+static int g_attn_version = 0, g_attn_part = 0, g_attn_stages = 0, g_split_ctas = 0;
+static int g_split_keys = 0;
+
+static bool attn_part_ok(int k) {
+    return k >= ATTN_KV_BLOCK && k <= ATTN_PART_MAX && k % ATTN_KV_BLOCK == 0;
+}
 
 static void attn_config_defaults(void) {
     if (g_attn_version) return;
     const char *v1 = getenv("SI_CUDA_ATTN_V1");
     const char *pk = getenv("SI_CUDA_ATTN_PART"), *st = getenv("SI_CUDA_ATTN_STAGES");
+    const char *sc = getenv("SI_CUDA_ATTN_SPLIT_CTAS"), *sk = getenv("SI_CUDA_ATTN_SPLIT_KEYS");
     g_attn_stages = st && atoi(st) == 3 ? 3 : 0;
-    const int k = pk ? atoi(pk) : 0;
-    const bool ok = k >= ATTN_KV_BLOCK && k <= ATTN_PART_MAX && k % ATTN_KV_BLOCK == 0;
-    g_attn_part = ok ? k : ATTN_PART_V2;
+    g_attn_part = pk && attn_part_ok(atoi(pk)) ? atoi(pk) : 0;
+    g_split_ctas = sc && atoi(sc) >= 1 ? atoi(sc) : ATTN_SPLIT_CTAS;
+    g_split_keys = sk && attn_part_ok(atoi(sk)) ? atoi(sk) : 0;
     g_attn_version = v1 && atoi(v1) == 1 ? 1 : 2;
 }
 
@@ -614,8 +653,7 @@ void attn_decode_config(int version, int part_keys, int stages) {
     attn_config_defaults();
     if (stages >= 0) g_attn_stages = stages == 3 ? 3 : 0;
     if (version == 1 || version == 2) g_attn_version = version;
-    if (part_keys >= ATTN_KV_BLOCK && part_keys <= ATTN_PART_MAX && part_keys % ATTN_KV_BLOCK == 0)
-        g_attn_part = part_keys;
+    if (part_keys == 0 || attn_part_ok(part_keys)) g_attn_part = part_keys;
 }
 
 /* the kernel version in force for p's caches (version 1 reads f16 only) */
@@ -623,9 +661,27 @@ static int attn_version(const cuda_attn_params *p) {
     attn_config_defaults();
     return p->kv_dtype == SI_KV_F16 ? g_attn_version : 2;
 }
-/* keys per CTA of the kernel in force (version 1: ATTN_PART) */
-static int attn_part_keys(const cuda_attn_params *p) {
-    return attn_version(p) == 1 ? ATTN_PART : g_attn_part;
+
+/* The split of a launch of n_rows query rows of at most n_kv keys. Version 1: ATTN_PART keys a
+ * part; a configured part size (attn_decode_config, SI_CUDA_ATTN_PART): that. By default, a step
+ * of more than ATTN_SPLIT_ROWS rows takes ATTN_PART_V2 keys a part, and a shorter one splits
+ * each row by its length, into parts of about ATTN_SPLIT_KEYS_KVH keys a KV head, at most
+ * g_split_ctas / n_head_kv: one Llama-2-7B sequence's 640 keys are then 3 CTAs a KV head instead
+ * of one. Both are fixed for a row count's side of ATTN_SPLIT_ROWS, so a row gets the same sums
+ * alone and in any step of up to that many rows. */
+static attn_split attn_split_for(const cuda_attn_params *p, int n_rows, int n_kv) {
+    attn_config_defaults();
+    /* by length: parts of ATTN_SPLIT_KEYS_KVH keys a KV head (so a row's CTAs depend on its
+     * length, not on the GQA group), 64 to 1024 keys */
+    const int kvh_keys = ATTN_SPLIT_KEYS_KVH * p->n_head_kv;
+    const int min_keys = kvh_keys < 64 ? 64 : kvh_keys > ATTN_PART_MAX ? ATTN_PART_MAX : kvh_keys;
+    attn_split s = {0, 0, g_split_keys ? g_split_keys : min_keys / 16 * 16, 0};
+    if (attn_version(p) == 1) s.keys = ATTN_PART;
+    else if (g_attn_part > 0) s.keys = g_attn_part;
+    else if (n_rows > ATTN_SPLIT_ROWS) s.keys = ATTN_PART_V2;
+    else s.most = attn_div_up(g_split_ctas, p->n_head_kv);
+    s.n_parts = attn_split_parts_max(s, n_kv);
+    return s;
 }
 
 /* the wide variant exists for these (GM 8 and the rotation need more registers than 3 CTAs/SM
@@ -673,9 +729,13 @@ static void attn_raise_smem_limit(void) {
 size_t attn_decode_scratch_bytes(const cuda_attn_params *p, int n_rows, int max_kv_len) {
     attn_raise_smem_limit();
     const int n_kv = max_kv_len > 0 ? max_kv_len : 1;
-    const size_t parts = (size_t)si_div_up(n_kv, attn_part_keys(p));
+    /* a launch of r <= n_rows rows: the most parts of either side of ATTN_SPLIT_ROWS */
+    const int few = n_rows < ATTN_SPLIT_ROWS ? n_rows : ATTN_SPLIT_ROWS;
+    const size_t parts_many = (size_t)n_rows * attn_split_for(p, n_rows, n_kv).n_parts;
+    const size_t parts_few = (size_t)few * attn_split_for(p, few, n_kv).n_parts;
     return rope_cos_sin_table_bytes(n_kv, p->head_dim) +
-           (size_t)n_rows * p->n_head * parts * (p->head_dim + 2) * sizeof(float);
+           (parts_many > parts_few ? parts_many : parts_few) * p->n_head * (p->head_dim + 2) *
+               sizeof(float);
 }
 
 extern "C" size_t cuda_attention_scratch_bytes(const cuda_attn_params *p, int n_seqs,
@@ -690,7 +750,8 @@ struct attn_launch_args {
     const void *kc, *vc; /* of the launch's KV element type */
     const int32_t *bt;
     attn_rows rows;
-    int n_rows, n_parts, part_keys;
+    int n_rows;
+    attn_split split;
     attn_rope rope;
     attn_fresh fresh;
     attn_extra ex;
@@ -702,13 +763,13 @@ struct attn_launch_args {
 template <int HD, int GM, bool ROT, bool WIDE, class KV>
 static void attn_launch_tile(const attn_launch_args &a) {
     const cuda_attn_params *p = a.p;
-    const dim3 grid(p->n_head_kv, a.n_rows, a.n_parts);
+    const dim3 grid(p->n_head_kv, a.n_rows, a.split.n_parts);
     using T = typename KV::T;
     si_launch_pdl(attn_decode_tile<HD, GM, ROT, WIDE, KV>, grid, ATTN_WARPS * 32,
                   attn_geo<HD, WIDE, KV>::SMEM, a.st, a.q, a.q_stride, (const T *)a.kc,
                   (const T *)a.vc, a.bt, a.rows, p->n_head, p->n_head_kv, p->max_blocks,
-                  p->scale * 1.4426950408889634f, a.rope, a.fresh, a.part_keys, a.n_parts,
-                  a.part_acc, a.part_ml, a.out, a.ex);
+                  p->scale * 1.4426950408889634f, a.rope, a.fresh, a.split, a.part_acc,
+                  a.part_ml, a.out, a.ex);
 }
 
 template <int HD, int GM, class KV> static void attn_launch_g(const attn_launch_args &a) {
@@ -727,16 +788,17 @@ template <int HD, class KV> static void attn_launch(const attn_launch_args &a, i
     const cuda_attn_params *p = a.p;
     const bool rot = a.rope.on_read != NULL, v1 = version == 1 && KV::BYTES == 2;
     const __half *kc = (const __half *)a.kc, *vc = (const __half *)a.vc; /* v1: f16 */
+    const int n_parts = a.split.n_parts;
     if (v1) {
-        const dim3 grid(p->n_head_kv, a.n_rows, a.n_parts);
+        const dim3 grid(p->n_head_kv, a.n_rows, n_parts);
         if (rot)
             attn_decode_part_v1<HD, true><<<grid, ATTN_WARPS * 32, 0, a.st>>>(
                 a.q, a.q_stride, kc, vc, a.bt, a.rows, p->n_head, p->n_head_kv,
-                p->max_blocks, p->scale, a.rope, a.n_parts, a.part_acc, a.part_ml);
+                p->max_blocks, p->scale, a.rope, n_parts, a.part_acc, a.part_ml);
         else
             attn_decode_part_v1<HD, false><<<grid, ATTN_WARPS * 32, 0, a.st>>>(
                 a.q, a.q_stride, kc, vc, a.bt, a.rows, p->n_head, p->n_head_kv,
-                p->max_blocks, p->scale, a.rope, a.n_parts, a.part_acc, a.part_ml);
+                p->max_blocks, p->scale, a.rope, n_parts, a.part_acc, a.part_ml);
     } else {
         const int G = p->n_head / p->n_head_kv;
         if (G <= 1) attn_launch_g<HD, 1, KV>(a);
@@ -745,13 +807,13 @@ template <int HD, class KV> static void attn_launch(const attn_launch_args &a, i
         else attn_launch_g<HD, 8, KV>(a);
     }
     CUDA_CHECK_LAUNCH();
-    if (!v1 && a.n_parts == 1) return; /* the tile kernel wrote out (a decode step's short rows) */
+    if (!v1 && n_parts == 1) return; /* the tile kernel wrote out (a decode step's short rows) */
     if (v1)
         attn_decode_combine<HD, false><<<dim3(p->n_head, a.n_rows), HD, 0, a.st>>>(
-            a.out, a.ex, a.part_acc, a.part_ml, a.rows, p->n_head, a.part_keys, a.n_parts);
+            a.out, a.ex, a.part_acc, a.part_ml, a.rows, p->n_head, a.split);
     else
         attn_decode_combine<HD, true><<<dim3(p->n_head, a.n_rows), HD, 0, a.st>>>(
-            a.out, a.ex, a.part_acc, a.part_ml, a.rows, p->n_head, a.part_keys, a.n_parts);
+            a.out, a.ex, a.part_acc, a.part_ml, a.rows, p->n_head, a.split);
     CUDA_CHECK_LAUNCH();
 }
 
@@ -774,9 +836,9 @@ int attn_decode_rows(float *out, const float *q, int q_stride, const void *k_cac
     default: return -1;
     }
     attn_raise_smem_limit();
-    const int version = attn_version(p), part_keys = attn_part_keys(p);
+    const int version = attn_version(p);
     const int n_kv = max_kv_len > 0 ? max_kv_len : 1;
-    const int n_parts = si_div_up(n_kv, part_keys);
+    const attn_split split = attn_split_for(p, n_rows, n_kv);
     float2 *table = (float2 *)scratch;
     float *part_acc = (float *)((char *)scratch + rope_cos_sin_table_bytes(n_kv, p->head_dim));
     const attn_rope ar = {rope_on_read, table, rope_on_read ? rope->rope_dim / 2 : 0,
@@ -784,8 +846,9 @@ int attn_decode_rows(float *out, const float *q, int q_stride, const void *k_cac
     if (rope_on_read) rope_cos_sin_table(table, n_kv, rope, stream);
     attn_fresh none = {};
     attn_launch_args a = {out, q, q_stride, k_cache, v_cache, block_table, rows, n_rows,
-                          n_parts, part_keys, ar, fresh ? *fresh : none, ex, p, part_acc,
-                          part_acc + (size_t)n_rows * p->n_head * n_parts * p->head_dim, stream};
+                          split, ar, fresh ? *fresh : none, ex, p, part_acc,
+                          part_acc + (size_t)n_rows * p->n_head * split.n_parts * p->head_dim,
+                          stream};
     launch(a, version);
     return 0;
 }

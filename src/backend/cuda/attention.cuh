@@ -15,9 +15,23 @@
  * kernel is left out: all-decoding F16 6,581-6,630 -> 6,737-6,742 t/s, Q4_0 5,703-5,725 ->
  * 5,793-5,807 (768 the same). The kernel alone (test_cuda_attention, s9 call 10), 512 -> 1024:
  * 64 x 640 165.3 -> 160.8 us, 1 x 4096 26.9 -> 26.5, 32 x 1024 GQA 54.0 -> 40.9, but 8 x 2048 GQA
- * 29.9 -> 33.0 (128 CTAs instead of 256). A global constant, so a row's sums never depend on its
- * batch. */
+ * 29.9 -> 33.0 (128 CTAs instead of 256). The split of every step of more than ATTN_SPLIT_ROWS
+ * rows. */
 #define ATTN_PART_V2 1024
+/* Steps of at most ATTN_SPLIT_ROWS query rows (those whose matmuls are GEMVs, so that a row's
+ * result is the same alone and batched) split each row by its length instead (attention.cu,
+ * attn_split_for), so that one sequence's attention is not a few CTAs each streaming a long
+ * stretch of its cache: parts of about ATTN_SPLIT_KEYS_KVH keys a KV head (256 keys for 32 KV
+ * heads; SI_CUDA_ATTN_SPLIT_KEYS=N sets N keys instead), at most ATTN_SPLIT_CTAS / n_head_kv
+ * parts (SI_CUDA_ATTN_SPLIT_CTAS). On the H200, Llama-2-7B through the engine, 512-token
+ * prompts, 128 generated, 1 / 2 / 4 / 8 concurrent requests (bench/RESULTS.md 2026-12-01 20:56
+ * UTC, all-decoding t/s, two rounds): F16 248-250 / 412-413 / 541-542 / 841-844 with 1024-key
+ * parts -> 260-261 / 427-430 / 578-582 / 960-963 split; Q4_0 547-553 / 910-913 / 1,583-1,585 /
+ * 2,007-2,011 -> 574-582 / 946-951 / 1,554-1,561 / 1,955-1,968 (its 4 and 8 lose 2 %: parts of
+ * 64 keys gave one request 590 and eight 1,878, of 512 keys 566 and 1,941). */
+#define ATTN_SPLIT_ROWS GEMV_ROWS_MAX
+#define ATTN_SPLIT_CTAS 256
+#define ATTN_SPLIT_KEYS_KVH 8
 #define ATTN_MAXG 8    /* query heads per KV head (GQA group) */
 #define ATTN_KV_BLOCK 16
 static_assert(ATTN_KV_BLOCK == ROPE_KV_BLOCK, "one paged block size");
@@ -91,8 +105,10 @@ int attn_decode_rows(float *out, const float *q, int q_stride, const void *k_cac
  * CTA (a multiple of 16, at most 1024) and its stages per warp (0: the default, two stages and 3
  * CTAs per SM where that variant exists (head_dim 128/256, groups <= 4, no rotation on read), else
  * the head_dim's own; 3: the head_dim's own for f16 caches, three stages at head_dim 128/256);
- * out-of-range values keep the setting (stages: negative). Defaults: version 2, ATTN_PART keys,
- * default stages; the environment's SI_CUDA_ATTN_V1=1, SI_CUDA_ATTN_PART=N and
+ * part_keys 0 restores the default split (attn_split_for in attention.cu: ATTN_PART_V2 keys a
+ * part for steps of more than ATTN_SPLIT_ROWS rows, by length for shorter ones); other
+ * out-of-range values keep the setting (stages: negative). Defaults: version 2, the default
+ * split, default stages; the environment's SI_CUDA_ATTN_V1=1, SI_CUDA_ATTN_PART=N and
  * SI_CUDA_ATTN_STAGES=3, read at the first call, change them. Scratch must be sized
  * (attn_decode_scratch_bytes) after a change.
  * Not thread-safe: call it while no other thread launches attention. */
