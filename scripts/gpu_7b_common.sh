@@ -14,12 +14,16 @@ log() { echo "[$(date -u +%H:%M:%S) +${SECONDS}s] $*"; }
 pack() { tar -czf "$OUTDIR/$NAME.tgz" -C "$W" . 2>/dev/null; }
 safe() { echo "$1" | tr '=,+' '___'; } # file names the device tool returns
 
-# synth_7b TYPES: a Llama-2-7B-shaped model of each type in $MODELS, unless already there
+# SI_SHAPE: the `synth --shape` of the models (default llama2-7b; e.g. llama3-8b), in the files'
+# names too (the scripts that read $MODELS/llama2-7b-T.gguf themselves keep Llama-2-7B)
+SHAPE=${SI_SHAPE:-llama2-7b}
+
+# synth_7b TYPES: a $SHAPE-shaped model of each type in $MODELS, unless already there
 synth_7b() {
     local t m
     for t in "$@"; do
-        m=$MODELS/llama2-7b-$t.gguf
-        [ -f "$m" ] || timeout 200 "$BD/swiftinfer" synth -o "$m" --shape llama2-7b --type "$t" \
+        m=$MODELS/$SHAPE-$t.gguf
+        [ -f "$m" ] || timeout 200 "$BD/swiftinfer" synth -o "$m" --shape "$SHAPE" --type "$t" \
             > "$W/synth-$t.txt" 2>&1 || { log "synth $t FAILED"; tail -5 "$W/synth-$t.txt"; }
     done
     log "models ready"
@@ -39,7 +43,7 @@ ab_rounds() {
     local rounds=$1 types=$2 settings=$3 fn=$4 round t m e
     for round in $(seq "$rounds"); do
         for t in $types; do
-            m=$MODELS/llama2-7b-$t.gguf
+            m=$MODELS/$SHAPE-$t.gguf
             [ -f "$m" ] || continue
             for e in $settings; do "$fn" "$round" "$t" "$m" "$e"; done
         done

@@ -24,7 +24,8 @@
  *    Then the same exactness through preemption (a pool far too small for the 8 requests at
  *    once: the engine preempts and recomputes) and through the prefix cache (a request whose
  *    first 128 prompt tokens another one left in the cache gives the ids it gets on a fresh
- *    engine), both with steps of <= 8 tokens (test_preempt_prefix).
+ *    engine), both with steps of <= 8 tokens (test_preempt_prefix); and for prompts of 257-600
+ *    tokens, whose attention rows are split by their length (test_long_rows).
  * 3. sampling on the GPU (temperature 0.8, top-k 40, top-p 0.9, a seed per request): 8 short
  *    requests, one at a time, sampled on the device (forward_sample) and again on the host from
  *    the same GPU logits (asking for logprobs makes the engine sample on the host): the ids
@@ -358,6 +359,42 @@ static void test_preempt_prefix(si_model *mg, const si_engine_params *ep8, si_re
            memcmp(cached, fresh, sizeof fresh) ? "differ from" : "identical to", u2.cached_tokens);
 }
 
+/* The exactness of test_engine for rows of more than 256 keys, which decode attention splits by
+ * their length in steps of up to 8 rows (attention.cu, attn_split_for): N_LONG requests of
+ * 257 .. 600 prompt tokens, alone and together, steps of <= 8 tokens, identical greedy ids.
+ * Models with a context under 640 tokens skip it (said so). */
+#define N_LONG 4
+static void test_long_rows(si_model *mg, const si_engine_params *ep8) {
+    if (si_model_n_ctx(mg) < 640) {
+        printf("INFO long rows on cuda: not run (context %d < 640)\n", si_model_n_ctx(mg));
+        return;
+    }
+    static const int len[N_LONG] = {600, 257, 431, 300};
+    static int32_t prompts[N_LONG][600];
+    static int32_t alone[N_LONG][N_GEN], together[N_LONG][N_GEN];
+    si_request rq[N_LONG];
+    uint64_t seed = 11;
+    for (int i = 0; i < N_LONG; i++) {
+        for (int j = 0; j < len[i]; j++)
+            prompts[i][j] = (int32_t)(rng_next(&seed) % (uint32_t)si_model_n_vocab(mg));
+        rq[i] = si_request_default();
+        rq[i].prompt_tokens = prompts[i];
+        rq[i].n_prompt_tokens = len[i];
+        rq[i].max_tokens = N_GEN;
+        rq[i].ignore_eos = true;
+    }
+    si_engine *e = make_engine(mg, ep8);
+    for (int i = 0; i < N_LONG; i++) run_together(e, &rq[i], 1, &alone[i]);
+    run_together(e, rq, N_LONG, together);
+    si_engine_free(e);
+    int same = 0;
+    for (int i = 0; i < N_LONG; i++) same += !memcmp(alone[i], together[i], sizeof alone[i]);
+    const bool ok = same == N_LONG;
+    g_fail |= !ok;
+    printf("%s long rows on cuda: %d/%d requests of 257-600 prompt tokens give identical greedy "
+           "ids alone and batched (steps of <= 8 tokens)\n", ok ? "PASS" : "FAIL", same, N_LONG);
+}
+
 static void test_engine(si_model *mg, si_model *mc, double tol) {
     si_engine_params ep = si_engine_default_params();
     ep.max_num_seqs = 16;
@@ -380,6 +417,7 @@ static void test_engine(si_model *mg, si_model *mc, double tol) {
            N_REQ, N_GEN);
     si_engine_free(e);
     test_preempt_prefix(mg, &ep8, rq, alone);
+    test_long_rows(mg, &ep8);
 
     /* the same with 96-token steps: other matmul kernels, agreement not promised (see top) */
     e = make_engine(mg, &ep);
