@@ -26,8 +26,8 @@ def test_script_format(tmp_path):
     f = tmp_path / "engine.txt"
     f.write_text("".join(lines))
     rates = plot_concurrency.parse(f)
-    assert dict(rates["0"]) == {1: [259.5, 259.7], 8: [886.8, 886.8]}
-    assert dict(rates["1"]) == {1: [241.9, 241.3], 8: [1398.2, 1398.2]}
+    assert dict(rates["SI_CUDA_GEMV_H16_MMA=0"]) == {1: [259.5, 259.7], 8: [886.8, 886.8]}
+    assert dict(rates["SI_CUDA_GEMV_H16_MMA=1"]) == {1: [241.9, 241.3], 8: [1398.2, 1398.2]}
 
 
 def test_inline_format(tmp_path):
@@ -39,5 +39,35 @@ def test_inline_format(tmp_path):
                  f"r1 mma=1 c4: {row(4, 782.89)}\n"
                  "r1 mma=1 c8: (no row)\n")
     rates = plot_concurrency.parse(f)
-    assert dict(rates["0"]) == {1: [259.53], 4: [566.73]}
-    assert dict(rates["1"]) == {1: [241.93], 4: [782.89]}
+    assert dict(rates["mma=0"]) == {1: [259.53], 4: [566.73]}
+    assert dict(rates["mma=1"]) == {1: [241.93], 4: [782.89]}
+
+
+def test_c1_rows_over_tg(tmp_path):
+    """where a setting has `--concurrency 1` rows, one request is those (the engine at the log's
+    prompt length), not tg128; settings without them keep tg128"""
+    f = tmp_path / "engine.txt"
+    f.write_text("r1 SI_CUDA_ATTN_PART=1024 tg: | m | q4_0 | 1 | 2 | 3 | 16 | tg128 | 677.07 ± 0.12 |\n"
+                 f"r1 SI_CUDA_ATTN_PART=1024 c1: {row(1, 552.93)}\n"
+                 f"r1 SI_CUDA_ATTN_PART=1024 c2: {row(2, 913.29)}\n"
+                 "r1 SI_NONE=0 tg: | m | q4_0 | 1 | 2 | 3 | 16 | tg128 | 673.21 ± 1.11 |\n"
+                 f"r1 SI_NONE=0 c2: {row(2, 946.09)}\n")
+    rates = plot_concurrency.parse(f)
+    assert dict(rates["SI_CUDA_ATTN_PART=1024"]) == {1: [552.93], 2: [913.29]}
+    assert dict(rates["SI_NONE=0"]) == {1: [673.21], 2: [946.09]}
+
+
+def test_draws_several_logs(tmp_path):
+    """two logs side by side, a --label, into a PNG"""
+    for name in ("engine-f16.txt", "engine-q4_0.txt"):
+        (tmp_path / name).write_text(f"r1 SI_NONE=0 c1: {row(1, 260.4)}\nr1 SI_NONE=0 c2: {row(2, 429.9)}\n")
+    png = tmp_path / "out.png"
+    import sys
+    argv = sys.argv
+    sys.argv = ["plot_concurrency.py", f"{tmp_path / 'engine-f16.txt'},{tmp_path / 'engine-q4_0.txt'}",
+                str(png), "--title", "t", "--label", "SI_NONE=0=default"]
+    try:
+        plot_concurrency.main()
+    finally:
+        sys.argv = argv
+    assert png.stat().st_size > 1000
