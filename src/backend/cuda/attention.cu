@@ -4,7 +4,9 @@
  * softmax (Milakov & Gimelshein 2018), an unnormalised partial output and its (max, sum) for all
  * the query heads of that KV head's GQA group, so K and V are read once per group; a second
  * kernel combines the parts (version 2 skips it when every row fits one part, as a short decode
- * step's do: the tile kernel normalises its output itself, the same bits). Keys are found
+ * step's do: the tile kernel normalises its output itself, the same bits; and when the caller
+ * gives part counters, with which the CTA that stores a row's last part merges them,
+ * attn_merge_if_last). Keys are found
  * through the block table: position p lives in block block_table[s][p / 16], slot p % 16. Keys of streaming sequences are rotated on read
  * (attn_rotate_key8). The same kernels serve prefill for head_dims the tensor-core kernel
  * (attention_prefill.cu) lacks, one query row per token (attn_rows).
@@ -228,8 +230,9 @@ __device__ __forceinline__ attn_extra_row attn_extra_of(attn_extra ex, int r, in
  * heads of one KV head, in shared memory (maxima sm_m and sums sm_l [ATTN_WARPS][GX], unnormalised
  * outputs sm_acc [ATTN_WARPS][GX][HD] flat), merged in warp order with ex (exp2 for base-2
  * maxima, __expf for natural ones) and stored as part `part` of rows (row0 + g) * n_parts + part
- * (part_acc, part_ml); a row of one part is normalised into out instead when out is not NULL
- * (the combine kernel would do the same with c = 1), and quantised into q8 too. */
+ * (part_acc, part_ml); when out is not NULL (the row has this one part) it is normalised into
+ * out rows row0 + g instead (attn_merge_parts would do the same with c = 1), and quantised into
+ * q8 too. */
 template <int HD, int GX, class E>
 __device__ __forceinline__ void attn_store_merged(const float (*sm_m)[GX], const float (*sm_l)[GX],
                                                   const float *sm_acc, int G, size_t row0,
@@ -249,9 +252,9 @@ __device__ __forceinline__ void attn_store_merged(const float (*sm_m)[GX], const
             ls += sm_l[w][g] * c;
         }
         const size_t row = (row0 + g) * n_parts + part;
-        if (out && n_parts == 1) {
+        if (out) {
             const float o = ls > 0.0f ? a / ls : 0.0f;
-            out[row * HD + d] = o;
+            out[(row0 + g) * HD + d] = o;
             q8.store(idx, o); /* a warp holds 32 consecutive d: one Q8_0 block */
             continue;
         }
@@ -308,6 +311,55 @@ __host__ __device__ __forceinline__ int attn_split_parts(attn_split s, int len) 
     return len > 0 ? attn_div_up(len, attn_split_keys(s, len)) : 0;
 }
 
+/* Dimension d of one query head's output from its np parts (part_acc / part_ml rows row ..
+ * row + np - 1), whose largest maximum is mx: the sums in part order, normalised. The one merge
+ * of the combine kernel and of a tile kernel's last CTA (attn_merge_if_last), so both give the
+ * same bits. The loads bypass L1: other CTAs of the same kernel may have written the parts. */
+template <int HD, bool LOG2>
+__device__ __forceinline__ float attn_merge_parts(const float *part_acc, const float *part_ml,
+                                                  size_t row, int np, int d, float mx) {
+    float a = 0.0f, ls = 0.0f;
+#pragma unroll 8
+    for (int p = 0; p < np; p++) {
+        const float2 ml = __ldcg((const float2 *)(part_ml + 2 * (row + p)));
+        const float c = ml.x == -INFINITY ? 0.0f : LOG2 ? attn_exp2(ml.x - mx) : __expf(ml.x - mx);
+        a += __ldcg(part_acc + (row + p) * HD + d) * c;
+        ls += ml.y * c;
+    }
+    return ls > 0.0f ? a / ls : 0.0f;
+}
+
+/* After a tile CTA stored its part of a row of np >= 2 parts: the CTA that stores the row's last
+ * part (counter: the row and KV head's, zero before, counting the parts stored) merges all of
+ * them into out rows row0 .. row0 + G - 1 and q8, and sets the counter back to zero, so that no
+ * combine kernel runs (threadFenceReduction's pattern: each CTA's stores are made visible before
+ * its count, the last reads them after). */
+template <int HD>
+__device__ __forceinline__ void attn_merge_if_last(unsigned *counter, int np,
+                                                   const float *part_acc, const float *part_ml,
+                                                   size_t row0, int n_parts, int G, float *out,
+                                                   attn_extra_row q8) {
+    __shared__ bool last;
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        last = atomicAdd(counter, 1u) == (unsigned)np - 1;
+        if (last) *counter = 0; /* every part has counted: none of this launch reads it again */
+    }
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    for (int idx = threadIdx.x; idx < G * HD; idx += blockDim.x) {
+        const int g = idx / HD, d = idx % HD;
+        const size_t row = (row0 + g) * n_parts;
+        float mx = -INFINITY;
+        for (int p = 0; p < np; p++) mx = fmaxf(mx, __ldcg(part_ml + 2 * (row + p)));
+        const float o = attn_merge_parts<HD, true>(part_acc, part_ml, row, np, d, mx);
+        out[(row0 + g) * HD + d] = o;
+        q8.store(idx, o); /* a warp holds 32 consecutive d: one Q8_0 block */
+    }
+}
+
 /* One CTA: keys [part * part_keys, +part_keys) of query row blockIdx.y, KV head blockIdx.x, for
  * its G = n_head / n_head_kv <= GM query heads, part_keys = attn_split_keys(split, the row's
  * length). scale2 = scale * log2(e): scores, maxima and exponentials are in base 2 (part_ml too).
@@ -318,7 +370,7 @@ __global__ void __launch_bounds__(ATTN_WARPS * 32, (attn_geo<HD, WIDE, KV>::MINB
     attn_decode_tile(const float *__restrict__ q, int q_stride, const typename KV::T *kc,
                      const typename KV::T *vc, const int32_t *__restrict__ block_table,
                      attn_rows rows, int n_head, int n_head_kv, int max_blocks, float scale2,
-                     attn_rope rope, attn_fresh fresh, attn_split split,
+                     attn_rope rope, attn_fresh fresh, attn_split split, unsigned *counters,
                      float *part_acc, float *part_ml, float *out, attn_extra ex) {
     using geo = attn_geo<HD, WIDE, KV>;
     using E = typename KV::T; /* the cache's element */
@@ -347,7 +399,7 @@ __global__ void __launch_bounds__(ATTN_WARPS * 32, (attn_geo<HD, WIDE, KV>::MINB
     const int G = n_head / n_head_kv, kv_dim = n_head_kv * HD;
     if (p0 >= len) {
         si_pdl_wait();
-        if (n_parts == 1) { /* a row with no keys: zeros, as the combine writes */
+        if (part == 0 && (n_parts == 1 || counters)) { /* no keys: zeros, as a merge writes */
             const attn_extra_row q8 = attn_extra_of(ex, r, n_head * HD, kvh * G * HD);
             for (int i = threadIdx.x; i < G * HD; i += ATTN_WARPS * 32) {
                 out[((size_t)r * n_head + kvh * G) * HD + i] = 0.0f;
@@ -503,9 +555,17 @@ __global__ void __launch_bounds__(ATTN_WARPS * 32, (attn_geo<HD, WIDE, KV>::MINB
         }
     }
     __syncthreads();
-    attn_store_merged<HD, GM>(sm_m, sm_l, sm_acc, G, (size_t)r * n_head + kvh * G, n_parts, part,
-                              out, attn_extra_of(ex, r, n_head * HD, kvh * G * HD), part_acc,
-                              part_ml, [](float x) { return attn_exp2(x); });
+    /* out directly when the row has this one part; else the parts, merged by the combine
+     * kernel or, with counters, by the row's last CTA */
+    const int np = min(n_parts, attn_split_parts(split, len));
+    const bool direct = n_parts == 1 || (counters && np == 1);
+    const attn_extra_row q8 = attn_extra_of(ex, r, n_head * HD, kvh * G * HD);
+    const size_t row0 = (size_t)r * n_head + kvh * G;
+    attn_store_merged<HD, GM>(sm_m, sm_l, sm_acc, G, row0, n_parts, part, direct ? out : NULL,
+                              q8, part_acc, part_ml, [](float x) { return attn_exp2(x); });
+    if (!direct && counters)
+        attn_merge_if_last<HD>(counters + (size_t)r * n_head_kv + kvh, np, part_acc, part_ml, row0,
+                               n_parts, G, out, q8);
 }
 
 /* Version 1 (SI_CUDA_ATTN_V1=1, for comparison): one key per lane group per step, an online-
@@ -612,15 +672,7 @@ __global__ void __launch_bounds__(HD)
     __syncthreads();
 #pragma unroll
     for (int w = 0; w < HD / 32; w++) mx = fmaxf(mx, sm_mx[w]);
-    float a = 0.0f, ls = 0.0f;
-#pragma unroll 8
-    for (int p = 0; p < np; p++) {
-        const float2 ml = *(const float2 *)(part_ml + 2 * (row0 + p));
-        const float c = ml.x == -INFINITY ? 0.0f : LOG2 ? attn_exp2(ml.x - mx) : __expf(ml.x - mx);
-        a += part_acc[(row0 + p) * HD + d] * c;
-        ls += ml.y * c;
-    }
-    const float o = ls > 0.0f ? a / ls : 0.0f;
+    const float o = attn_merge_parts<HD, LOG2>(part_acc, part_ml, row0, np, d, mx);
     out[((size_t)r * n_head + h) * HD + d] = o;
     attn_extra_of(ex, r, n_head * HD, h * HD).store(d, o);
 }
@@ -768,8 +820,8 @@ static void attn_launch_tile(const attn_launch_args &a) {
     si_launch_pdl(attn_decode_tile<HD, GM, ROT, WIDE, KV>, grid, ATTN_WARPS * 32,
                   attn_geo<HD, WIDE, KV>::SMEM, a.st, a.q, a.q_stride, (const T *)a.kc,
                   (const T *)a.vc, a.bt, a.rows, p->n_head, p->n_head_kv, p->max_blocks,
-                  p->scale * 1.4426950408889634f, a.rope, a.fresh, a.split, a.part_acc,
-                  a.part_ml, a.out, a.ex);
+                  p->scale * 1.4426950408889634f, a.rope, a.fresh, a.split,
+                  p->part_counters, a.part_acc, a.part_ml, a.out, a.ex);
 }
 
 template <int HD, int GM, class KV> static void attn_launch_g(const attn_launch_args &a) {
@@ -807,7 +859,9 @@ template <int HD, class KV> static void attn_launch(const attn_launch_args &a, i
         else attn_launch_g<HD, 8, KV>(a);
     }
     CUDA_CHECK_LAUNCH();
-    if (!v1 && n_parts == 1) return; /* the tile kernel wrote out (a decode step's short rows) */
+    /* the tile kernel wrote out: every row fits one part (a decode step's short rows), or each
+     * row's last CTA merged its parts (part_counters) */
+    if (!v1 && (n_parts == 1 || p->part_counters)) return;
     if (v1)
         attn_decode_combine<HD, false><<<dim3(p->n_head, a.n_rows), HD, 0, a.st>>>(
             a.out, a.ex, a.part_acc, a.part_ml, a.rows, p->n_head, a.split);
