@@ -27,8 +27,9 @@
  * prompts, 128 generated, 1 / 2 / 4 / 8 concurrent requests (bench/RESULTS.md 2026-12-01 20:56
  * UTC, all-decoding t/s, two rounds): F16 248-250 / 412-413 / 541-542 / 841-844 with 1024-key
  * parts -> 260-261 / 427-430 / 578-582 / 960-963 split; Q4_0 547-553 / 910-913 / 1,583-1,585 /
- * 2,007-2,011 -> 574-582 / 946-951 / 1,554-1,561 / 1,955-1,968 (its 4 and 8 lose 2 %: parts of
- * 64 keys gave one request 590 and eight 1,878, of 512 keys 566 and 1,941). */
+ * 2,007-2,011 -> 574-582 / 946-951 / 1,554-1,561 / 1,955-1,968 (parts of 64 keys gave one
+ * request 590 and eight 1,878, of 512 keys 566 and 1,941); Q4_0 with the split rows merged by
+ * their last CTA (part_counters) 584-586 / - / 1,570-1,576 / 1,876-1,893. */
 #define ATTN_SPLIT_ROWS GEMV_ROWS_MAX
 #define ATTN_SPLIT_CTAS 256
 #define ATTN_SPLIT_KEYS_KVH 8
