@@ -363,8 +363,10 @@ __device__ __forceinline__ void attn_merge_if_last(unsigned *counter, int np,
 /* One CTA: keys [part * part_keys, +part_keys) of query row blockIdx.y, KV head blockIdx.x, for
  * its G = n_head / n_head_kv <= GM query heads, part_keys = attn_split_keys(split, the row's
  * length). scale2 = scale * log2(e): scores, maxima and exponentials are in base 2 (part_ml too).
- * CTAs past a row's keys return at once (the combine reads only the parts a row has).
- * split.n_parts == 1: out gets the normalised rows (no combine). */
+ * CTAs past a row's keys return at once (a merge reads only the parts a row has). A row of one
+ * part is normalised into out directly when split.n_parts == 1 or counters are given (no
+ * combine); with counters the last CTA of a row of several parts merges them
+ * (attn_merge_if_last). */
 template <int HD, int GM, bool ROT, bool WIDE, class KV>
 __global__ void __launch_bounds__(ATTN_WARPS * 32, (attn_geo<HD, WIDE, KV>::MINB))
     attn_decode_tile(const float *__restrict__ q, int q_stride, const typename KV::T *kc,
