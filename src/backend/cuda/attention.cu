@@ -682,9 +682,9 @@ __global__ void __launch_bounds__(HD)
 /* ---- host side ---- */
 
 /* 0: not read from the environment yet; stages 0: the head_dim's default. g_attn_part: keys per
- * part of a fixed split, or 0: the default split (attn_split_for). g_split_ctas: the CTAs a
- * short step's row is spread over (its parts times the KV heads). */
-static int g_attn_version = 0, g_attn_part = 0, g_attn_stages = 0, g_split_ctas = 0;
+ * part of a fixed split, or 0: the default split (attn_split_for). g_split_parts: the most parts
+ * a short step's row is cut into, or 0: attn_split_for's. */
+static int g_attn_version = 0, g_attn_part = 0, g_attn_stages = 0, g_split_parts = 0;
 static int g_split_keys = 0;
 
 static bool attn_part_ok(int k) {
@@ -695,10 +695,10 @@ static void attn_config_defaults(void) {
     if (g_attn_version) return;
     const char *v1 = getenv("SI_CUDA_ATTN_V1");
     const char *pk = getenv("SI_CUDA_ATTN_PART"), *st = getenv("SI_CUDA_ATTN_STAGES");
-    const char *sc = getenv("SI_CUDA_ATTN_SPLIT_CTAS"), *sk = getenv("SI_CUDA_ATTN_SPLIT_KEYS");
+    const char *sc = getenv("SI_CUDA_ATTN_SPLIT_PARTS"), *sk = getenv("SI_CUDA_ATTN_SPLIT_KEYS");
     g_attn_stages = st && atoi(st) == 3 ? 3 : 0;
     g_attn_part = pk && attn_part_ok(atoi(pk)) ? atoi(pk) : 0;
-    g_split_ctas = sc && atoi(sc) >= 1 ? atoi(sc) : ATTN_SPLIT_CTAS;
+    g_split_parts = sc && atoi(sc) >= 1 ? atoi(sc) : 0;
     g_split_keys = sk && attn_part_ok(atoi(sk)) ? atoi(sk) : 0;
     g_attn_version = v1 && atoi(v1) == 1 ? 1 : 2;
 }
@@ -720,8 +720,8 @@ static int attn_version(const cuda_attn_params *p) {
  * part; a configured part size (attn_decode_config, SI_CUDA_ATTN_PART): that. By default, a step
  * of more than ATTN_SPLIT_ROWS rows takes ATTN_PART_V2 keys a part, and a shorter one splits
  * each row by its length, into parts of about ATTN_SPLIT_KEYS_KVH keys a KV head, at most
- * g_split_ctas / n_head_kv: one Llama-2-7B sequence's 640 keys are then 3 CTAs a KV head instead
- * of one. Both are fixed for a row count's side of ATTN_SPLIT_ROWS, so a row gets the same sums
+ * ATTN_SPLIT_PARTS (more where fewer than ATTN_SPLIT_MIN_CTAS CTAs would stream a long row):
+ * one Llama-2-7B sequence's 640 keys are then 3 CTAs a KV head instead of one. Both are fixed for a row count's side of ATTN_SPLIT_ROWS, so a row gets the same sums
  * alone and in any step of up to that many rows. */
 static attn_split attn_split_for(const cuda_attn_params *p, int n_rows, int n_kv) {
     attn_config_defaults();
@@ -733,7 +733,8 @@ static attn_split attn_split_for(const cuda_attn_params *p, int n_rows, int n_kv
     if (attn_version(p) == 1) s.keys = ATTN_PART;
     else if (g_attn_part > 0) s.keys = g_attn_part;
     else if (n_rows > ATTN_SPLIT_ROWS) s.keys = ATTN_PART_V2;
-    else s.most = attn_div_up(g_split_ctas, p->n_head_kv);
+    else if (g_split_parts > 0) s.most = g_split_parts;
+    else s.most = max(ATTN_SPLIT_PARTS, attn_div_up(ATTN_SPLIT_MIN_CTAS, p->n_head_kv));
     s.n_parts = attn_split_parts_max(s, n_kv);
     return s;
 }
