@@ -720,8 +720,8 @@ static int attn_version(const cuda_attn_params *p) {
  * part; a configured part size (attn_decode_config, SI_CUDA_ATTN_PART): that. By default, a step
  * of more than ATTN_SPLIT_ROWS rows takes ATTN_PART_V2 keys a part, and a shorter one splits
  * each row by its length, into parts of about ATTN_SPLIT_KEYS_KVH keys a KV head, at most
- * ATTN_SPLIT_PARTS (more where fewer than ATTN_SPLIT_MIN_CTAS CTAs would stream a long row):
- * one Llama-2-7B sequence's 640 keys are then 3 CTAs a KV head instead of one. Both are fixed for a row count's side of ATTN_SPLIT_ROWS, so a row gets the same sums
+ * ATTN_SPLIT_PARTS: one Llama-2-7B sequence's 640 keys are then 3 CTAs a KV head instead of
+ * one. Both are fixed for a row count's side of ATTN_SPLIT_ROWS, so a row gets the same sums
  * alone and in any step of up to that many rows. */
 static attn_split attn_split_for(const cuda_attn_params *p, int n_rows, int n_kv) {
     attn_config_defaults();
@@ -733,8 +733,7 @@ static attn_split attn_split_for(const cuda_attn_params *p, int n_rows, int n_kv
     if (attn_version(p) == 1) s.keys = ATTN_PART;
     else if (g_attn_part > 0) s.keys = g_attn_part;
     else if (n_rows > ATTN_SPLIT_ROWS) s.keys = ATTN_PART_V2;
-    else if (g_split_parts > 0) s.most = g_split_parts;
-    else s.most = max(ATTN_SPLIT_PARTS, attn_div_up(ATTN_SPLIT_MIN_CTAS, p->n_head_kv));
+    else s.most = g_split_parts > 0 ? g_split_parts : ATTN_SPLIT_PARTS;
     s.n_parts = attn_split_parts_max(s, n_kv);
     return s;
 }
