@@ -284,7 +284,8 @@ static_assert(ATTN_PART_MAX <= 32 * ATTN_WARPS * 8, "<= 32 stages per warp (SK >
 
 /* How a launch splits each row's keys into parts, one CTA per (KV head, row, part). keys > 0: a
  * fixed split, parts of `keys` keys. keys == 0: the split of a row depends on its length alone
- * (attn_split_keys), at most `most` parts (more only where a part would pass ATTN_PART_MAX).
+ * (attn_split_keys), at most `most` parts (more only where a part would pass
+ * ATTN_SPLIT_KEYS_MAX).
  * n_parts: the grid's parts, the most that any row of the launch can have. Either way a row's
  * sums never depend on the other rows of the launch (attn_split_for says which split a launch
  * takes). */
@@ -294,11 +295,12 @@ struct attn_split {
 #define ATTN_SPLIT_ONE_PART 256 /* by length: rows of at most this many keys are one part */
 __host__ __device__ __forceinline__ int attn_div_up(int a, int b) { return (a + b - 1) / b; }
 /* the parts a row of len keys is cut into at most (non-decreasing in len, so the grid's n_parts
- * is this at the launch's longest row): by length, parts of about min_keys keys, at most `most` */
+ * is this at the launch's longest row): by length, parts of about min_keys keys, at most `most`
+ * unless parts would pass ATTN_SPLIT_KEYS_MAX keys */
 __host__ __device__ __forceinline__ int attn_split_parts_max(attn_split s, int len) {
     if (s.keys > 0) return attn_div_up(len > 0 ? len : 1, s.keys);
     if (len <= ATTN_SPLIT_ONE_PART) return 1;
-    return max(min(s.most, attn_div_up(len, s.min_keys)), attn_div_up(len, ATTN_PART_MAX));
+    return max(min(s.most, attn_div_up(len, s.min_keys)), attn_div_up(len, ATTN_SPLIT_KEYS_MAX));
 }
 /* keys per part of a row of len keys: a multiple of ATTN_KV_BLOCK, at most ATTN_PART_MAX */
 __host__ __device__ __forceinline__ int attn_split_keys(attn_split s, int len) {
@@ -728,7 +730,9 @@ static attn_split attn_split_for(const cuda_attn_params *p, int n_rows, int n_kv
     /* by length: parts of ATTN_SPLIT_KEYS_KVH keys a KV head (so a row's CTAs depend on its
      * length, not on the GQA group), 64 to 1024 keys */
     const int kvh_keys = ATTN_SPLIT_KEYS_KVH * p->n_head_kv;
-    const int min_keys = kvh_keys < 64 ? 64 : kvh_keys > ATTN_PART_MAX ? ATTN_PART_MAX : kvh_keys;
+    const int min_keys = kvh_keys < 64             ? 64
+                         : kvh_keys > ATTN_SPLIT_KEYS_MAX ? ATTN_SPLIT_KEYS_MAX
+                                                          : kvh_keys;
     attn_split s = {0, 0, g_split_keys ? g_split_keys : min_keys / 16 * 16, 0};
     if (attn_version(p) == 1) s.keys = ATTN_PART;
     else if (g_attn_part > 0) s.keys = g_attn_part;

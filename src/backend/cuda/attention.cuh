@@ -23,7 +23,8 @@
  * attn_split_for), so that one sequence's attention is not a few CTAs each streaming a long
  * stretch of its cache: parts of about ATTN_SPLIT_KEYS_KVH keys a KV head (256 keys for 32 KV
  * heads, 64 at least; SI_CUDA_ATTN_SPLIT_KEYS=N sets N keys instead), at most ATTN_SPLIT_PARTS
- * parts (SI_CUDA_ATTN_SPLIT_PARTS=N sets N). On the H200, Llama-2-7B through the engine, 512-token
+ * parts (SI_CUDA_ATTN_SPLIT_PARTS=N sets N) unless parts would pass ATTN_SPLIT_KEYS_MAX keys
+ * (long rows: 8,064 keys are 16 parts). On the H200, Llama-2-7B through the engine, 512-token
  * prompts, 128 generated, 1 / 2 / 4 / 8 concurrent requests (bench/RESULTS.md 2026-12-01 20:56
  * UTC, all-decoding t/s, two rounds): F16 248-250 / 412-413 / 541-542 / 841-844 with 1024-key
  * parts -> 260-261 / 427-430 / 578-582 / 960-963 split; Q4_0 547-553 / 910-913 / 1,583-1,585 /
@@ -38,9 +39,12 @@
  * (8 parts of 256+ keys) 524 / 1,097 / 1,276, 512-key parts 489 / 1,088 / 1,260, 1,024-key 381 /
  * 1,078 / 1,226. Qwen2-7B Q4_0 (4 KV heads), 2,048-token prompts: at most 8 parts 244 / 679 /
  * 866, 16 parts 236 / 646 / 787, 64 (the old rule) 242 / 595 / 736. A single-KV-head model was
- * not measured. */
+ * not measured. Parts of at most 512 keys (s22): Llama-3-8B Q4_0, 7,936-token prompts, 1 / 4 / 8
+ * requests: 8 parts (~1,000 keys) 298 / 985 / 1,115, 16 (~500) 369 / 975 / 1,148, 32 (~250,
+ * s21's) 392 / 930 / 1,074. */
 #define ATTN_SPLIT_ROWS GEMV_ROWS_MAX
 #define ATTN_SPLIT_PARTS 8
+#define ATTN_SPLIT_KEYS_MAX 512
 #define ATTN_SPLIT_KEYS_KVH 8
 #define ATTN_MAXG 8    /* query heads per KV head (GQA group) */
 #define ATTN_KV_BLOCK 16
