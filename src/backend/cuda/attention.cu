@@ -728,11 +728,8 @@ static int attn_version(const cuda_attn_params *p) {
 static attn_split attn_split_for(const cuda_attn_params *p, int n_rows, int n_kv) {
     attn_config_defaults();
     /* by length: parts of ATTN_SPLIT_KEYS_KVH keys a KV head (so a row's CTAs depend on its
-     * length, not on the GQA group), 64 to 1024 keys */
-    const int kvh_keys = ATTN_SPLIT_KEYS_KVH * p->n_head_kv;
-    const int min_keys = kvh_keys < 64             ? 64
-                         : kvh_keys > ATTN_SPLIT_KEYS_MAX ? ATTN_SPLIT_KEYS_MAX
-                                                          : kvh_keys;
+     * length, not on the GQA group), 64 to ATTN_SPLIT_KEYS_MAX keys */
+    const int min_keys = min(max(ATTN_SPLIT_KEYS_KVH * p->n_head_kv, 64), ATTN_SPLIT_KEYS_MAX);
     attn_split s = {0, 0, g_split_keys ? g_split_keys : min_keys / 16 * 16, 0};
     if (attn_version(p) == 1) s.keys = ATTN_PART;
     else if (g_attn_part > 0) s.keys = g_attn_part;
