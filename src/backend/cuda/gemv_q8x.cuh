@@ -378,7 +378,8 @@ static int gemv_q8x_launch_nb(const void *W, int M, int K, const float *x, int n
 
 /* Variants, per batch case (batch 1 with K < 8192, batch 1 with K >= 8192, batch 2, 4, 8,
  * batch 1 on a matrix of at most GEMV_Q8X_SMALL_MK elements, batch 1 of the 4-bit types with
- * K >= 8192, and batch 1 of the 4-bit types on a small matrix with x quantised ahead):
+ * K >= 8192, batch 1 of the 4-bit types on a small matrix with x quantised ahead, and 3-4 rows
+ * of Q4_0, Q4_K and Q8_0):
  * GEMV_Q8X_R rows per warp (they share each x load; more cost registers), GEMV_Q8X_S cp.async
  * stages per warp (S - 1 segments in flight while one is decoded; more cost shared memory, so
  * fewer CTAs). Batch 1 measured on the H200 in whole decode steps (scripts/gpu_gemv_sweep.sh,
@@ -390,10 +391,10 @@ static int gemv_q8x_launch_nb(const void *W, int M, int K, const float *x, int n
  * same device call (bench/RESULTS.md 2026-11-30 s6): Q4_0 tg128 612.3 -> 623.6 t/s, Q8_0 422.9
  * -> 422.2 (2, 3: no gain; 1, 2: slower). */
 #ifndef GEMV_Q8X_R
-#define GEMV_Q8X_R 2, 2, 1, 2, 2, 2, 2, 2
+#define GEMV_Q8X_R 2, 2, 1, 2, 2, 2, 2, 2, 4
 #endif
 #ifndef GEMV_Q8X_S
-#define GEMV_Q8X_S 4, 4, 2, 2, 2, 2, 3, 3
+#define GEMV_Q8X_S 4, 4, 2, 2, 2, 2, 3, 3, 2
 #endif
 #define GEMV_Q8X_SMALL_MK (4096LL * 4096)
 template <int I> static constexpr int q8x_rows() {
@@ -431,6 +432,19 @@ template <class T, int XIN> static int q8x_batch1_case(int M, int K) {
     const bool two_stages = four_bit || (std::is_same<T, tqx_q8_0>::value && XIN != Q8X_NORM);
     if (two_stages || (long long)M * K <= GEMV_Q8X_SMALL_MK) return 5;
     return K < 8192 ? 0 : 1;
+}
+
+/* Case 8: 3-4 rows of Q4_0, Q4_K and Q8_0 at 4 rows a warp (case 3 has 2), so that each x load
+ * serves twice the weights. Measured on the H200 (bench/RESULTS.md 2026-12-02 s23) with a knob,
+ * same binary: the 129 Llama-2-7B GEMVs at 4 rows (persist_chain TYPE 10 4) Q4_0 1,693 -> 1,598
+ * us, Q8_0 2,366 -> 2,244, Q4_K 1,907 -> 1,712; through the engine (512-token prompts, 2
+ * rounds) 3 requests Q4_0 1,298 / 1,297 -> 1,316 / 1,319 t/s, Q8_0 987 / 991 -> 1,006 / 1,009,
+ * 4 requests +0.2 to +1.6 %. 8 rows lost at 4 x 2, 2 x 3, 1 x 2 and 1 x 3 (2,797 -> 2,874-3,677
+ * us for Q4_0), so case 4 stays. Q4_1 and Q6_K were not measured and keep case 3. The rows a
+ * warp do not change a row's arithmetic. */
+template <class T> static constexpr bool q8x_four_rows_wide() {
+    return std::is_same<T, tqx_q4_0>::value || std::is_same<T, tqx_q4_k>::value ||
+           std::is_same<T, tqx_q8_0>::value;
 }
 
 template <class T, int NB, int I, int XIN>
@@ -492,6 +506,8 @@ static int gemv_q8x_launch(const void *W, int M, int K, const float *x, int nb, 
     }
     if (nb <= 1) return gemv_q8x_launch_batch1<T, XIN>(W, M, K, x, nb, y, st);
     if (nb <= 2) return gemv_q8x_launch_case<T, 2, 2, XIN>(W, M, K, x, nb, y, st);
+    if (nb <= 4 && q8x_four_rows_wide<T>())
+        return gemv_q8x_launch_case<T, 4, 8, XIN>(W, M, K, x, nb, y, st);
     if (nb <= 4) return gemv_q8x_launch_case<T, 4, 3, XIN>(W, M, K, x, nb, y, st);
     return gemv_q8x_launch_case<T, 8, 4, XIN>(W, M, K, x, nb, y, st);
 }
