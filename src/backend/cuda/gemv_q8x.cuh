@@ -434,14 +434,16 @@ template <class T, int XIN> static int q8x_batch1_case(int M, int K) {
     return K < 8192 ? 0 : 1;
 }
 
-/* Case 8: 3-4 rows of Q4_0, Q4_K and Q8_0 at 4 rows a warp (case 3 has 2), so that each x load
- * serves twice the weights. Measured on the H200 (bench/RESULTS.md 2026-12-02 s23) with a knob,
- * same binary: the 129 Llama-2-7B GEMVs at 4 rows (persist_chain TYPE 10 4) Q4_0 1,693 -> 1,598
- * us, Q8_0 2,366 -> 2,244, Q4_K 1,907 -> 1,712; through the engine (512-token prompts, 2
- * rounds) 3 requests Q4_0 1,298 / 1,297 -> 1,316 / 1,319 t/s, Q8_0 987 / 991 -> 1,006 / 1,009,
- * 4 requests +0.2 to +1.6 %. 8 rows lost at 4 x 2, 2 x 3, 1 x 2 and 1 x 3 (2,797 -> 2,874-3,677
- * us for Q4_0), so case 4 stays. Q4_1 and Q6_K were not measured and keep case 3. The rows a
- * warp do not change a row's arithmetic. */
+/* Case 8: 2-4 rows of Q4_0, Q4_K and Q8_0 at 4 rows a warp (cases 2 and 3 have 1 and 2), so that
+ * each x load serves more weights. Measured on the H200 (bench/RESULTS.md 2026-12-02 s23) with
+ * knobs, same binary: the 129 Llama-2-7B GEMVs (persist_chain TYPE 10 NB) at 2 rows Q4_0 1,428
+ * -> 1,255 us, Q8_0 2,707 -> 2,089 (2 x 3: 2,023), Q4_K 1,453 -> 1,269; at 4 rows Q4_0 1,693 ->
+ * 1,598, Q8_0 2,366 -> 2,244, Q4_K 1,907 -> 1,712. Through the engine (512-token prompts, all-
+ * decoding t/s, 2 rounds): 2 requests Q4_0 932 / 937 -> 1,015 / 1,015; 3 requests Q4_0 1,298 /
+ * 1,297 -> 1,316 / 1,319, Q8_0 987 / 991 -> 1,006 / 1,009; 4 requests +0.2 to +1.6 %. 8 rows
+ * lost at 4 x 2, 2 x 3, 1 x 2 and 1 x 3 (2,797 -> 2,874-3,677 us for Q4_0), so case 4 stays.
+ * Q4_1 and Q6_K were not measured and keep cases 2 and 3. The rows a warp do not change a
+ * row's arithmetic. */
 template <class T> static constexpr bool q8x_four_rows_wide() {
     return std::is_same<T, tqx_q4_0>::value || std::is_same<T, tqx_q4_k>::value ||
            std::is_same<T, tqx_q8_0>::value;
@@ -505,6 +507,8 @@ static int gemv_q8x_launch(const void *W, int M, int K, const float *x, int nb, 
         if (r != -2) return r;
     }
     if (nb <= 1) return gemv_q8x_launch_batch1<T, XIN>(W, M, K, x, nb, y, st);
+    if (nb <= 2 && q8x_four_rows_wide<T>())
+        return gemv_q8x_launch_case<T, 2, 8, XIN>(W, M, K, x, nb, y, st);
     if (nb <= 2) return gemv_q8x_launch_case<T, 2, 2, XIN>(W, M, K, x, nb, y, st);
     if (nb <= 4 && q8x_four_rows_wide<T>())
         return gemv_q8x_launch_case<T, 4, 8, XIN>(W, M, K, x, nb, y, st);
