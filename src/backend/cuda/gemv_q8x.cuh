@@ -378,7 +378,7 @@ static int gemv_q8x_launch_nb(const void *W, int M, int K, const float *x, int n
 
 /* Variants, per batch case (batch 1 with K < 8192, batch 1 with K >= 8192, batch 2, 4, 8,
  * batch 1 on a matrix of at most GEMV_Q8X_SMALL_MK elements, batch 1 of the 4-bit types with
- * K >= 8192, batch 1 of the 4-bit types on a small matrix with x quantised ahead, and 3-4 rows
+ * K >= 8192, batch 1 of the 4-bit types on a small matrix with x quantised ahead, and 2-4 rows
  * of Q4_0, Q4_K and Q8_0):
  * GEMV_Q8X_R rows per warp (they share each x load; more cost registers), GEMV_Q8X_S cp.async
  * stages per warp (S - 1 segments in flight while one is decoded; more cost shared memory, so
