@@ -1,6 +1,7 @@
 /* gemv.cu — decode matmul (cuda_gemv). Fast paths: gemv_fast.cuh (F16/BF16, K % 8 == 0),
- * gemv_q8x.cuh (the quantised types with x quantised to q8, dp4a; K % 128 == 0) and
- * gemv_mma.cuh (the same on int8 tensor cores from GEMV_MMA_MIN_NB batch rows; K % 256 == 0);
+ * gemv_q8x.cuh (the quantised types with x quantised to q8, dp4a; K % 128 == 0; Q4_0 at 5-8 rows
+ * on int8 tensor cores with the same bits, gemv_q8x_tc.cuh) and gemv_mma.cuh (opt-in, not the
+ * same bits: int8 tensor cores from GEMV_MMA_MIN_NB batch rows; K % 256 == 0);
  * every other shape takes the general kernel here, which multiplies f32 x.
  *
  * General kernel: memory-bound, every weight byte is read once, with 16-byte cp.async

@@ -494,11 +494,18 @@ static int gemv_q8x_launch_rs(int rs, const void *W, int M, int K, const float *
     }
 }
 
+#include "backend/cuda/gemv_q8x_tc.cuh"
+
 /* x: nb rows of K floats, or (Q8X_PRE) of CUDA_Q8X_ROW_BYTES(K) quantised bytes */
 template <class T, int XIN = Q8X_F32>
 static int gemv_q8x_launch(const void *W, int M, int K, const float *x, int nb, float *y,
                            cudaStream_t st) {
     if (!gemv_q8x_ok<T>(K)) return -1;
+    using TC = typename q8x_tc_of<T>::type; /* Q4_0 from 5 rows: the same bits, tensor cores */
+    if constexpr (!std::is_void<TC>::value)
+        if (nb >= 2 && nb >= gemv_q8x_tc_min_nb() &&
+            gemv_q8x_tc_launch<TC, XIN>(W, M, K, x, nb, y, st) == 0)
+            return 0;
     if (nb <= 1) {
         int knob = gemv_q8x_knob(0);
         if (!knob && (long long)M * K <= GEMV_Q8X_SMALL_MK) knob = gemv_q8x_knob(1);

@@ -73,7 +73,8 @@ struct tqx_q4_0 {
      * the end. Scaling by 16 is exact in integers and floats, so the result has the same bits
      * as with the shift, one instruction a word fewer. */
     __device__ static float dot(const uint32_t *w, const uint32_t *xw, const float *xd, const int *xs) {
-        float s16 = 0.0f;
+        float dw[UB];
+        int isum[UB];
 #pragma unroll
         for (int b = 0; b < UB; b++) {
             int lo = 0, hi16 = 0;
@@ -83,8 +84,18 @@ struct tqx_q4_0 {
                 lo = __dp4a((int)(q & 0x0F0F0F0Fu), (int)xw[8 * b + j], lo);
                 hi16 = si_dp4a_us(q & 0xF0F0F0F0u, xw[8 * b + 4 + j], hi16);
             }
-            s16 = fmaf(si_wgeth(w, BB * b) * xd[b], (float)(16 * lo + hi16 - 128 * xs[b]), s16);
+            dw[b] = si_wgeth(w, BB * b);
+            isum[b] = 16 * lo + hi16 - 128 * xs[b];
         }
+        return fold(dw, xd, isum);
+    }
+    /* The float part of a unit, from each block's weight scale, x scale and integer sum (16 *
+     * sum(q x) - 128 * xs: q the raw nibbles): the one sequence of rounding steps every kernel
+     * of this arithmetic runs (gemv_q8x_tc.cuh computes the integer sums on tensor cores). */
+    __device__ static float fold(const float *dw, const float *xd, const int *isum) {
+        float s16 = 0.0f;
+#pragma unroll
+        for (int b = 0; b < UB; b++) s16 = fmaf(dw[b] * xd[b], (float)isum[b], s16);
         return 0.0625f * s16;
     }
 };
