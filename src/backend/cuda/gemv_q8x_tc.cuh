@@ -26,9 +26,9 @@
  * nibble) and c + 16 (high), so one word of it gives a row's two A registers.
  *
  * Measured on the H200 (bench/RESULTS.md 2026-12-02 s24; persist_chain, the 129 GEMVs of a
- * Llama-2-7B token, us): 5 rows 2,069 (dp4a) -> 2,031, 6 rows 2,305 -> 2,049, 8 rows 2,805 ->
- * 2,143; at 4 rows the dp4a kernel wins (1,615 against 2,003: the float part is the same for 1 or
- * 8 columns). Q8_0 was built the same way and measured: no faster than its dp4a kernel at any
+ * Llama-2-7B token, us): 5 rows 2,073 (dp4a) -> 2,032, 6 rows 2,306 -> 2,051, 7 rows 2,490 ->
+ * 2,141, 8 rows 2,808 -> 2,151; at 4 rows the dp4a kernel wins (1,615 against 2,030: the float
+ * part is the same for 1 or 8 columns). Q8_0 was built the same way and measured: no faster than its dp4a kernel at any
  * row count (8 rows 3,142 against 3,150-3,252), so it is not here. The kernel is latency-bound
  * (~5 cycles a warp between issues, 1-2 CTAs an SM); Nsight Compute puts a third of its stall
  * samples in the per-CTA staging of x (nb x K bytes a CTA). */
