@@ -766,8 +766,8 @@ int main(int argc, char **argv) {
 
     /* GEMV: Llama-2-7B shapes (timed), the fused QKV and gate+up shapes, and odd ones */
     printf("gemv paths (gemv.cu): f16/bf16 with K %% 8 == 0: streaming kernel; quantised types with K %% 128 == 0\n"
-           "  (k-quants: K %% 256 == 0) and K <= 14336: x quantised to q8_0 per CTA, dp4a kernel, Q4_0 from 5 rows\n"
-           "  (SI_CUDA_GEMV_Q8X_TC) the same arithmetic on int8 tensor cores (\"mma\": the approximate\n"
+           "  (k-quants: K %% 256 == 0) and K <= 14336: x quantised to q8_0 per CTA, dp4a kernel, Q4_0 and Q4_K\n"
+           "  from 5 rows (SI_CUDA_GEMV_Q8X_TC) the same arithmetic on int8 tensor cores (\"mma\": the approximate\n"
            "  int8 tensor-core kernel, off by default, for nb >= 7 when K %% 256 == 0); any other shape:\n"
            "  f32-x kernel.\n"
            "  A failing check names type, M, K and nb, so the path is known from those.\n");

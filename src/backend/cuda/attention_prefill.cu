@@ -26,6 +26,7 @@
 #include <algorithm>
 
 #include "backend/cuda/attention.cuh"
+#include "backend/cuda/mma.cuh"
 
 /* Steps of this many tokens or fewer (a decode step's size, or decodes mixed with a short prompt
  * chunk) run the decode kernel, one query row per token: a token then gets the arithmetic of a
@@ -113,31 +114,6 @@ __global__ void __launch_bounds__(PF_SCAN_THREADS)
     if (threadIdx.x == 0) list->count = base;
 }
 
-/* ---- tensor-core helpers (PTX ISA: ldmatrix, mma.sync.m16n8k16) ---- */
-
-__device__ __forceinline__ void pf_ldsm_x4(uint32_t r[4], const __half *p) {
-    const uint32_t a = (uint32_t)__cvta_generic_to_shared(p);
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(a));
-}
-__device__ __forceinline__ void pf_ldsm_x4_trans(uint32_t r[4], const __half *p) {
-    const uint32_t a = (uint32_t)__cvta_generic_to_shared(p);
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(a));
-}
-/* c += a (16x16, row-major) * b (16x8, column-major), f16 in, f32 accumulate */
-__device__ __forceinline__ void pf_mma(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, "
-                 "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-__device__ __forceinline__ uint32_t pf_pack_h2(float lo, float hi) {
-    const __half2 h = __floats2half2_rn(lo, hi);
-    return *(const uint32_t *)&h;
-}
 __device__ __forceinline__ float pf_exp2(float x) { /* ex2.approx: 2 ulp; exp2(-inf) = 0 */
     float y;
     asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
@@ -280,7 +256,7 @@ __global__ void __launch_bounds__(PF_THREADS, 2)
     uint32_t qf[KS][4];
 #pragma unroll
     for (int ks = 0; ks < KS; ks++)
-        pf_ldsm_x4(qf[ks], sq + (warp * 16 + lane % 16) * LD + ks * 16 + (lane / 16) * 8);
+        si_ldsm_x4(qf[ks], sq + (warp * 16 + lane % 16) * LD + ks * 16 + (lane / 16) * 8);
 
     /* this thread's two rows (g and g + 8 of the warp's 16), clamped into the tile so that
      * rows past it see at least one key too (their results are never stored) */
@@ -324,10 +300,10 @@ __global__ void __launch_bounds__(PF_THREADS, 2)
 #pragma unroll
             for (int np = 0; np < NT / 2; np++) {
                 uint32_t b[4];
-                pf_ldsm_x4(b, sk + (np * 16 + (lane / 16) * 8 + lane % 8) * LD + ks * 16 +
+                si_ldsm_x4(b, sk + (np * 16 + (lane / 16) * 8 + lane % 8) * LD + ks * 16 +
                                   ((lane / 8) % 2) * 8);
-                pf_mma(sc[2 * np], qf[ks], b[0], b[1]);
-                pf_mma(sc[2 * np + 1], qf[ks], b[2], b[3]);
+                si_mma_h16(sc[2 * np], qf[ks][0], qf[ks][1], qf[ks][2], qf[ks][3], b[0], b[1]);
+                si_mma_h16(sc[2 * np + 1], qf[ks][0], qf[ks][1], qf[ks][2], qf[ks][3], b[2], b[3]);
             }
         }
 
@@ -366,8 +342,8 @@ __global__ void __launch_bounds__(PF_THREADS, 2)
             sum_lo += p0 + p1;
             sum_hi += p2 + p3;
             /* the C fragments of two adjacent 8-key tiles are the A fragment of 16 keys */
-            pa[i / 2][(i % 2) * 2 + 0] = pf_pack_h2(p0, p1);
-            pa[i / 2][(i % 2) * 2 + 1] = pf_pack_h2(p2, p3);
+            pa[i / 2][(i % 2) * 2 + 0] = si_pack_h2(p0, p1);
+            pa[i / 2][(i % 2) * 2 + 1] = si_pack_h2(p2, p3);
         }
         l_lo = l_lo * c_lo + sum_lo;
         l_hi = l_hi * c_hi + sum_hi;
@@ -383,10 +359,10 @@ __global__ void __launch_bounds__(PF_THREADS, 2)
 #pragma unroll
             for (int dp = 0; dp < D / 16; dp++) {
                 uint32_t b[4];
-                pf_ldsm_x4_trans(b, sv + (kk * 16 + lane % 8 + ((lane / 8) % 2) * 8) * LD +
+                si_ldsm_x4<true>(b, sv + (kk * 16 + lane % 8 + ((lane / 8) % 2) * 8) * LD +
                                         dp * 16 + (lane / 16) * 8);
-                pf_mma(o[2 * dp], pa[kk], b[0], b[1]);
-                pf_mma(o[2 * dp + 1], pa[kk], b[2], b[3]);
+                si_mma_h16(o[2 * dp], pa[kk][0], pa[kk][1], pa[kk][2], pa[kk][3], b[0], b[1]);
+                si_mma_h16(o[2 * dp + 1], pa[kk][0], pa[kk][1], pa[kk][2], pa[kk][3], b[2], b[3]);
             }
         }
         __syncthreads(); /* the next step's load overwrites the other buffer */

@@ -65,6 +65,7 @@
 #include "backend/cuda/gemv_q8x.cuh"
 
 #include "backend/cuda/gemv_mma.cuh"
+#include "backend/cuda/mma.cuh"
 #include "backend/cuda/mmq_half.cuh"
 
 namespace cg = cooperative_groups;
@@ -124,15 +125,6 @@ template <bool HALF> __host__ __device__ static constexpr int mmq_mt() { return 
 
 static inline int mmq_xb(bool min, bool half) { return half ? 512 : 256 + 64 + (min ? 32 : 0); }
 
-__device__ __forceinline__ void mmq_mma(int (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2,
-                                        uint32_t a3, uint32_t b0, uint32_t b1) {
-    asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-        "{%8, %9}, {%10, %11, %12, %13};"
-        : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "r"(MMQ_BIAS), "r"(MMQ_BIAS),
-          "r"(MMQ_BIAS), "r"(MMQ_BIAS));
-}
-
 /* dx * p from the biased mma result (see the header) */
 __device__ __forceinline__ float mmq_dp(float dx, float dc, int biased) {
     return fmaf(dx, __int_as_float(biased), dc);
@@ -149,22 +141,6 @@ __device__ __forceinline__ uint32_t mmq_h2(uint32_t s8x4, uint32_t sel, __half2 
     return *(const uint32_t *)&h;
 }
 
-/* acc += A B on f16 tensor cores, f32 accumulation (m16n8k16; fragments as the int8 mma's, with
- * 16 k instead of 32: lane 4 g + c holds A rows g, g + 8 and B column g at k slots 2c, 2c + 1,
- * 2c + 8, 2c + 9) */
-__device__ __forceinline__ void mmq_hmma(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2,
-                                         uint32_t a3, uint32_t b0, uint32_t b1) {
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-        "{%8, %9}, {%0, %1, %2, %3};"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-
-__device__ __forceinline__ uint32_t mmq_f2h2(float a, float b) {
-    const __half2 h = __floats2half2_rn(a, b);
-    return *(const uint32_t *)&h;
-}
-
 /* x (f32 [nb][K]) to f16 in the f16 path's fragment order (mmq_half.cuh), zero rows up to
  * npad; one thread per 4 elements */
 __global__ void __launch_bounds__(256)
@@ -177,7 +153,7 @@ __global__ void __launch_bounds__(256)
         uint2 v = make_uint2(0u, 0u);
         if (row < nb) {
             const float4 a = *(const float4 *)(x + (size_t)row * K + k);
-            v = make_uint2(mmq_f2h2(a.x, a.y), mmq_f2h2(a.z, a.w));
+            v = make_uint2(si_pack_h2(a.x, a.y), si_pack_h2(a.z, a.w));
         }
         *(uint2 *)(xs + mmq_half_offset(row, k, npad)) = v;
     }
@@ -336,10 +312,10 @@ __global__ void __launch_bounds__(512, 1)
                         const uint4 b = *(const uint4 *)(xh + (size_t)(8 * nt + j) * 512);
 #pragma unroll
                         for (int mt = 0; mt < MT; mt++) {
-                            mmq_hmma(acc[mt][nt], a[mt][0][0], a[mt][1][0], a[mt][0][1],
-                                     a[mt][1][1], b.x, b.y);
-                            mmq_hmma(acc[mt][nt], a[mt][0][2], a[mt][1][2], a[mt][0][3],
-                                     a[mt][1][3], b.z, b.w);
+                            si_mma_h16(acc[mt][nt], a[mt][0][0], a[mt][1][0], a[mt][0][1],
+                                       a[mt][1][1], b.x, b.y);
+                            si_mma_h16(acc[mt][nt], a[mt][0][2], a[mt][1][2], a[mt][0][3],
+                                       a[mt][1][3], b.z, b.w);
                         }
                     }
                 }
@@ -375,8 +351,8 @@ __global__ void __launch_bounds__(512, 1)
                             int p[4];
                             if constexpr (T::TWO) {
                                 int q[4];
-                                mmq_mma(p, lo[mt][0], lo[mt][1], 0u, 0u, b.x, b.y);
-                                mmq_mma(q, 0u, 0u, hi[mt][0], hi[mt][1], b.x, b.y);
+                                si_mma_i8(p, lo[mt][0], lo[mt][1], 0u, 0u, b.x, b.y, MMQ_BIAS);
+                                si_mma_i8(q, 0u, 0u, hi[mt][0], hi[mt][1], b.x, b.y, MMQ_BIAS);
                                 a[0] = fmaf(sa[mt][0], mmq_dp(d.x, d.y, p[0]), a[0]);
                                 a[0] = fmaf(sb[mt][0], mmq_dp(d.x, d.y, q[0]), a[0]);
                                 a[1] = fmaf(sa[mt][0], mmq_dp(d.z, d.w, p[1]), a[1]);
@@ -386,7 +362,8 @@ __global__ void __launch_bounds__(512, 1)
                                 a[3] = fmaf(sa[mt][1], mmq_dp(d.z, d.w, p[3]), a[3]);
                                 a[3] = fmaf(sb[mt][1], mmq_dp(d.z, d.w, q[3]), a[3]);
                             } else {
-                                mmq_mma(p, lo[mt][0], lo[mt][1], hi[mt][0], hi[mt][1], b.x, b.y);
+                                si_mma_i8(p, lo[mt][0], lo[mt][1], hi[mt][0], hi[mt][1], b.x, b.y,
+                                          MMQ_BIAS);
                                 a[0] = fmaf(sa[mt][0], mmq_dp(d.x, d.y, p[0]), a[0]);
                                 a[1] = fmaf(sa[mt][0], mmq_dp(d.z, d.w, p[1]), a[1]);
                                 a[2] = fmaf(sa[mt][1], mmq_dp(d.x, d.y, p[2]), a[2]);

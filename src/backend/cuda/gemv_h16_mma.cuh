@@ -24,43 +24,13 @@
  * lane loading its fragments straight from global memory (16-byte loads, 64 contiguous bytes a
  * row) streamed worse, 192-214 t/s alone. */
 
-template <bool BF>
-__device__ __forceinline__ void h16mma_16816(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2,
-                                             uint32_t a3, uint32_t b0, uint32_t b1) {
-    if constexpr (BF)
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, "
-                     "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                     : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-    else
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, "
-                     "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                     : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-
-template <bool BF> __device__ __forceinline__ uint32_t h16mma_pack(float lo, float hi) {
-    if constexpr (BF) {
-        const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
-        return *(const uint32_t *)&h;
-    } else {
-        const __half2 h = __floats2half2_rn(lo, hi);
-        return *(const uint32_t *)&h;
-    }
-}
+#include "backend/cuda/mma.cuh"
 
 #define H16MMA_WARPS 8                      /* a CTA: one 16-row tile */
 #define H16MMA_KS 8                         /* warps a tile */
 #define H16MMA_S 2                          /* stages a warp */
 #define H16MMA_CHUNK 128                    /* k a chunk */
 #define H16MMA_ROWB (H16MMA_CHUNK * 2 + 16) /* bytes a staged row, padded */
-
-__device__ __forceinline__ void h16mma_ldsm_x4(uint32_t (&r)[4], const void *p) {
-    const uint32_t a = (uint32_t)__cvta_generic_to_shared(p);
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(a));
-}
 
 template <bool BF>
 __global__ void __launch_bounds__(H16MMA_WARPS * 32)
@@ -110,15 +80,15 @@ __global__ void __launch_bounds__(H16MMA_WARPS * 32)
 #pragma unroll
         for (int k16 = 0; k16 < H16MMA_CHUNK / 16; k16++) {
             uint32_t a[4];
-            h16mma_ldsm_x4(a, base + 32 * k16);
+            si_ldsm_x4(a, base + 32 * k16);
             uint32_t b0 = 0u, b1 = 0u;
             if (g < nb) {
                 const float *xk = xg + (size_t)j * H16MMA_CHUNK + 16 * k16;
                 const float2 x0 = __ldg((const float2 *)xk), x1 = __ldg((const float2 *)(xk + 8));
-                b0 = h16mma_pack<BF>(x0.x, x0.y);
-                b1 = h16mma_pack<BF>(x1.x, x1.y);
+                b0 = si_pack_h2<BF>(x0.x, x0.y);
+                b1 = si_pack_h2<BF>(x1.x, x1.y);
             }
-            h16mma_16816<BF>(d, a[0], a[1], a[2], a[3], b0, b1);
+            si_mma_h16<BF>(d, a[0], a[1], a[2], a[3], b0, b1);
         }
         __syncwarp(); /* every lane is done with stage st: refill it */
         issue(j + S, st);

@@ -22,6 +22,8 @@
  * columns 2c, 2c + 1. Q4_0's byte c of the 16 packs elements c (low) and c + 16 (high), so one
  * 32-bit word of a block gives a row's a0 and a2 — the GGUF layout fits the fragment. */
 
+#include "backend/cuda/mma.cuh"
+
 /* The A words of one row for the 32-block j of a staged 256-element segment (lo: k 4c..4c+3, hi:
  * k 16+4c..), as int8; sa/sb: the weight scale of k < 16 / k >= 16 (they differ only for Q6_K,
  * TWO = true: its scales are per 16); mn: the coefficient of the block's x sum (min terms). */
@@ -111,14 +113,6 @@ struct tmma_q6_k {
         mn = 0.0f;
     }
 };
-
-__device__ __forceinline__ void si_mma_s8(int (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
-                                          uint32_t b0, uint32_t b1) {
-    asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-                 "{%8, %9}, {%10, %11, %12, %13};"
-                 : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
-                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "r"(0), "r"(0), "r"(0), "r"(0));
-}
 
 #define GEMV_MMA_MAX_K 14336
 template <class T> static inline bool gemv_mma_ok(int K) { return K % 256 == 0 && K <= GEMV_MMA_MAX_K; }
@@ -214,14 +208,14 @@ __global__ void __launch_bounds__(256)
                 int p[4];
                 if (T::TWO) {
                     int q[4];
-                    si_mma_s8(p, lo0, lo1, 0u, 0u, b0, b1);
-                    si_mma_s8(q, 0u, 0u, hi0, hi1, b0, b1);
+                    si_mma_i8(p, lo0, lo1, 0u, 0u, b0, b1);
+                    si_mma_i8(q, 0u, 0u, hi0, hi1, b0, b1);
                     acc[0] += dx.x * (sa0 * (float)p[0] + sb0 * (float)q[0]);
                     acc[1] += dx.y * (sa0 * (float)p[1] + sb0 * (float)q[1]);
                     acc[2] += dx.x * (sa1 * (float)p[2] + sb1 * (float)q[2]);
                     acc[3] += dx.y * (sa1 * (float)p[3] + sb1 * (float)q[3]);
                 } else {
-                    si_mma_s8(p, lo0, lo1, hi0, hi1, b0, b1);
+                    si_mma_i8(p, lo0, lo1, hi0, hi1, b0, b1);
                     acc[0] += fmaf(sa0 * dx.x, (float)p[0], mn0 * mx.x);
                     acc[1] += fmaf(sa0 * dx.y, (float)p[1], mn0 * mx.y);
                     acc[2] += fmaf(sa1 * dx.x, (float)p[2], mn1 * mx.x);

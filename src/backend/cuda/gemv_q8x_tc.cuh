@@ -1,5 +1,5 @@
-/* gemv_q8x_tc.cuh — the q8x GEMV (gemv_q8x.cuh) of Q4_0 for 5-8 rows of x on int8 tensor cores,
- * with the same bits as the q8x kernel (included by gemv_q8x.cuh).
+/* gemv_q8x_tc.cuh — the q8x GEMV (gemv_q8x.cuh) of Q4_0 and Q4_K for 5-8 rows of x on int8 tensor
+ * cores, with the same bits as the q8x kernel (included by gemv_q8x.cuh).
  *
  * Why: at 2-8 rows the dp4a kernel is bound by instruction issue (a 7B token's Q4_0 GEMVs take
  * 2.8 ms at 8 rows against 1.2 ms at 1). Here one mma.m16n8k32 gives the integer sums of a
@@ -9,7 +9,7 @@
  * Why the same bits: the engine promises that a request decodes to the same tokens alone and in
  * any step of 1-8 rows, and batch 1 runs the dp4a kernel. Its result for one (weight row, x row)
  * is a fixed sequence of roundings: lane l (0..31) of a warp sums, in segment order, the values of
- * units u = 32 seg + l (tqx_q4_0::fold of the unit's blocks), then the warp sums its lanes with
+ * units u = 32 seg + l (tqx_*::fold of the unit's blocks), then the warp sums its lanes with
  * the xor butterfly (si_warp_sum): a tree that adds lanes l and l + 16, then l and l + 8, ... The
  * integer block sums are exact in any order, so this kernel takes them from the tensor cores and
  * replays the float sequence: "virtual lane" l's units in segment order through the same fold,
@@ -19,11 +19,10 @@
  *
  * Work: a tile = 16 weight rows (the MMA's M); CTAs walk tiles (persistent grid). Each warp
  * streams its units of the tile in items of UI units x 16 rows through an S-stage cp.async ring
- * (each unit copied as its covering aligned 16-byte span into a slot of TC_SLOT bytes: the slots
- * of 8 consecutive rows then start in distinct banks). Fragments (PTX ISA, m16n8k32 8-bit): lane
+ * (each unit copied as 16-byte pieces into a slot of TC_SLOT bytes: the slots of 8 consecutive
+ * rows then start in distinct banks). Fragments (PTX ISA, m16n8k32 8-bit): lane
  * = 4 g + c holds A rows g and g + 8 at k 4c..4c+3 and 16+4c..16+4c+3, B column (x row) g at the
- * same k, C rows g, g + 8 x columns 2c, 2c + 1. A Q4_0 block's byte c packs elements c (low
- * nibble) and c + 16 (high), so one word of it gives a row's two A registers.
+ * same k, C rows g, g + 8 x columns 2c, 2c + 1.
  *
  * Measured on the H200 (bench/RESULTS.md 2026-12-02 s24; persist_chain, the 129 GEMVs of a
  * Llama-2-7B token, us): 5 rows 2,073 (dp4a) -> 2,032, 6 rows 2,306 -> 2,051, 7 rows 2,490 ->
@@ -33,38 +32,82 @@
  * (~5 cycles a warp between issues, 1-2 CTAs an SM); Nsight Compute puts a third of its stall
  * samples in the per-CTA staging of x (nb x K bytes a CTA). */
 
-/* The A side of a type: A words of block j of a staged unit (2-byte aligned): k 4c..4c+3 (lo),
- * k 16+4c.. (hi), the block's scale; isum: the block's integer sum as the unit's dot() has it
- * (tqx_*::fold takes it), from S = sum over the block of A x and xterm(the sum of the block's
- * q8 x). */
+/* The tensor-core side of a q8x unit type U, over a unit staged in a slot (tc_q4_0: at its
+ * span's misalignment, tc_q4_k: 16-aligned):
+ *   frag(): A words of sub-block j for lane c: k 4c..4c+3 (lo) and 16+4c..16+4c+3 (hi);
+ *   P / params(): a row's per-unit numbers that the float part takes (h: the unit's half of
+ *     its block, for types of half-block units);
+ *   xterm(): what is stored beside x's scale from the sum of x's block (the q8 values);
+ *   fold(): U's float part of a unit from the tensor cores' block sums S (of A x), the one
+ *     sequence of roundings the dp4a kernel runs (U::fold).
+ * PIECE: 0 when a unit is copied as its covering aligned span (16-byte pieces from the span's
+ * start); else the unit is PIECES 16-aligned pieces at byte offsets piece_off(h, n) from u UBYTES. */
 struct tc_q4_0 {
-    using U = tqx_q4_0; /* A: the raw nibbles 0..15; the - 8 is in isum */
-    __device__ static void frag(const uint8_t *unit, int j, int c, uint32_t &lo, uint32_t &hi,
-                                float &dw) {
-        const uint8_t *b = unit + 18 * j;
-        const uint32_t w = si_ld32(b + 2 + 4 * c);
+    using U = tqx_q4_0; /* A: the raw nibbles 0..15; the - 8 is in the x term */
+    static constexpr int PIECE = 0, MIN_NB = 5; /* see the top */
+    struct P {
+        float dw[4];
+    };
+    __device__ static P params(const uint8_t *unit, int) {
+        P p;
+#pragma unroll
+        for (int j = 0; j < 4; j++) p.dw[j] = si_h2f(si_ld16(unit + 18 * j));
+        return p;
+    }
+    /* A Q4_0 block's byte c packs elements c (low nibble) and c + 16 (high) */
+    __device__ static void frag(const uint8_t *unit, int j, int c, uint32_t &lo, uint32_t &hi) {
+        const uint32_t w = si_ld32(unit + 18 * j + 2 + 4 * c);
         lo = w & 0x0F0F0F0Fu;
         hi = (w >> 4) & 0x0F0F0F0Fu;
-        dw = si_h2f(si_ld16(b));
     }
-    /* the sum's x term, stored beside x's scales: isum is then one multiply-add */
     __device__ static int xterm(int xsum) { return -128 * xsum; }
-    __device__ static int isum(int s, int xt) { return 16 * s + xt; }
+    /* tqx_q4_0's integer sum: 16 sum(q x) - 128 xs */
+    __device__ static float fold(const P &p, const float *xd, const int *xt, const int *S) {
+        int is[4];
+#pragma unroll
+        for (int j = 0; j < 4; j++) is[j] = 16 * S[j] + xt[j];
+        return U::fold(p.dw, xd, is);
+    }
+};
+
+/* Q4_K: a unit (half h of a 144-byte block) is the block's 16-byte header and its 64 bytes of
+ * nibbles: pieces 0 (header) and 1..4 in a slot. Sub-blocks 2i and 2i + 1 are the low and high
+ * nibbles of bytes 32i..32i+31. */
+struct tc_q4_k {
+    using U = tqx_q4_k;
+    static constexpr int PIECE = 1, PIECES = 5, MIN_NB = 5;
+    /* (u >> 1) 144 = u UBYTES - 72 h for a unit u of half h */
+    __device__ static int piece_off(int h, int n) { return (n ? 64 * h + 16 * n : 0) - 72 * h; }
+    struct P {
+        uint32_t dm, sc, m;
+    };
+    __device__ static P params(const uint8_t *unit, int h) {
+        const uint4 hd = *(const uint4 *)unit;
+        P p;
+        p.dm = hd.x;
+        U::scale_min(hd, h, p.sc, p.m);
+        return p;
+    }
+    __device__ static void frag(const uint8_t *unit, int j, int c, uint32_t &lo, uint32_t &hi) {
+        const uint8_t *q = unit + 16 + 32 * (j >> 1) + 4 * c;
+        const int sh = 4 * (j & 1);
+        lo = (*(const uint32_t *)q >> sh) & 0x0F0F0F0Fu;
+        hi = (*(const uint32_t *)(q + 16) >> sh) & 0x0F0F0F0Fu;
+    }
+    __device__ static int xterm(int xsum) { return xsum; }
+    /* tqx_q4_k's sums of odd sub-blocks are 16 times theirs (the unshifted high nibbles) */
+    __device__ static float fold(const P &p, const float *xd, const int *xt, const int *S) {
+        int sumi[4];
+#pragma unroll
+        for (int j = 0; j < 4; j++) sumi[j] = j & 1 ? 16 * S[j] : S[j];
+        return U::fold(p.dm, p.sc, p.m, xd, xt, sumi);
+    }
 };
 
 /* the tensor-core type of a q8x unit type (void: none) */
 template <class T> struct q8x_tc_of { using type = void; };
 template <> struct q8x_tc_of<tqx_q4_0> { using type = tc_q4_0; };
-
-/* d = A (16 x 32 unsigned bytes, row-major) x B (32 x 8 signed bytes, column-major), s32 */
-__device__ __forceinline__ void si_mma_u8s8(int (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2,
-                                            uint32_t a3, uint32_t b0, uint32_t b1) {
-    asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%0, %1, %2, %3}, "
-                 "{%4, %5, %6, %7}, {%8, %9}, {%10, %11, %12, %13};"
-                 : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
-                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "r"(0), "r"(0), "r"(0),
-                   "r"(0));
-}
+template <> struct q8x_tc_of<tqx_q4_k> { using type = tc_q4_k; };
 
 #define TC_WARPS 8 /* warps a CTA: each owns 32 / TC_WARPS virtual lanes */
 /* bytes a staged unit of one row: 20 words, so the slots of 8 rows start in distinct banks; a
@@ -79,6 +122,14 @@ static size_t tc_smem_bytes(int K, int nb, int UI, int S) {
            (size_t)TC_WARPS * S * UI * 16 * TC_SLOT;
 }
 
+/* 16-byte pieces a staged unit takes: TC::PIECES, or its covering aligned span (units start
+ * U::UBYTES-aligned up to 16: W is 16-aligned) */
+template <class TC> __host__ __device__ constexpr int tc_pieces() {
+    constexpr int ub = TC::U::UBYTES, al = (ub & -ub) < 16 ? (ub & -ub) : 16;
+    if constexpr (TC::PIECE) return TC::PIECES;
+    else return (ub + 16 - al + 15) / 16;
+}
+
 /* UI: units of a warp's item (of its 32 / TC_WARPS a segment), S: cp.async stages a warp */
 template <class TC, int UI, int S, int XIN>
 __global__ void __launch_bounds__(TC_WARPS * 32)
@@ -86,12 +137,11 @@ __global__ void __launch_bounds__(TC_WARPS * 32)
                        const float *__restrict__ x, int nb, float *__restrict__ y) {
     using U = typename TC::U;
     constexpr int V = 32 / TC_WARPS, PARTS = V / UI, UB = U::UB;
-    /* units start U::UBYTES-aligned up to 16 (W is 16-aligned): the covering span's bound */
-    constexpr int AL = (U::UBYTES & -U::UBYTES) < 16 ? (U::UBYTES & -U::UBYTES) : 16;
-    static_assert(V % UI == 0 && (U::UBYTES + 16 - AL + 15) / 16 * 16 <= TC_SLOT,
-                  "a unit's covering span fits its slot");
+    static_assert(V % UI == 0 && TC_WARPS % 2 == 0, "a warp's units are one half of blocks");
+    static_assert(16 * tc_pieces<TC>() <= TC_SLOT, "a unit's pieces fit its slot");
     extern __shared__ __align__(16) uint8_t smem[];
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, c = lane & 3;
+    const int half = warp & 1; /* of the blocks, for half-block units: virtual lanes warp + 8 i */
     const int units = K / (32 * UB), nblk = K / 32, nseg = (units + 31) / 32;
     const int ntiles = (M + 15) / 16, xrow = K + TC_XPAD;
     uint8_t *xq = smem;
@@ -108,7 +158,7 @@ __global__ void __launch_bounds__(TC_WARPS * 32)
     auto unit_of = [&](int sg, int p, int i) { return 32 * sg + warp + TC_WARPS * (p * UI + i); };
     /* A warp's items: (tile, segment, part) in that order over the CTA's tiles; the producer
      * runs S - 1 items ahead, one commit group a call (empty past the last item). An item is
-     * UI x 16 covering spans of NC 16-byte copies; this lane's copies are k = lane + 32 m:
+     * UI x 16 units of NC 16-byte copies (tc_pieces a unit); this lane's copies are k = lane + 32 m:
      * chunk k % NC of row (k / NC) % 16 of unit k / (16 NC), the same in every item, so only
      * the rows' addresses change, once a tile. */
     constexpr int NC = TC_SLOT / 16, NK = UI * 16 * NC, NM = (NK + 31) / 32;
@@ -129,6 +179,7 @@ __global__ void __launch_bounds__(TC_WARPS * 32)
         for (int m = 0; m < NM; m++) {
             const int piece = (lane + 32 * m) / NC;
             cp_src[m] = row_src(pt, piece & 15) + (size_t)(TC_WARPS * (piece >> 4)) * U::UBYTES;
+            if constexpr (TC::PIECE) cp_src[m] += TC::piece_off(half, cp_ch[m] / 16);
         }
     };
     if (pt < ntiles) set_rows();
@@ -140,9 +191,13 @@ __global__ void __launch_bounds__(TC_WARPS * 32)
 #pragma unroll
             for (int m = 0; m < NM; m++) {
                 const uintptr_t s = cp_src[m] + off;
-                if (u0 < cp_lim[m] && cp_ch[m] < (int)(s & 15) + U::UBYTES) /* in the span */
+                if constexpr (TC::PIECE) {
+                    if (u0 < cp_lim[m] && cp_ch[m] < 16 * TC::PIECES)
+                        si_cp_async16(stage_p + cp_dst[m], (const void *)s);
+                } else if (u0 < cp_lim[m] && cp_ch[m] < (int)(s & 15) + U::UBYTES) { /* in the span */
                     si_cp_async16(stage_p + cp_dst[m],
                                   (const void *)((s & ~(uintptr_t)15) + cp_ch[m]));
+                }
             }
             if (++pp == PARTS) {
                 pp = 0;
@@ -210,7 +265,8 @@ __global__ void __launch_bounds__(TC_WARPS * 32)
     const uint8_t *xg = xq + (size_t)min(g, nb - 1) * xrow; /* this lane's B column */
     int stage = 0, buf = 0;
     for (int t = blockIdx.x; t < ntiles; t += gridDim.x) {
-        const uint32_t row_g0 = (uint32_t)row_src(t, g), row_g1 = (uint32_t)row_src(t, g + 8);
+        [[maybe_unused]] const uint32_t row_g0 = (uint32_t)row_src(t, g),
+                                        row_g1 = (uint32_t)row_src(t, g + 8);
         float p[V][4]; /* virtual lane i's sums: rows g, g + 8 x columns 2c, 2c + 1 */
 #pragma unroll
         for (int i = 0; i < V; i++)
@@ -228,11 +284,15 @@ __global__ void __launch_bounds__(TC_WARPS * 32)
                 for (int i = 0; i < UI; i++) {
                     const int u = unit_of(sg, part, i);
                     if (u >= units) break; /* warp-uniform; the units after it are out too */
-                    const uint32_t uo = (uint32_t)u * U::UBYTES; /* its span's misalignment: */
-                    const uint8_t *r0 = st + (i * 16 + g) * TC_SLOT + ((row_g0 + uo) & 15);
-                    const uint8_t *r1 = st + (i * 16 + g + 8) * TC_SLOT + ((row_g1 + uo) & 15);
-                    int acc[UB][4];
-                    float dw0[UB], dw1[UB], xd0[UB], xd1[UB];
+                    const uint8_t *r0 = st + (i * 16 + g) * TC_SLOT;
+                    const uint8_t *r1 = st + (i * 16 + g + 8) * TC_SLOT;
+                    if constexpr (!TC::PIECE) { /* at its span's misalignment */
+                        const uint32_t uo = (uint32_t)u * U::UBYTES;
+                        r0 += (row_g0 + uo) & 15;
+                        r1 += (row_g1 + uo) & 15;
+                    }
+                    int acc[UB][4]; /* C: (g, 2c), (g, 2c + 1), (g + 8, 2c), (g + 8, 2c + 1) */
+                    float xd0[UB], xd1[UB];
                     int xt0[UB], xt1[UB];
 #pragma unroll
                     for (int j = 0; j < UB; j++) {
@@ -240,20 +300,21 @@ __global__ void __launch_bounds__(TC_WARPS * 32)
                         const uint32_t b0 = *(const uint32_t *)(xg + 32 * blk + 4 * c);
                         const uint32_t b1 = *(const uint32_t *)(xg + 32 * blk + 16 + 4 * c);
                         uint32_t lo0, hi0, lo1, hi1;
-                        TC::frag(r0, j, c, lo0, hi0, dw0[j]);
-                        TC::frag(r1, j, c, lo1, hi1, dw1[j]);
-                        si_mma_u8s8(acc[j], lo0, lo1, hi0, hi1, b0, b1);
+                        TC::frag(r0, j, c, lo0, hi0);
+                        TC::frag(r1, j, c, lo1, hi1);
+                        si_mma_i8<true>(acc[j], lo0, lo1, hi0, hi1, b0, b1);
                         const float2 d2 = *(const float2 *)(xd + 8 * blk + 2 * c);
                         const int2 t2 = *(const int2 *)(xt + 8 * blk + 2 * c);
                         xd0[j] = d2.x, xd1[j] = d2.y, xt0[j] = t2.x, xt1[j] = t2.y;
                     }
+                    const typename TC::P pr0 = TC::params(r0, half), pr1 = TC::params(r1, half);
 #pragma unroll
-                    for (int q = 0; q < 4; q++) { /* C: (g, 2c), (g, 2c + 1), (g + 8, 2c), ... */
-                        int is[UB];
+                    for (int q = 0; q < 4; q++) {
+                        int sums[UB];
 #pragma unroll
-                        for (int j = 0; j < UB; j++)
-                            is[j] = TC::isum(acc[j][q], q & 1 ? xt1[j] : xt0[j]);
-                        p[part * UI + i][q] += U::fold(q < 2 ? dw0 : dw1, q & 1 ? xd1 : xd0, is);
+                        for (int j = 0; j < UB; j++) sums[j] = acc[j][q];
+                        p[part * UI + i][q] += TC::fold(q < 2 ? pr0 : pr1, q & 1 ? xd1 : xd0,
+                                                        q & 1 ? xt1 : xt0, sums);
                     }
                 }
                 __syncwarp(); /* this stage is refilled by the next produce() */
@@ -295,18 +356,15 @@ __global__ void __launch_bounds__(TC_WARPS * 32)
     si_cp_async_wait<0>(); /* no copy outlives the warp (the trailing groups are empty) */
 }
 
-/* From how many rows of x the types with a tensor-core kernel take it (2-8; 5: see the top);
- * timing knob SI_CUDA_GEMV_Q8X_TC=n (read at the first call), 9: never. */
-#ifndef GEMV_Q8X_TC_MIN_NB
-#define GEMV_Q8X_TC_MIN_NB 5
-#endif
-static int gemv_q8x_tc_min_nb() {
-    static int v = -1;
-    if (v < 0) {
+/* From how many rows of x a type's tensor-core kernel runs (TC::MIN_NB, 2-8); timing knob
+ * SI_CUDA_GEMV_Q8X_TC=n for every type (read at the first call), 9: never. */
+template <class TC> static int gemv_q8x_tc_min_nb() {
+    static int knob = -1;
+    if (knob < 0) {
         const char *e = getenv("SI_CUDA_GEMV_Q8X_TC");
-        v = e && atoi(e) > 0 ? atoi(e) : GEMV_Q8X_TC_MIN_NB;
+        knob = e && atoi(e) > 0 ? atoi(e) : 0;
     }
-    return v;
+    return knob ? knob : TC::MIN_NB;
 }
 
 template <class TC, int UI, int S, int XIN>

@@ -159,36 +159,52 @@ struct tqx_q4_1 {
  * byte each: w[0] = d | dmin << 16, w[1] = scales, w[2] = mins, w[3..18] = the nibbles. */
 struct tqx_q4_k {
     static constexpr int BE = 256, UB = 4, UBYTES = 72, WORDS = 19;
+    /* the 6-bit scales (sc) and mins (m) of half h's 4 sub-blocks, one byte each, from the
+     * header's words hd.y, hd.z, hd.w (scales[0..11]). j < 4: sc = s[j] & 63, m = s[j + 4] & 63;
+     * j >= 4: the low (sc) or high (m) nibble of s[j + 4] plus bits 6..7 of s[j - 4] (sc) or
+     * s[j] (m) as bits 4..5 */
+    __device__ static void scale_min(uint4 hd, int h, uint32_t &sc, uint32_t &m) {
+        sc = h ? (hd.w & 0x0F0F0F0Fu) | ((hd.y >> 2) & 0x30303030u) : hd.y & 0x3F3F3F3Fu;
+        m = h ? ((hd.w >> 4) & 0x0F0F0F0Fu) | ((hd.z >> 2) & 0x30303030u) : hd.z & 0x3F3F3F3Fu;
+    }
     __device__ static void load(const uint8_t *seg, int lane, uint32_t *w) {
         const uint8_t *blk = seg + (lane >> 1) * 144;
         const int h = lane & 1;
         const uint4 hd = *(const uint4 *)blk; /* d, dmin | scales[0..3] | [4..7] | [8..11] */
         w[0] = hd.x;
-        /* j < 4: sc = s[j] & 63, m = s[j + 4] & 63; j >= 4: the low (sc) or high (m) nibble of
-         * s[j + 4] plus bits 6..7 of s[j - 4] (sc) or s[j] (m) as bits 4..5 */
-        w[1] = h ? (hd.w & 0x0F0F0F0Fu) | ((hd.y >> 2) & 0x30303030u) : hd.y & 0x3F3F3F3Fu;
-        w[2] = h ? ((hd.w >> 4) & 0x0F0F0F0Fu) | ((hd.z >> 2) & 0x30303030u) : hd.z & 0x3F3F3F3Fu;
+        scale_min(hd, h, w[1], w[2]);
         si_lds_words16<16>(blk + 16 + 64 * h, w + 3);
     }
+    /* odd t: the high nibbles unshifted (as tqx_q4_0), so the sum and the min term are 16 times
+     * theirs and x's scale a 16th: the same bits, 8 shifts fewer */
     __device__ static float dot(const uint32_t *w, const uint32_t *xw, const float *xd, const int *xs) {
-        const float2 dm = __half22float2(*(const __half2 *)&w[0]); /* d, dmin */
-        float s = 0.0f;
+        int sumi[UB];
 #pragma unroll
-        for (int t = 0; t < 4; t++) {
-            /* odd t: the high nibbles unshifted (as tqx_q4_0), so the sum and the min term are
-             * 16 times theirs and x's scale a 16th: the same bits, 8 shifts fewer */
-            const bool hi = t & 1;
-            int sumi = 0;
+        for (int t = 0; t < UB; t++) {
+            sumi[t] = 0;
 #pragma unroll
             for (int j = 0; j < 8; j++) {
                 const uint32_t q = w[3 + 8 * (t >> 1) + j];
-                sumi = hi ? si_dp4a_us(q & 0xF0F0F0F0u, xw[8 * t + j], sumi)
-                          : __dp4a((int)(q & 0x0F0F0F0Fu), (int)xw[8 * t + j], sumi);
+                sumi[t] = t & 1 ? si_dp4a_us(q & 0xF0F0F0F0u, xw[8 * t + j], sumi[t])
+                                : __dp4a((int)(q & 0x0F0F0F0Fu), (int)xw[8 * t + j], sumi[t]);
             }
-            const int sc = (w[1] >> (8 * t)) & 0xFF, m = (w[2] >> (8 * t)) & 0xFF;
-            const float min_t = -dm.y * (float)(m * xs[t]);
+        }
+        return fold(w[0], w[1], w[2], xd, xs, sumi);
+    }
+    /* The float part of a unit, from d | dmin << 16, the sub-blocks' scale and min bytes, x's
+     * scales and sums and the integer sums (odd t: 16 times theirs): the one sequence of
+     * rounding steps every kernel of this arithmetic runs (as tqx_q4_0::fold). */
+    __device__ static float fold(uint32_t dmw, uint32_t sc, uint32_t m, const float *xd,
+                                 const int *xs, const int *sumi) {
+        const float2 dm = __half22float2(*(const __half2 *)&dmw); /* d, dmin */
+        float s = 0.0f;
+#pragma unroll
+        for (int t = 0; t < UB; t++) {
+            const bool hi = t & 1;
+            const int sc_t = (sc >> (8 * t)) & 0xFF, m_t = (m >> (8 * t)) & 0xFF;
+            const float min_t = -dm.y * (float)(m_t * xs[t]);
             s = fmaf(hi ? 0.0625f * xd[t] : xd[t],
-                     fmaf(dm.x, (float)(sc * sumi), hi ? 16.0f * min_t : min_t), s);
+                     fmaf(dm.x, (float)(sc_t * sumi[t]), hi ? 16.0f * min_t : min_t), s);
         }
         return s;
     }
