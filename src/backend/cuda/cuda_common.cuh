@@ -55,6 +55,11 @@ __device__ __forceinline__ void si_cp_async16(void *smem, const void *gmem) {
     const uint32_t s = (uint32_t)__cvta_generic_to_shared(smem);
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem));
 }
+/* a barrier for the CTA's first n threads (n a multiple of 32) on hardware barrier id (1-15: 0 is
+ * __syncthreads's), ordering their shared-memory accesses as __syncthreads does */
+__device__ __forceinline__ void si_bar_sync_n(int id, int n) {
+    asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(n) : "memory");
+}
 __device__ __forceinline__ void si_cp_async_commit(void) { asm volatile("cp.async.commit_group;\n"); }
 template <int N> __device__ __forceinline__ void si_cp_async_wait(void) {
     asm volatile("cp.async.wait_group %0;\n" ::"n"(N));

@@ -19,6 +19,7 @@
  * warps walk row groups of R rows (R rows share each x load). */
 #include <type_traits>
 
+#include "backend/cuda/bulk_copy.cuh"
 #include "backend/cuda/gemv_q8x_units.cuh"
 #include "backend/cuda/mma.cuh"
 #include "backend/cuda/norm.cuh"
@@ -48,10 +49,11 @@ template <class T> static size_t q8x_smem_bytes(int K, int nb, int warps, int R,
  * block) and, from the lane with sub == 0, the block's fp16-rounded d and sum of q.
  * issued() runs once per warp, right after its first x loads are issued and before their use:
  * the caller issues its weight copies there, so that they queue behind x (x is needed first). */
-template <class F, class G>
+template <int NWARPS = 0 /* the warps that run it: 0 every warp of the CTA, else warps 0.. */,
+          class F, class G>
 __device__ __forceinline__ void q8x_quantize_x(const float *__restrict__ x, int K, int nb, F issued, G store) {
     constexpr int UNR = 4;
-    const int nwarps = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int nwarps = NWARPS ? NWARPS : blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int nblk = K / 32, total = nb * nblk, sub = lane & 7;
     bool first = true;
     for (int wb = warp * 4; wb < total; wb += nwarps * 4 * UNR) { /* warp-uniform */

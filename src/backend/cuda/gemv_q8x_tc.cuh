@@ -17,10 +17,11 @@
  * tree's first two levels (offsets 16, 8) are its own and the last three (4, 2, 1) are summed
  * through shared memory by one thread per (weight row, x row).
  *
- * Work: a tile = 16 weight rows (the MMA's M); CTAs walk tiles (persistent grid). Each warp
- * streams its units of the tile in items of UI units x 16 rows through an S-stage cp.async ring
- * (each unit copied as 16-byte pieces into a slot of TC_SLOT bytes: the slots of 8 consecutive
- * rows then start in distinct banks). Fragments (PTX ISA, m16n8k32 8-bit): lane
+ * Work: a tile = 16 weight rows (the MMA's M); CTAs walk tiles (persistent grid). A producer
+ * warp streams the CTA's tiles in chunks of 16 units (1,152 bytes) of each of the 16 rows through
+ * an S-stage ring: one bulk copy (cp.async.bulk) a row, completing on the stage's mbarrier; the
+ * 8 consumer warps wait for a stage, take their units (warp w: units w and w + 8 of the chunk)
+ * and hand the stage back on a second mbarrier. Fragments (mma.cuh, m16n8k32 8-bit): lane
  * = 4 g + c holds A rows g and g + 8 at k 4c..4c+3 and 16+4c..16+4c+3, B column (x row) g at the
  * same k, C rows g, g + 8 x columns 2c, 2c + 1.
  *
@@ -32,22 +33,21 @@
  * (~5 cycles a warp between issues, 1-2 CTAs an SM); Nsight Compute puts a third of its stall
  * samples in the per-CTA staging of x (nb x K bytes a CTA). */
 
-/* The tensor-core side of a q8x unit type U, over a unit staged in a slot (tc_q4_0: at its
- * span's misalignment, tc_q4_k: 16-aligned):
- *   frag(): A words of sub-block j for lane c: k 4c..4c+3 (lo) and 16+4c..16+4c+3 (hi);
- *   P / params(): a row's per-unit numbers that the float part takes (h: the unit's half of
- *     its block, for types of half-block units);
+/* The tensor-core side of a q8x unit type U, over a row's chunk of raw GGUF blocks in shared
+ * memory:
+ *   unit(): where unit i of the chunk (its half h of a block, for half-block units) starts;
+ *   frag(): A words of sub-block j of a unit for lane c: k 4c..4c+3 (lo), 16+4c..16+4c+3 (hi);
+ *   P / params(): a row's per-unit numbers that the float part takes;
  *   xterm(): what is stored beside x's scale from the sum of x's block (the q8 values);
  *   fold(): U's float part of a unit from the tensor cores' block sums S (of A x), the one
- *     sequence of roundings the dp4a kernel runs (U::fold).
- * PIECE: 0 when a unit is copied as its covering aligned span (16-byte pieces from the span's
- * start); else the unit is PIECES 16-aligned pieces at byte offsets piece_off(h, n) from u UBYTES. */
+ *     sequence of roundings the dp4a kernel runs (U::fold). */
 struct tc_q4_0 {
     using U = tqx_q4_0; /* A: the raw nibbles 0..15; the - 8 is in the x term */
-    static constexpr int PIECE = 0, MIN_NB = 5; /* see the top */
+    static constexpr int MIN_NB = 5; /* see the top */
     struct P {
         float dw[4];
     };
+    __device__ static const uint8_t *unit(const uint8_t *chunk, int i, int) { return chunk + 72 * i; }
     __device__ static P params(const uint8_t *unit, int) {
         P p;
 #pragma unroll
@@ -70,19 +70,20 @@ struct tc_q4_0 {
     }
 };
 
-/* Q4_K: a unit (half h of a 144-byte block) is the block's 16-byte header and its 64 bytes of
- * nibbles: pieces 0 (header) and 1..4 in a slot. Sub-blocks 2i and 2i + 1 are the low and high
- * nibbles of bytes 32i..32i+31. */
+/* Q4_K: a unit is half h of a 144-byte block: the block's 16-byte header and its 64 bytes of
+ * nibbles at 16 + 64 h (unit() points 64 h into the block). Sub-blocks 2i and 2i + 1 of the unit
+ * are the low and high nibbles of its bytes 32i..32i+31. */
 struct tc_q4_k {
     using U = tqx_q4_k;
-    static constexpr int PIECE = 1, PIECES = 5, MIN_NB = 5;
-    /* (u >> 1) 144 = u UBYTES - 72 h for a unit u of half h */
-    __device__ static int piece_off(int h, int n) { return (n ? 64 * h + 16 * n : 0) - 72 * h; }
+    static constexpr int MIN_NB = 5;
     struct P {
         uint32_t dm, sc, m;
     };
+    __device__ static const uint8_t *unit(const uint8_t *chunk, int i, int h) {
+        return chunk + 144 * (i >> 1) + 64 * h;
+    }
     __device__ static P params(const uint8_t *unit, int h) {
-        const uint4 hd = *(const uint4 *)unit;
+        const uint4 hd = *(const uint4 *)(unit - 64 * h);
         P p;
         p.dm = hd.x;
         U::scale_min(hd, h, p.sc, p.m);
@@ -109,128 +110,82 @@ template <class T> struct q8x_tc_of { using type = void; };
 template <> struct q8x_tc_of<tqx_q4_0> { using type = tc_q4_0; };
 template <> struct q8x_tc_of<tqx_q4_k> { using type = tc_q4_k; };
 
-#define TC_WARPS 8 /* warps a CTA: each owns 32 / TC_WARPS virtual lanes */
-/* bytes a staged unit of one row: 20 words, so the slots of 8 rows start in distinct banks; a
- * Q4_0 unit (72 bytes) starts 8-aligned: its covering span fits */
-#define TC_SLOT 80
-#define TC_XPAD 16 /* x row stride K + 16 bytes: the 8 x rows of a B load in distinct banks */
+#define TC_WARPS 8  /* consumer warps a CTA (and one producer warp): each owns 32 / TC_WARPS virtual lanes */
+#define TC_CHUNK 16 /* units a chunk: 16 x 72 = 1,152 bytes of a row, a whole number of blocks */
+#define TC_XPAD 16  /* x row stride K + 16 bytes: the 8 x rows of a B load in distinct banks */
+/* a staged chunk row's stride: 1,168 bytes = 292 words, 4 banks apart row to row, so lanes
+ * (g, c) read distinct banks */
+#define TC_ROW (TC_CHUNK * 72 + 16)
 
-/* shared memory: xq [nb][K + 16] | xd f32 [K/32][8] | xt i32 [K/32][8] | red f32 [2][warps][128]
- * | per warp S stages of UI x 16 slots */
-static size_t tc_smem_bytes(int K, int nb, int UI, int S) {
-    return (size_t)nb * (K + TC_XPAD) + (size_t)(K / 32) * 8 * 8 + 2 * TC_WARPS * 128 * 4 +
-           (size_t)TC_WARPS * S * UI * 16 * TC_SLOT;
+/* shared memory: mbarriers full [S], empty [S] | S stages of 16 chunk rows | xq [nb][K + 16] |
+ * xd f32 [K/32][8] | xt i32 [K/32][8] | red f32 [2][warps][128] */
+static size_t tc_smem_bytes(int K, int nb, int S) {
+    return (size_t)16 * S + (size_t)S * 16 * TC_ROW + (size_t)nb * (K + TC_XPAD) +
+           (size_t)(K / 32) * 8 * 8 + 2 * TC_WARPS * 128 * 4;
 }
 
-/* 16-byte pieces a staged unit takes: TC::PIECES, or its covering aligned span (units start
- * U::UBYTES-aligned up to 16: W is 16-aligned) */
-template <class TC> __host__ __device__ constexpr int tc_pieces() {
-    constexpr int ub = TC::U::UBYTES, al = (ub & -ub) < 16 ? (ub & -ub) : 16;
-    if constexpr (TC::PIECE) return TC::PIECES;
-    else return (ub + 16 - al + 15) / 16;
-}
-
-/* UI: units of a warp's item (of its 32 / TC_WARPS a segment), S: cp.async stages a warp */
-template <class TC, int UI, int S, int XIN>
-__global__ void __launch_bounds__(TC_WARPS * 32)
+/* S: stages of the chunk ring. Rows are 16-aligned (K % 256 == 0, the launcher checks). */
+template <class TC, int S, int XIN>
+__global__ void __launch_bounds__((TC_WARPS + 1) * 32)
     gemv_q8x_tc_kernel(const uint8_t *__restrict__ W, int M, int K, size_t row_bytes,
                        const float *__restrict__ x, int nb, float *__restrict__ y) {
     using U = typename TC::U;
-    constexpr int V = 32 / TC_WARPS, PARTS = V / UI, UB = U::UB;
-    static_assert(V % UI == 0 && TC_WARPS % 2 == 0, "a warp's units are one half of blocks");
-    static_assert(16 * tc_pieces<TC>() <= TC_SLOT, "a unit's pieces fit its slot");
+    constexpr int V = 32 / TC_WARPS, UB = U::UB, CB = TC_CHUNK * U::UBYTES;
+    static_assert(TC_WARPS == 8 && CB + 16 == TC_ROW, "a warp's units: w + 8 i of a segment");
     extern __shared__ __align__(16) uint8_t smem[];
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, c = lane & 3;
     const int half = warp & 1; /* of the blocks, for half-block units: virtual lanes warp + 8 i */
-    const int units = K / (32 * UB), nblk = K / 32, nseg = (units + 31) / 32;
+    const int units = K / (32 * UB), nblk = K / 32, nch = (units + TC_CHUNK - 1) / TC_CHUNK;
     const int ntiles = (M + 15) / 16, xrow = K + TC_XPAD;
-    uint8_t *xq = smem;
-    float *xd = (float *)(smem + (size_t)nb * xrow);
+    uint64_t *full = (uint64_t *)smem, *empty = full + S;
+    uint8_t *stages = smem + 16 * S;
+    uint8_t *xq = stages + (size_t)S * 16 * TC_ROW;
+    float *xd = (float *)(xq + (size_t)nb * xrow);
     int *xt = (int *)(xd + (size_t)nblk * 8);
     float *red = (float *)(xt + (size_t)nblk * 8);
-    uint8_t *sw = (uint8_t *)(red + 2 * TC_WARPS * 128) + (size_t)warp * S * UI * 16 * TC_SLOT;
+    if (threadIdx.x == 0)
+        for (int s = 0; s < S; s++) {
+            si_mbar_init(full + s, 1);
+            si_mbar_init(empty + s, TC_WARPS);
+        }
+    __syncthreads();
 
-    /* first byte of row r of tile t (rows past M repeat the last row) */
-    auto row_src = [&](int t, int r) {
-        return (uintptr_t)(W + (size_t)min(16 * t + r, M - 1) * row_bytes);
-    };
-    /* unit i of part p of segment sg: virtual lane warp + TC_WARPS (p UI + i) */
-    auto unit_of = [&](int sg, int p, int i) { return 32 * sg + warp + TC_WARPS * (p * UI + i); };
-    /* A warp's items: (tile, segment, part) in that order over the CTA's tiles; the producer
-     * runs S - 1 items ahead, one commit group a call (empty past the last item). An item is
-     * UI x 16 units of NC 16-byte copies (tc_pieces a unit); this lane's copies are k = lane + 32 m:
-     * chunk k % NC of row (k / NC) % 16 of unit k / (16 NC), the same in every item, so only
-     * the rows' addresses change, once a tile. */
-    constexpr int NC = TC_SLOT / 16, NK = UI * 16 * NC, NM = (NK + 31) / 32;
-    int pt = blockIdx.x, psg = 0, pp = 0, ps = 0;
-    /* per copy: its row's first byte + its unit's offset in an item, the first unit of an item
-     * from which it is past the row (0: no copy), 16 x its chunk, its offset in a stage */
-    uintptr_t cp_src[NM];
-    int cp_lim[NM], cp_ch[NM], cp_dst[NM];
-#pragma unroll
-    for (int m = 0; m < NM; m++) {
-        const int k = lane + 32 * m, piece = k / NC, i = piece >> 4;
-        cp_lim[m] = k < NK ? units - TC_WARPS * i : 0;
-        cp_ch[m] = 16 * (k - piece * NC);
-        cp_dst[m] = piece * TC_SLOT + cp_ch[m];
+    if (warp == TC_WARPS) {
+        /* the producer: chunk q of the CTA's tiles in order, one bulk copy a row (rows past M
+         * repeat the last row); weights, which no kernel writes, from before the PDL wait */
+        si_pdl_trigger();
+        int it = 0;
+        for (int t = blockIdx.x; t < ntiles; t += gridDim.x)
+            for (int q = 0; q < nch; q++, it++) {
+                const int s = it % S;
+                if (it >= S) si_mbar_wait(empty + s, (it / S - 1) & 1);
+                const uint32_t bytes = (uint32_t)min((size_t)CB, row_bytes - (size_t)q * CB);
+                if (lane == 0) si_mbar_expect_tx(full + s, 16 * bytes);
+                __syncwarp();
+                if (lane < 16)
+                    si_bulk_copy(stages + ((size_t)s * 16 + lane) * TC_ROW,
+                                 W + (size_t)min(16 * t + lane, M - 1) * row_bytes + (size_t)q * CB,
+                                 bytes, full + s);
+            }
+        return; /* every copy issued is waited for by the consumers */
     }
-    auto set_rows = [&]() {
-#pragma unroll
-        for (int m = 0; m < NM; m++) {
-            const int piece = (lane + 32 * m) / NC;
-            cp_src[m] = row_src(pt, piece & 15) + (size_t)(TC_WARPS * (piece >> 4)) * U::UBYTES;
-            if constexpr (TC::PIECE) cp_src[m] += TC::piece_off(half, cp_ch[m] / 16);
-        }
-    };
-    if (pt < ntiles) set_rows();
-    auto produce = [&]() {
-        if (pt < ntiles) {
-            uint8_t *stage_p = sw + (size_t)ps * UI * 16 * TC_SLOT;
-            const int u0 = unit_of(psg, pp, 0);
-            const size_t off = (size_t)u0 * U::UBYTES;
-#pragma unroll
-            for (int m = 0; m < NM; m++) {
-                const uintptr_t s = cp_src[m] + off;
-                if constexpr (TC::PIECE) {
-                    if (u0 < cp_lim[m] && cp_ch[m] < 16 * TC::PIECES)
-                        si_cp_async16(stage_p + cp_dst[m], (const void *)s);
-                } else if (u0 < cp_lim[m] && cp_ch[m] < (int)(s & 15) + U::UBYTES) { /* in the span */
-                    si_cp_async16(stage_p + cp_dst[m],
-                                  (const void *)((s & ~(uintptr_t)15) + cp_ch[m]));
-                }
-            }
-            if (++pp == PARTS) {
-                pp = 0;
-                if (++psg == nseg) {
-                    psg = 0;
-                    pt += gridDim.x;
-                    if (pt < ntiles) set_rows();
-                }
-            }
-        }
-        si_cp_async_commit();
-        if (++ps == S) ps = 0;
-    };
-    /* PDL (pdl.cuh): weights, which no kernel writes, are issued before the wait */
-#pragma unroll
-    for (int i = 0; i < S - 1; i++)
-        produce();
     si_pdl_trigger();
     si_pdl_wait();
 
     /* x: q8 rows [nb][K + 16]; scales and x terms of the sums transposed to [block][x row] (one
-     * 8-byte load gives a lane its two columns') */
+     * 8-byte load gives a lane its two columns'); the consumer warps only */
+    constexpr int NT = TC_WARPS * 32;
     if (XIN == Q8X_PRE) { /* CUDA_Q8X_ROW_BYTES layout: K q, K/32 f32 d, K/32 i32 sums */
         const uint8_t *xg = (const uint8_t *)x;
         const size_t rs = CUDA_Q8X_ROW_BYTES(K);
         const int qc = K / 16;
         for (int b = 0; b < nb; b++)
-            for (int j = threadIdx.x; j < qc; j += blockDim.x)
+            for (int j = threadIdx.x; j < qc; j += NT)
                 si_cp_async16(xq + (size_t)b * xrow + 16 * j, xg + b * rs + 16 * (size_t)j);
         si_cp_async_commit();
         /* the scales and sums transposed through registers, all x rows' in flight at once (one
          * load after another would cost an L2 round trip each) */
-        for (int j = threadIdx.x; j < nblk; j += blockDim.x) {
+        for (int j = threadIdx.x; j < nblk; j += NT) {
             float dv[8];
             int sv[8];
 #pragma unroll
@@ -248,9 +203,9 @@ __global__ void __launch_bounds__(TC_WARPS * 32)
                     xt[8 * j + b] = TC::xterm(sv[b]);
                 }
         }
-        si_cp_async_wait<0>(); /* the newest group: the weights issued so far are in too */
+        si_cp_async_wait<0>();
     } else {
-        q8x_quantize_x(
+        q8x_quantize_x<TC_WARPS>(
             x, K, nb, []() {},
             [&](int bi, int bb, int sub, uint32_t q, float d, int sum) {
                 *(uint32_t *)(xq + (size_t)bi * xrow + 32 * bb + 4 * sub) = q;
@@ -260,66 +215,62 @@ __global__ void __launch_bounds__(TC_WARPS * 32)
                 }
             });
     }
-    __syncthreads();
+    si_bar_sync_n(1, NT); /* the consumers: x is in */
 
     const uint8_t *xg = xq + (size_t)min(g, nb - 1) * xrow; /* this lane's B column */
-    int stage = 0, buf = 0;
+    int it = 0, buf = 0;
     for (int t = blockIdx.x; t < ntiles; t += gridDim.x) {
-        [[maybe_unused]] const uint32_t row_g0 = (uint32_t)row_src(t, g),
-                                        row_g1 = (uint32_t)row_src(t, g + 8);
-        float p[V][4]; /* virtual lane i's sums: rows g, g + 8 x columns 2c, 2c + 1 */
+        float p[V][4]; /* virtual lane warp + 8 i's sums: rows g, g + 8 x columns 2c, 2c + 1 */
 #pragma unroll
         for (int i = 0; i < V; i++)
 #pragma unroll
             for (int q = 0; q < 4; q++)
                 p[i][q] = 0.0f;
-        for (int sg = 0; sg < nseg; sg++) {
+        for (int ch = 0; ch < nch; ch++, it++) {
+            const int s = it % S;
+            si_mbar_wait(full + s, (it / S) & 1);
+            const uint8_t *st = stages + (size_t)s * 16 * TC_ROW;
 #pragma unroll
-            for (int part = 0; part < PARTS; part++) {
-                produce(); /* into the stage consumed in the previous item */
-                si_cp_async_wait<S - 1>();
-                __syncwarp();
-                const uint8_t *st = sw + (size_t)stage * UI * 16 * TC_SLOT;
+            for (int k = 0; k < TC_CHUNK / TC_WARPS; k++) { /* units warp, warp + 8 of the chunk */
+                const int u = TC_CHUNK * ch + warp + TC_WARPS * k;
+                if (u >= units) break; /* warp-uniform; the unit after it is out too */
+                const uint8_t *r0 = TC::unit(st + g * TC_ROW, warp + TC_WARPS * k, half);
+                const uint8_t *r1 = r0 + 8 * TC_ROW;
+                int acc[UB][4]; /* C: (g, 2c), (g, 2c + 1), (g + 8, 2c), (g + 8, 2c + 1) */
+                float xd0[UB], xd1[UB];
+                int xt0[UB], xt1[UB];
 #pragma unroll
-                for (int i = 0; i < UI; i++) {
-                    const int u = unit_of(sg, part, i);
-                    if (u >= units) break; /* warp-uniform; the units after it are out too */
-                    const uint8_t *r0 = st + (i * 16 + g) * TC_SLOT;
-                    const uint8_t *r1 = st + (i * 16 + g + 8) * TC_SLOT;
-                    if constexpr (!TC::PIECE) { /* at its span's misalignment */
-                        const uint32_t uo = (uint32_t)u * U::UBYTES;
-                        r0 += (row_g0 + uo) & 15;
-                        r1 += (row_g1 + uo) & 15;
-                    }
-                    int acc[UB][4]; /* C: (g, 2c), (g, 2c + 1), (g + 8, 2c), (g + 8, 2c + 1) */
-                    float xd0[UB], xd1[UB];
-                    int xt0[UB], xt1[UB];
-#pragma unroll
-                    for (int j = 0; j < UB; j++) {
-                        const int blk = u * UB + j;
-                        const uint32_t b0 = *(const uint32_t *)(xg + 32 * blk + 4 * c);
-                        const uint32_t b1 = *(const uint32_t *)(xg + 32 * blk + 16 + 4 * c);
-                        uint32_t lo0, hi0, lo1, hi1;
-                        TC::frag(r0, j, c, lo0, hi0);
-                        TC::frag(r1, j, c, lo1, hi1);
-                        si_mma_i8<true>(acc[j], lo0, lo1, hi0, hi1, b0, b1);
-                        const float2 d2 = *(const float2 *)(xd + 8 * blk + 2 * c);
-                        const int2 t2 = *(const int2 *)(xt + 8 * blk + 2 * c);
-                        xd0[j] = d2.x, xd1[j] = d2.y, xt0[j] = t2.x, xt1[j] = t2.y;
-                    }
-                    const typename TC::P pr0 = TC::params(r0, half), pr1 = TC::params(r1, half);
-#pragma unroll
-                    for (int q = 0; q < 4; q++) {
-                        int sums[UB];
-#pragma unroll
-                        for (int j = 0; j < UB; j++) sums[j] = acc[j][q];
-                        p[part * UI + i][q] += TC::fold(q < 2 ? pr0 : pr1, q & 1 ? xd1 : xd0,
-                                                        q & 1 ? xt1 : xt0, sums);
-                    }
+                for (int j = 0; j < UB; j++) {
+                    const int blk = u * UB + j;
+                    const uint32_t b0 = *(const uint32_t *)(xg + 32 * blk + 4 * c);
+                    const uint32_t b1 = *(const uint32_t *)(xg + 32 * blk + 16 + 4 * c);
+                    uint32_t lo0, hi0, lo1, hi1;
+                    TC::frag(r0, j, c, lo0, hi0);
+                    TC::frag(r1, j, c, lo1, hi1);
+                    si_mma_i8<true>(acc[j], lo0, lo1, hi0, hi1, b0, b1);
+                    const float2 d2 = *(const float2 *)(xd + 8 * blk + 2 * c);
+                    const int2 t2 = *(const int2 *)(xt + 8 * blk + 2 * c);
+                    xd0[j] = d2.x, xd1[j] = d2.y, xt0[j] = t2.x, xt1[j] = t2.y;
                 }
-                __syncwarp(); /* this stage is refilled by the next produce() */
-                if (++stage == S) stage = 0;
+                const typename TC::P pr0 = TC::params(r0, half), pr1 = TC::params(r1, half);
+                float val[4];
+#pragma unroll
+                for (int q = 0; q < 4; q++) {
+                    int sums[UB];
+#pragma unroll
+                    for (int j = 0; j < UB; j++) sums[j] = acc[j][q];
+                    val[q] = TC::fold(q < 2 ? pr0 : pr1, q & 1 ? xd1 : xd0, q & 1 ? xt1 : xt0, sums);
+                }
+                /* into its virtual lane's sums (selected, so that p stays in registers) */
+                const int vi = (TC_CHUNK / TC_WARPS) * (ch & 1) + k;
+#pragma unroll
+                for (int i = 0; i < V; i++)
+                    if (i == vi)
+#pragma unroll
+                        for (int q = 0; q < 4; q++) p[i][q] += val[q];
             }
+            __syncwarp();
+            if (lane == 0) si_mbar_arrive(empty + s); /* this warp is done with the stage */
         }
         /* the butterfly's offsets 16 and 8 (virtual lanes i and i + V / 2, ...), here */
 #pragma unroll
@@ -336,7 +287,7 @@ __global__ void __launch_bounds__(TC_WARPS * 32)
         rb[8 * (g + 8) + 2 * c + 1] = p[0][3];
         /* one barrier a tile: red is double-buffered, and tile t's sums are read before any
          * thread passes tile t + 1's barrier */
-        __syncthreads();
+        si_bar_sync_n(1, NT);
         if (threadIdx.x < 128) { /* offsets 4, 2, 1 across the warps; (row, x row) */
             const int row = threadIdx.x >> 3, xr = threadIdx.x & 7;
             float v[TC_WARPS];
@@ -353,7 +304,6 @@ __global__ void __launch_bounds__(TC_WARPS * 32)
         }
         buf ^= 1;
     }
-    si_cp_async_wait<0>(); /* no copy outlives the warp (the trailing groups are empty) */
 }
 
 /* From how many rows of x a type's tensor-core kernel runs (TC::MIN_NB, 2-8); timing knob
@@ -367,12 +317,12 @@ template <class TC> static int gemv_q8x_tc_min_nb() {
     return knob ? knob : TC::MIN_NB;
 }
 
-template <class TC, int UI, int S, int XIN>
-static int gemv_q8x_tc_launch_us(const void *W, int M, int K, const float *x, int nb, float *y,
-                                 cudaStream_t st) {
+template <class TC, int S, int XIN>
+static int gemv_q8x_tc_launch_s(const void *W, int M, int K, const float *x, int nb, float *y,
+                                cudaStream_t st) {
     using U = typename TC::U;
     void (*kernel)(const uint8_t *, int, int, size_t, const float *, int, float *) =
-        gemv_q8x_tc_kernel<TC, UI, S, XIN>;
+        gemv_q8x_tc_kernel<TC, S, XIN>;
     int smem_optin, n_sm;
     q8x_device(&smem_optin, &n_sm);
     static bool attr_set = false; /* per instance: the attribute is per kernel */
@@ -381,24 +331,23 @@ static int gemv_q8x_tc_launch_us(const void *W, int M, int K, const float *x, in
             cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_optin));
         attr_set = true;
     }
-    const size_t smem = tc_smem_bytes(K, nb, UI, S);
+    const size_t smem = tc_smem_bytes(K, nb, S);
     if (smem > (size_t)smem_optin) return -1;
+    constexpr int threads = (TC_WARPS + 1) * 32;
     int per_sm = 0;
-    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, TC_WARPS * 32, smem));
+    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem));
     const int grid = min((M + 15) / 16, max(1, per_sm) * n_sm);
     const size_t row_bytes = (size_t)(K / (32 * U::UB)) * U::UBYTES;
-    si_launch_pdl(kernel, grid, TC_WARPS * 32, smem, st, (const uint8_t *)W, M, K, row_bytes, x, nb,
-                  y);
+    si_launch_pdl(kernel, grid, threads, smem, st, (const uint8_t *)W, M, K, row_bytes, x, nb, y);
     return 0;
 }
 
-/* 2 units an item x 3 stages where they fit, else 2 stages (K = 14336 at 8 rows). Measured
- * against (UI, S) = (2, 2), (2, 4), (4, 2), (4, 3), (1, 2), (1, 4) at 2, 4 and 8 rows (s24 calls 3
- * and 4): (2, 3) best or within 1 % for Q4_0. */
+/* 3 stages where they fit, else 2 (K = 14336 at 8 rows). Rows of whole 16-byte words only (the
+ * bulk copies): K % 256 == 0, every model's; other shapes take the dp4a kernel. */
 template <class TC, int XIN>
 static int gemv_q8x_tc_launch(const void *W, int M, int K, const float *x, int nb, float *y,
                               cudaStream_t st) {
-    if (!gemv_q8x_ok<typename TC::U>(K) || nb < 1 || nb > 8) return -1;
-    if (gemv_q8x_tc_launch_us<TC, 2, 3, XIN>(W, M, K, x, nb, y, st) == 0) return 0;
-    return gemv_q8x_tc_launch_us<TC, 2, 2, XIN>(W, M, K, x, nb, y, st);
+    if (!gemv_q8x_ok<typename TC::U>(K) || K % 256 || nb < 1 || nb > 8) return -1;
+    if (gemv_q8x_tc_launch_s<TC, 3, XIN>(W, M, K, x, nb, y, st) == 0) return 0;
+    return gemv_q8x_tc_launch_s<TC, 2, XIN>(W, M, K, x, nb, y, st);
 }
