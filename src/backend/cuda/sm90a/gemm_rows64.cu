@@ -30,6 +30,7 @@
 #include <cuda.h>
 #include <cudaTypedefs.h>
 
+#include "backend/cuda/bulk_copy.cuh"
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/gemm_rows64.h"
 #include "backend/cuda/pdl.cuh"
@@ -54,41 +55,15 @@ struct cuda_rows64 {
     PFN_cuTensorMapEncodeTiled_v12000 encode;
 };
 
-/* ---- device side: mbarriers, the bulk tensor copy, wgmma ---- */
-
-__device__ __forceinline__ uint32_t smem_addr(const void *p) {
-    return (uint32_t)__cvta_generic_to_shared(p);
-}
+/* ---- device side: the bulk tensor copy, wgmma (the mbarriers: bulk_copy.cuh) ---- */
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-__device__ __forceinline__ void mbar_init(uint64_t *bar, int count) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(bar)), "r"(count));
-}
-__device__ __forceinline__ void mbar_expect_tx(uint64_t *bar, uint32_t bytes) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)),
-                 "r"(bytes)
-                 : "memory");
-}
-__device__ __forceinline__ void mbar_arrive(uint64_t *bar) {
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_addr(bar)) : "memory");
-}
-__device__ __forceinline__ void mbar_wait(uint64_t *bar, uint32_t parity) {
-    uint32_t done = 0;
-    while (!done)
-        asm volatile("{\n .reg .pred p;\n"
-                     " mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-                     " selp.u32 %0, 1, 0, p;\n}"
-                     : "=r"(done)
-                     : "r"(smem_addr(bar)), "r"(parity)
-                     : "memory");
-}
-
 /* box (c0 = k, c1 = row) of the 2-D tensor map into shared memory, completing on bar */
 __device__ __forceinline__ void tma_load(void *dst, const CUtensorMap *map, int c0, int c1,
                                          uint64_t *bar) {
     asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
-                 " [%0], [%1, {%2, %3}], [%4];" ::"r"(smem_addr(dst)),
-                 "l"((uint64_t)map), "r"(c0), "r"(c1), "r"(smem_addr(bar))
+                 " [%0], [%1, {%2, %3}], [%4];" ::"r"(si_smem_addr(dst)),
+                 "l"((uint64_t)map), "r"(c0), "r"(c1), "r"(si_smem_addr(bar))
                  : "memory");
 }
 
@@ -97,7 +72,7 @@ __device__ __forceinline__ void tma_load(void *dst, const CUtensorMap *map, int 
  * used by this layout. The tile starts 1024-byte aligned; a k step of 16 elements (32 bytes)
  * inside it adds 2 to the start address field (16-byte units). */
 __device__ __forceinline__ uint64_t smem_desc(const void *tile) {
-    return (uint64_t)((smem_addr(tile) & 0x3FFFF) >> 4) | (uint64_t)1 << 16 |
+    return (uint64_t)((si_smem_addr(tile) & 0x3FFFF) >> 4) | (uint64_t)1 << 16 |
            (uint64_t)(1024 >> 4) << 32 | (uint64_t)1 << 62;
 }
 
@@ -173,10 +148,9 @@ __global__ void __launch_bounds__(THREADS, 1)
     auto x_tile = [&](int s) { return smem + (size_t)s * STAGE_BYTES + W_BYTES; };
     if (threadIdx.x == 0) {
         for (int s = 0; s < STAGES; s++) {
-            mbar_init(&full[s], 1);
-            mbar_init(&empty[s], CONSUMERS * 4); /* one arrival a consumer warp */
+            si_mbar_init(&full[s], 1);
+            si_mbar_init(&empty[s], CONSUMERS * 4); /* one arrival a consumer warp */
         }
-        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
     __syncthreads();
     /* every CTA is resident: the kernel after this one may launch as CTAs finish, and read its
@@ -192,7 +166,7 @@ __global__ void __launch_bounds__(THREADS, 1)
         /* the first stages' weights do not depend on the kernel before: read them now */
         for (int i = 0; i < first; i++) {
             const int64_t u = u0 + i, t = u / kbs;
-            mbar_expect_tx(&full[i], STAGE_BYTES);
+            si_mbar_expect_tx(&full[i], STAGE_BYTES);
             tma_load(w_tile(i), &tw, (int)(u - t * kbs) * BK, (int)t * BM, &full[i]);
         }
         si_pdl_wait();
@@ -203,8 +177,8 @@ __global__ void __launch_bounds__(THREADS, 1)
         for (int i = first; i < n; i++) {
             const int s = i % STAGES;
             const int64_t u = u0 + i, t = u / kbs;
-            mbar_wait(&empty[s], (uint32_t)(i / STAGES - 1) & 1);
-            mbar_expect_tx(&full[s], STAGE_BYTES);
+            si_mbar_wait(&empty[s], (uint32_t)(i / STAGES - 1) & 1);
+            si_mbar_expect_tx(&full[s], STAGE_BYTES);
             tma_load(w_tile(s), &tw, (int)(u - t * kbs) * BK, (int)t * BM, &full[s]);
             tma_load(x_tile(s), &tx, (int)(u - t * kbs) * BK, 0, &full[s]);
         }
@@ -231,7 +205,7 @@ __global__ void __launch_bounds__(THREADS, 1)
          * producer once the MMAs after it have been issued and its own have completed */
         for (int first = i; u < seg_end; u++, i++) {
             const int s = i % STAGES;
-            mbar_wait(&full[s], (uint32_t)(i / STAGES) & 1);
+            si_mbar_wait(&full[s], (uint32_t)(i / STAGES) & 1);
             const uint64_t a = smem_desc(w_tile(s) + wg * 64 * BK * 2), b = smem_desc(x_tile(s));
             wgmma_fence();
 #pragma unroll
@@ -239,10 +213,10 @@ __global__ void __launch_bounds__(THREADS, 1)
                 wgmma_64x64x16<BF>(acc, a + 2 * k, b + 2 * k);
             wgmma_commit();
             wgmma_wait<1>();
-            if (i > first && lane == 0) mbar_arrive(&empty[(i - 1) % STAGES]);
+            if (i > first && lane == 0) si_mbar_arrive(&empty[(i - 1) % STAGES]);
         }
         wgmma_wait<0>();
-        if (lane == 0) mbar_arrive(&empty[(i - 1) % STAGES]);
+        if (lane == 0) si_mbar_arrive(&empty[(i - 1) % STAGES]);
         if (!head) { /* the tile's owner adds this part: leave it in this CTA's slot */
             float *slot = partial + (size_t)p * ACC * CONSUMER_THREADS;
 #pragma unroll
