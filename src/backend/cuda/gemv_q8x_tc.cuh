@@ -110,6 +110,7 @@ template <class T> struct q8x_tc_of { using type = void; };
 template <> struct q8x_tc_of<tqx_q4_0> { using type = tc_q4_0; };
 template <> struct q8x_tc_of<tqx_q4_k> { using type = tc_q4_k; };
 
+#define TC_WARPS 8  /* consumer warps a CTA (and one producer warp): each owns 32 / TC_WARPS virtual lanes */
 #define TC_CHUNK 16 /* units a chunk: 16 x 72 = 1,152 bytes of a row, a whole number of blocks */
 #define TC_XPAD 16  /* x row stride K + 16 bytes: the 8 x rows of a B load in distinct banks */
 /* a staged chunk row's stride: 1,168 bytes = 292 words, 4 banks apart row to row, so lanes
@@ -117,24 +118,23 @@ template <> struct q8x_tc_of<tqx_q4_k> { using type = tc_q4_k; };
 #define TC_ROW (TC_CHUNK * 72 + 16)
 
 /* shared memory: mbarriers full [S], empty [S] | S stages of 16 chunk rows | xq [nb][K + 16] |
- * xd f32 [K/32][8] | xt i32 [K/32][8] | red f32 [2][NW][128] */
-static size_t tc_smem_bytes(int K, int nb, int S, int NW) {
+ * xd f32 [K/32][8] | xt i32 [K/32][8] | red f32 [2][warps][128] */
+static size_t tc_smem_bytes(int K, int nb, int S) {
     return (size_t)16 * S + (size_t)S * 16 * TC_ROW + (size_t)nb * (K + TC_XPAD) +
-           (size_t)(K / 32) * 8 * 8 + 2 * NW * 128 * 4;
+           (size_t)(K / 32) * 8 * 8 + 2 * TC_WARPS * 128 * 4;
 }
 
-/* NW: consumer warps (8 or 16; one producer warp besides), each owns the 32 / NW virtual lanes
- * w + NW i; S: stages of the chunk ring. Rows are 16-aligned (K % 256 == 0, the launcher checks). */
-template <class TC, int NW, int S, int XIN>
-__global__ void __launch_bounds__((NW + 1) * 32)
+/* S: stages of the chunk ring. Rows are 16-aligned (K % 256 == 0, the launcher checks). */
+template <class TC, int S, int XIN>
+__global__ void __launch_bounds__((TC_WARPS + 1) * 32)
     gemv_q8x_tc_kernel(const uint8_t *__restrict__ W, int M, int K, size_t row_bytes,
                        const float *__restrict__ x, int nb, float *__restrict__ y) {
     using U = typename TC::U;
-    constexpr int V = 32 / NW, UB = U::UB, CB = TC_CHUNK * U::UBYTES, UW = TC_CHUNK / NW;
-    static_assert((NW == 8 || NW == 16) && CB + 16 == TC_ROW, "a warp's units: w + NW i");
+    constexpr int V = 32 / TC_WARPS, UB = U::UB, CB = TC_CHUNK * U::UBYTES;
+    static_assert(TC_WARPS == 8 && CB + 16 == TC_ROW, "a warp's units: w + 8 i of a segment");
     extern __shared__ __align__(16) uint8_t smem[];
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, c = lane & 3;
-    const int half = warp & 1; /* of the blocks, for half-block units: virtual lanes warp + NW i */
+    const int half = warp & 1; /* of the blocks, for half-block units: virtual lanes warp + 8 i */
     const int units = K / (32 * UB), nblk = K / 32, nch = (units + TC_CHUNK - 1) / TC_CHUNK;
     const int ntiles = (M + 15) / 16, xrow = K + TC_XPAD;
     uint64_t *full = (uint64_t *)smem, *empty = full + S;
@@ -146,11 +146,11 @@ __global__ void __launch_bounds__((NW + 1) * 32)
     if (threadIdx.x == 0)
         for (int s = 0; s < S; s++) {
             si_mbar_init(full + s, 1);
-            si_mbar_init(empty + s, NW);
+            si_mbar_init(empty + s, TC_WARPS);
         }
     __syncthreads();
 
-    if (warp == NW) {
+    if (warp == TC_WARPS) {
         /* the producer: chunk q of the CTA's tiles in order, one bulk copy a row (rows past M
          * repeat the last row); weights, which no kernel writes, from before the PDL wait */
         si_pdl_trigger();
@@ -174,7 +174,7 @@ __global__ void __launch_bounds__((NW + 1) * 32)
 
     /* x: q8 rows [nb][K + 16]; scales and x terms of the sums transposed to [block][x row] (one
      * 8-byte load gives a lane its two columns'); the consumer warps only */
-    constexpr int NT = NW * 32;
+    constexpr int NT = TC_WARPS * 32;
     if (XIN == Q8X_PRE) { /* CUDA_Q8X_ROW_BYTES layout: K q, K/32 f32 d, K/32 i32 sums */
         const uint8_t *xg = (const uint8_t *)x;
         const size_t rs = CUDA_Q8X_ROW_BYTES(K);
@@ -205,7 +205,7 @@ __global__ void __launch_bounds__((NW + 1) * 32)
         }
         si_cp_async_wait<0>();
     } else {
-        q8x_quantize_x<NW>(
+        q8x_quantize_x<TC_WARPS>(
             x, K, nb, []() {},
             [&](int bi, int bb, int sub, uint32_t q, float d, int sum) {
                 *(uint32_t *)(xq + (size_t)bi * xrow + 32 * bb + 4 * sub) = q;
@@ -231,10 +231,10 @@ __global__ void __launch_bounds__((NW + 1) * 32)
             si_mbar_wait(full + s, (it / S) & 1);
             const uint8_t *st = stages + (size_t)s * 16 * TC_ROW;
 #pragma unroll
-            for (int k = 0; k < UW; k++) { /* units warp + NW k of the chunk */
-                const int u = TC_CHUNK * ch + warp + NW * k;
+            for (int k = 0; k < TC_CHUNK / TC_WARPS; k++) { /* units warp, warp + 8 of the chunk */
+                const int u = TC_CHUNK * ch + warp + TC_WARPS * k;
                 if (u >= units) break; /* warp-uniform; the unit after it is out too */
-                const uint8_t *r0 = TC::unit(st + g * TC_ROW, warp + NW * k, half);
+                const uint8_t *r0 = TC::unit(st + g * TC_ROW, warp + TC_WARPS * k, half);
                 const uint8_t *r1 = r0 + 8 * TC_ROW;
                 int acc[UB][4]; /* C: (g, 2c), (g, 2c + 1), (g + 8, 2c), (g + 8, 2c + 1) */
                 float xd0[UB], xd1[UB];
@@ -262,7 +262,7 @@ __global__ void __launch_bounds__((NW + 1) * 32)
                     val[q] = TC::fold(q < 2 ? pr0 : pr1, q & 1 ? xd1 : xd0, q & 1 ? xt1 : xt0, sums);
                 }
                 /* into its virtual lane's sums (selected, so that p stays in registers) */
-                const int vi = UW * (ch & 1) + k;
+                const int vi = (TC_CHUNK / TC_WARPS) * (ch & 1) + k;
 #pragma unroll
                 for (int i = 0; i < V; i++)
                     if (i == vi)
@@ -272,7 +272,7 @@ __global__ void __launch_bounds__((NW + 1) * 32)
             __syncwarp();
             if (lane == 0) si_mbar_arrive(empty + s); /* this warp is done with the stage */
         }
-        /* the butterfly's offsets from 16 down to NW (virtual lanes i and i + V / 2, ...), here */
+        /* the butterfly's offsets 16 and 8 (virtual lanes i and i + V / 2, ...), here */
 #pragma unroll
         for (int h = V / 2; h >= 1; h /= 2)
 #pragma unroll
@@ -280,7 +280,7 @@ __global__ void __launch_bounds__((NW + 1) * 32)
 #pragma unroll
                 for (int q = 0; q < 4; q++)
                     p[i][q] += p[i + h][q];
-        float *rb = red + (size_t)buf * NW * 128 + warp * 128;
+        float *rb = red + (size_t)buf * TC_WARPS * 128 + warp * 128;
         rb[8 * g + 2 * c] = p[0][0];
         rb[8 * g + 2 * c + 1] = p[0][1];
         rb[8 * (g + 8) + 2 * c] = p[0][2];
@@ -288,18 +288,18 @@ __global__ void __launch_bounds__((NW + 1) * 32)
         /* one barrier a tile: red is double-buffered, and tile t's sums are read before any
          * thread passes tile t + 1's barrier */
         si_bar_sync_n(1, NT);
-        if (threadIdx.x < 128) { /* offsets NW / 2 .. 1 across the warps; (row, x row) */
+        if (threadIdx.x < 128) { /* offsets 4, 2, 1 across the warps; (row, x row) */
             const int row = threadIdx.x >> 3, xr = threadIdx.x & 7;
-            float v[NW];
-            rb = red + (size_t)buf * NW * 128;
+            float v[TC_WARPS];
+            rb = red + (size_t)buf * TC_WARPS * 128;
 #pragma unroll
-            for (int w = 0; w < NW; w++)
+            for (int w = 0; w < TC_WARPS; w++)
                 v[w] = rb[w * 128 + threadIdx.x];
 #pragma unroll
-            for (int h = NW / 2; h >= 1; h /= 2)
+            for (int h = TC_WARPS / 2; h >= 1; h /= 2)
 #pragma unroll
-                for (int i = 0; i < NW / 2; i++)
-                    if (i < h) v[i] += v[i + h]; /* bounds the compiler sees: v in registers */
+                for (int i = 0; i < h; i++)
+                    v[i] += v[i + h];
             if (xr < nb && 16 * t + row < M) y[(size_t)xr * M + 16 * t + row] = v[0];
         }
         buf ^= 1;
@@ -317,54 +317,37 @@ template <class TC> static int gemv_q8x_tc_min_nb() {
     return knob ? knob : TC::MIN_NB;
 }
 
-/* the kernel at (NW, S) for this call's shape, its grid (CTAs an SM x SMs, at most the tiles)
- * and shared memory; false where it does not fit */
-template <class TC, int NW, int S, int XIN> struct tc_config {
+template <class TC, int S, int XIN>
+static int gemv_q8x_tc_launch_s(const void *W, int M, int K, const float *x, int nb, float *y,
+                                cudaStream_t st) {
+    using U = typename TC::U;
     void (*kernel)(const uint8_t *, int, int, size_t, const float *, int, float *) =
-        gemv_q8x_tc_kernel<TC, NW, S, XIN>;
-    size_t smem = 0;
-    int per_sm = 0, grid = 0;
-    bool fit(int M, int K, int nb) {
-        int smem_optin, n_sm;
-        q8x_device(&smem_optin, &n_sm);
-        static bool attr_set = false; /* per instance: the attribute is per kernel */
-        if (!attr_set) {
-            CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                            smem_optin));
-            attr_set = true;
-        }
-        smem = tc_smem_bytes(K, nb, S, NW);
-        if (smem > (size_t)smem_optin) return false;
-        CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, (NW + 1) * 32, smem));
-        grid = min((M + 15) / 16, max(1, per_sm) * n_sm);
-        return per_sm > 0;
+        gemv_q8x_tc_kernel<TC, S, XIN>;
+    int smem_optin, n_sm;
+    q8x_device(&smem_optin, &n_sm);
+    static bool attr_set = false; /* per instance: the attribute is per kernel */
+    if (!attr_set) {
+        CUDA_CHECK(
+            cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_optin));
+        attr_set = true;
     }
-    void launch(const void *W, int M, int K, const float *x, int nb, float *y, cudaStream_t st) {
-        const size_t row_bytes = (size_t)(K / (32 * TC::U::UB)) * TC::U::UBYTES;
-        si_launch_pdl(kernel, grid, (NW + 1) * 32, smem, st, (const uint8_t *)W, M, K, row_bytes,
-                      x, nb, y);
-    }
-};
+    const size_t smem = tc_smem_bytes(K, nb, S);
+    if (smem > (size_t)smem_optin) return -1;
+    constexpr int threads = (TC_WARPS + 1) * 32;
+    int per_sm = 0;
+    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem));
+    const int grid = min((M + 15) / 16, max(1, per_sm) * n_sm);
+    const size_t row_bytes = (size_t)(K / (32 * U::UB)) * U::UBYTES;
+    si_launch_pdl(kernel, grid, threads, smem, st, (const uint8_t *)W, M, K, row_bytes, x, nb, y);
+    return 0;
+}
 
-/* 8 consumer warps where 2 CTAs fit an SM (K = 4096), else 16 (K = 11008: x alone is 88 KB at 8
- * rows); 3 stages where they fit, else 2. Rows of whole 16-byte words only (the bulk copies):
- * K % 256 == 0, every model's; other shapes take the dp4a kernel. Timing knob
- * SI_CUDA_GEMV_Q8X_TC_W=8|16: that many consumer warps. */
+/* 3 stages where they fit, else 2 (K = 14336 at 8 rows). Rows of whole 16-byte words only (the
+ * bulk copies): K % 256 == 0, every model's; other shapes take the dp4a kernel. */
 template <class TC, int XIN>
 static int gemv_q8x_tc_launch(const void *W, int M, int K, const float *x, int nb, float *y,
                               cudaStream_t st) {
     if (!gemv_q8x_ok<typename TC::U>(K) || K % 256 || nb < 1 || nb > 8) return -1;
-    static int knob = -1;
-    if (knob < 0) {
-        const char *e = getenv("SI_CUDA_GEMV_Q8X_TC_W");
-        knob = e ? atoi(e) : 0;
-    }
-    tc_config<TC, 8, 3, XIN> c8;
-    if (knob != 16 && c8.fit(M, K, nb) && (c8.per_sm >= 2 || knob == 8))
-        return c8.launch(W, M, K, x, nb, y, st), 0;
-    tc_config<TC, 16, 3, XIN> c16;
-    if (c16.fit(M, K, nb)) return c16.launch(W, M, K, x, nb, y, st), 0;
-    tc_config<TC, 16, 2, XIN> c16s2;
-    if (c16s2.fit(M, K, nb)) return c16s2.launch(W, M, K, x, nb, y, st), 0;
-    return -1;
+    if (gemv_q8x_tc_launch_s<TC, 3, XIN>(W, M, K, x, nb, y, st) == 0) return 0;
+    return gemv_q8x_tc_launch_s<TC, 2, XIN>(W, M, K, x, nb, y, st);
 }
