@@ -53,11 +53,11 @@ def draw(ax, rates, labels, title):
         mean = [sum(rates[setting][c]) / len(rates[setting][c]) for c in cs]
         lo = [m - min(rates[setting][c]) for m, c in zip(mean, cs)]
         hi = [max(rates[setting][c]) - m for m, c in zip(mean, cs)]
-        ax.errorbar(cs, mean, yerr=[lo, hi], marker="o", capsize=3,
-                    label=labels.get(setting, setting))
-        for c, m in zip(cs, mean):
-            ax.annotate(f"{m:,.0f}", (c, m), textcoords="offset points",
-                        xytext=(4, 6 if i % 2 == 0 else -12), fontsize=8)
+        bars = ax.errorbar(cs, mean, yerr=[lo, hi], marker="o", capsize=3,
+                           label=labels.get(setting, setting))
+        for c, m in zip(cs, mean):  # in the line's colour: which label is whose stays clear
+            ax.annotate(f"{m:,.0f}", (c, m), textcoords="offset points", fontsize=8,
+                        xytext=(4, 6 if i % 2 == 0 else -12), color=bars.lines[0].get_color())
     ax.set_xscale("log", base=2)
     ax.set_xticks([1, 2, 4, 8], ["1", "2", "4", "8"])
     ax.set_xlabel("concurrent requests")

@@ -25,13 +25,13 @@
  * = 4 g + c holds A rows g and g + 8 at k 4c..4c+3 and 16+4c..16+4c+3, B column (x row) g at the
  * same k, C rows g, g + 8 x columns 2c, 2c + 1.
  *
- * Measured on the H200 (bench/RESULTS.md 2026-12-02 s24; persist_chain, the 129 GEMVs of a
- * Llama-2-7B token, us): 5 rows 2,073 (dp4a) -> 2,032, 6 rows 2,306 -> 2,051, 7 rows 2,490 ->
- * 2,141, 8 rows 2,808 -> 2,151; at 4 rows the dp4a kernel wins (1,615 against 2,030: the float
- * part is the same for 1 or 8 columns). Q8_0 was built the same way and measured: no faster than its dp4a kernel at any
- * row count (8 rows 3,142 against 3,150-3,252), so it is not here. The kernel is latency-bound
- * (~5 cycles a warp between issues, 1-2 CTAs an SM); Nsight Compute puts a third of its stall
- * samples in the per-CTA staging of x (nb x K bytes a CTA). */
+ * Measured on the H200 (bench/RESULTS.md 2026-12-02 s24 and s25; persist_chain, the 129 GEMVs of
+ * a Llama-2-7B token, us). Q4_0: 5 rows 2,073 (dp4a) -> 1,779, 6 rows 2,306 -> 1,805, 8 rows
+ * 2,808 -> 1,847; Q4_K: 5 rows 2,351 -> 2,152, 6 rows 2,560 -> 2,182, 8 rows 2,916 -> 2,233.
+ * Below 5 rows the dp4a kernel wins (the float part costs the same for 1 or 8 columns). The first form
+ * (s24) had each warp copy its units in 16-byte cp.async pieces: 8-14 % slower, a third of its
+ * instructions the copies. 16 consumer warps where one CTA fits an SM (K = 11008): 1 % slower.
+ * Q8_0 built the same way (s24) was no faster than its dp4a kernel at any row count. */
 
 /* The tensor-core side of a q8x unit type U, over a row's chunk of raw GGUF blocks in shared
  * memory:
