@@ -51,9 +51,11 @@ template <class T> static size_t q8x_smem_bytes(int K, int nb, int warps, int R,
  * the caller issues its weight copies there, so that they queue behind x (x is needed first). */
 template <int NWARPS = 0 /* the warps that run it: 0 every warp of the CTA, else warps 0.. */,
           class F, class G>
-__device__ __forceinline__ void q8x_quantize_x(const float *__restrict__ x, int K, int nb, F issued, G store) {
+__device__ __forceinline__ void q8x_quantize_x(const float *__restrict__ x, int K, int nb, F issued,
+                                               G store) {
     constexpr int UNR = 4;
-    const int nwarps = NWARPS ? NWARPS : blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int nwarps = NWARPS ? NWARPS : blockDim.x / 32, warp = threadIdx.x / 32,
+              lane = threadIdx.x % 32;
     const int nblk = K / 32, total = nb * nblk, sub = lane & 7;
     bool first = true;
     for (int wb = warp * 4; wb < total; wb += nwarps * 4 * UNR) { /* warp-uniform */

@@ -28,8 +28,8 @@
  * Measured on the H200 (bench/RESULTS.md 2026-12-02 s24 and s25; persist_chain, the 129 GEMVs of
  * a Llama-2-7B token, us). Q4_0: 5 rows 2,073 (dp4a) -> 1,779, 6 rows 2,306 -> 1,805, 8 rows
  * 2,808 -> 1,847; Q4_K: 5 rows 2,351 -> 2,152, 6 rows 2,560 -> 2,182, 8 rows 2,916 -> 2,233.
- * Below 5 rows the dp4a kernel wins (the float part costs the same for 1 or 8 columns). The first form
- * (s24) had each warp copy its units in 16-byte cp.async pieces: 8-14 % slower, a third of its
+ * Below 5 rows the dp4a kernel wins (the float part costs the same for 1 or 8 columns). The first
+ * form (s24) had each warp copy its units in 16-byte cp.async pieces: 8-14 % slower, a third of its
  * instructions the copies. 16 consumer warps where one CTA fits an SM (K = 11008): 1 % slower.
  * Q8_0 built the same way (s24) was no faster than its dp4a kernel at any row count. */
 
@@ -42,16 +42,19 @@
  *   fold(): U's float part of a unit from the tensor cores' block sums S (of A x), the one
  *     sequence of roundings the dp4a kernel runs (U::fold). */
 struct tc_q4_0 {
-    using U = tqx_q4_0; /* A: the raw nibbles 0..15; the - 8 is in the x term */
+    using U = tqx_q4_0;              /* A: the raw nibbles 0..15; the - 8 is in the x term */
     static constexpr int MIN_NB = 5; /* see the top */
     struct P {
         float dw[4];
     };
-    __device__ static const uint8_t *unit(const uint8_t *chunk, int i, int) { return chunk + 72 * i; }
+    __device__ static const uint8_t *unit(const uint8_t *chunk, int i, int) {
+        return chunk + 72 * i;
+    }
     __device__ static P params(const uint8_t *unit, int) {
         P p;
 #pragma unroll
-        for (int j = 0; j < 4; j++) p.dw[j] = si_h2f(si_ld16(unit + 18 * j));
+        for (int j = 0; j < 4; j++)
+            p.dw[j] = si_h2f(si_ld16(unit + 18 * j));
         return p;
     }
     /* A Q4_0 block's byte c packs elements c (low nibble) and c + 16 (high) */
@@ -65,7 +68,8 @@ struct tc_q4_0 {
     __device__ static float fold(const P &p, const float *xd, const int *xt, const int *S) {
         int is[4];
 #pragma unroll
-        for (int j = 0; j < 4; j++) is[j] = 16 * S[j] + xt[j];
+        for (int j = 0; j < 4; j++)
+            is[j] = 16 * S[j] + xt[j];
         return U::fold(p.dw, xd, is);
     }
 };
@@ -100,7 +104,8 @@ struct tc_q4_k {
     __device__ static float fold(const P &p, const float *xd, const int *xt, const int *S) {
         int sumi[4];
 #pragma unroll
-        for (int j = 0; j < 4; j++) sumi[j] = j & 1 ? 16 * S[j] : S[j];
+        for (int j = 0; j < 4; j++)
+            sumi[j] = j & 1 ? 16 * S[j] : S[j];
         return U::fold(p.dm, p.sc, p.m, xd, xt, sumi);
     }
 };
@@ -110,7 +115,8 @@ template <class T> struct q8x_tc_of { using type = void; };
 template <> struct q8x_tc_of<tqx_q4_0> { using type = tc_q4_0; };
 template <> struct q8x_tc_of<tqx_q4_k> { using type = tc_q4_k; };
 
-#define TC_WARPS 8  /* consumer warps a CTA (and one producer warp): each owns 32 / TC_WARPS virtual lanes */
+/* consumer warps a CTA (and one producer warp): each owns 32 / TC_WARPS virtual lanes */
+#define TC_WARPS 8
 #define TC_CHUNK 16 /* units a chunk: 16 x 72 = 1,152 bytes of a row, a whole number of blocks */
 #define TC_XPAD 16  /* x row stride K + 16 bytes: the 8 x rows of a B load in distinct banks */
 /* a staged chunk row's stride: 1,168 bytes = 292 words, 4 banks apart row to row, so lanes
@@ -258,8 +264,10 @@ __global__ void __launch_bounds__((TC_WARPS + 1) * 32)
                 for (int q = 0; q < 4; q++) {
                     int sums[UB];
 #pragma unroll
-                    for (int j = 0; j < UB; j++) sums[j] = acc[j][q];
-                    val[q] = TC::fold(q < 2 ? pr0 : pr1, q & 1 ? xd1 : xd0, q & 1 ? xt1 : xt0, sums);
+                    for (int j = 0; j < UB; j++)
+                        sums[j] = acc[j][q];
+                    val[q] =
+                        TC::fold(q < 2 ? pr0 : pr1, q & 1 ? xd1 : xd0, q & 1 ? xt1 : xt0, sums);
                 }
                 /* into its virtual lane's sums (selected, so that p stays in registers) */
                 const int vi = (TC_CHUNK / TC_WARPS) * (ch & 1) + k;
@@ -267,7 +275,8 @@ __global__ void __launch_bounds__((TC_WARPS + 1) * 32)
                 for (int i = 0; i < V; i++)
                     if (i == vi)
 #pragma unroll
-                        for (int q = 0; q < 4; q++) p[i][q] += val[q];
+                        for (int q = 0; q < 4; q++)
+                            p[i][q] += val[q];
             }
             __syncwarp();
             if (lane == 0) si_mbar_arrive(empty + s); /* this warp is done with the stage */

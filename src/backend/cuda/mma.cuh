@@ -1,5 +1,5 @@
-/* mma.cuh — the warp-level tensor-core instructions the kernels use (PTX ISA: mma.sync, ldmatrix),
- * one wrapper a shape, and the f16x2 / bf16x2 packing of their operands.
+/* mma.cuh — the warp-level tensor-core instructions the kernels use (PTX ISA: mma.sync,
+ * ldmatrix), one wrapper a shape, and the f16x2 / bf16x2 packing of their operands.
  *
  * Fragments (m16n8k16 16-bit and m16n8k32 8-bit alike, k counted in elements of the type): lane
  * 4 g + c holds A rows g and g + 8 and B column g at k slots {2c, 2c + 1, 2c + 8, 2c + 9}
