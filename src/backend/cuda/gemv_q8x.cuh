@@ -11,9 +11,15 @@
  * precise (a scale per 32, exact integer sums).
  *
  * GGUF blocks (34, 18, 20, 144, 210 bytes) are mostly not 16-byte aligned, so the weights go
- * through a per-warp ring of S cp.async stages (2 by default): a segment = 32 "units" of a row (one
- * per lane, gemv_q8x_units.cuh), copied as the covering aligned 16-byte span, then each lane
- * reads its unit with conflict-free shared loads and decodes it in registers. The x copy in
+ * through a per-warp ring of S shared-memory stages (2 by default): a segment = 32 "units" of a
+ * row (one per lane, gemv_q8x_units.cuh), then each lane reads its unit with conflict-free shared
+ * loads and decodes it in registers. Where every segment is 16-byte aligned and whole 16-byte
+ * words (K % 256 == 0: every model's rows but Q6_K's odd tails), lane 0 copies a stage's rows
+ * with one cp.async.bulk each, completing on the stage's mbarrier; elsewhere the 32 lanes copy
+ * the covering aligned span with 16-byte cp.async. The bulk copies took Llama-2-7B tg128 from
+ * 663-670 to 689-693 t/s (Q4_0), 650-654 to 681-683 (Q4_K), 444 to 447-449 (Q8_0), same device
+ * call (bench/RESULTS.md 2026-12-02 s26): the 16-byte copies cost the warp about a third of its
+ * instructions (s16's Nsight Compute source counters). The x copy in
  * shared memory pads each unit's bytes by 16 so the lanes' 16-byte loads are conflict-free too.
  * The grid is persistent (at most the resident CTAs) so the x quantisation is paid once per CTA;
  * warps walk row groups of R rows (R rows share each x load). */
@@ -37,11 +43,25 @@ template <class T> struct q8x_layout {
 };
 
 /* shared memory: xq [nb][units][XUB] | xd f32 [nb][K/32] | xs i32 [nb][K/32] | per warp S
- * stages of R row segments */
+ * stages of R row segments | per warp S mbarriers (bulk copies) */
 template <class T> static size_t q8x_smem_bytes(int K, int nb, int warps, int R, int S) {
     const size_t units = K / (32 * T::UB), nblk = K / 32;
     return (size_t)nb * units * q8x_layout<T>::XUB + (size_t)nb * nblk * 8 +
-           (size_t)warps * S * R * q8x_layout<T>::SEG;
+           (size_t)warps * S * (R * q8x_layout<T>::SEG + 8);
+}
+
+/* Whether a matrix's segments can come by bulk copies: every segment 16-byte aligned and of
+ * whole 16-byte words (K % 256 == 0 gives it for every type but Q6_K's odd tails). Timing knob
+ * SI_CUDA_GEMV_Q8X_BULK=0: cp.async always (read at the first call). */
+template <class T> static bool q8x_bulk_ok(const void *W, int K) {
+    static int knob = -1;
+    if (knob < 0) {
+        const char *e = getenv("SI_CUDA_GEMV_Q8X_BULK");
+        knob = !(e && !strcmp(e, "0"));
+    }
+    const size_t units = K / (32 * T::UB), row_bytes = units * T::UBYTES;
+    return knob && (uintptr_t)W % 16 == 0 && row_bytes % 16 == 0 &&
+           (units % 32) * T::UBYTES % 16 == 0;
 }
 
 /* x (nb rows of K floats) -> q8_0, 8 lanes per block of 32 (a float4 each); the caller's
@@ -106,10 +126,13 @@ struct q8x_norm_in {
     float eps;
 };
 
+/* bulk (q8x_bulk_ok): lane 0 of each warp fills a stage with one cp.async.bulk per row, which
+ * completes on the stage's mbarrier, instead of 32 lanes issuing 16-byte cp.async copies of the
+ * covering span (the same bytes at the same place: the segments are aligned) */
 template <class T, int NB, int R, int S, int XIN>
 __device__ __forceinline__ void gemv_q8x_body(const uint8_t *__restrict__ W, int M, int K,
-                                              size_t row_bytes, const float *__restrict__ x,
-                                              int nb, float *__restrict__ y, q8x_norm_in nin) {
+                                              size_t row_bytes, const float *__restrict__ x, int nb,
+                                              float *__restrict__ y, q8x_norm_in nin, bool bulk) {
     constexpr int XUB = q8x_layout<T>::XUB, SEG = q8x_layout<T>::SEG, SEGBYTES = 32 * T::UBYTES;
     extern __shared__ __align__(16) uint8_t smem[];
     const int nwarps = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -118,6 +141,15 @@ __device__ __forceinline__ void gemv_q8x_body(const uint8_t *__restrict__ W, int
     float *xd = (float *)(smem + (size_t)nb * units * XUB);
     int *xs = (int *)(xd + (size_t)nb * nblk);
     uint8_t *sw = (uint8_t *)(xs + (size_t)nb * nblk) + (size_t)warp * S * R * SEG;
+    uint64_t *bar =
+        (uint64_t *)((uint8_t *)(xs + (size_t)nb * nblk) + (size_t)nwarps * S * R * SEG) +
+        warp * S; /* this warp's stages' barriers */
+    if (bulk) {
+        if (lane == 0)
+            for (int s = 0; s < S; s++)
+                si_mbar_init(bar + s, 1);
+        __syncwarp();
+    }
 
     /* A warp's work is a sequence of items (row group g of R rows, segment sg): all segments of
      * group g, then group g + gstep (groups strided over all warps of the grid). */
@@ -133,7 +165,17 @@ __device__ __forceinline__ void gemv_q8x_body(const uint8_t *__restrict__ W, int
      * (empty past the last item), so that wait_group<S - 1> always means "the oldest is in" */
     int pg = blockIdx.x * nwarps + warp, psg = 0, ps = 0;
     auto produce = [&]() {
-        if (pg * R < M) {
+        if (pg * R < M && bulk) {
+            if (lane == 0) {
+                const uint32_t bytes = (uint32_t)min(32, units - psg * 32) * T::UBYTES;
+                si_mbar_expect_tx(bar + ps, R * bytes);
+#pragma unroll
+                for (int r = 0; r < R; r++)
+                    si_bulk_copy(sw + (ps * R + r) * SEG, (const void *)seg_src(pg, r, psg), bytes,
+                                 bar + ps);
+            }
+            next(pg, psg);
+        } else if (pg * R < M) {
             const int n = min(32, units - psg * 32);
 #pragma unroll
             for (int r = 0; r < R; r++) {
@@ -142,11 +184,12 @@ __device__ __forceinline__ void gemv_q8x_body(const uint8_t *__restrict__ W, int
                 const uintptr_t a0 = s & ~(uintptr_t)15, a1 = (s + (size_t)n * T::UBYTES + 15) & ~(uintptr_t)15;
                 uint8_t *dst = sw + (ps * R + r) * SEG;
                 const int nc = (int)((a1 - a0) / 16);
-                for (int i = lane; i < nc; i += 32) si_cp_async16(dst + 16 * i, (const void *)(a0 + 16 * i));
+                for (int i = lane; i < nc; i += 32)
+                    si_cp_async16(dst + 16 * i, (const void *)(a0 + 16 * i));
             }
             next(pg, psg);
         }
-        si_cp_async_commit();
+        if (!bulk) si_cp_async_commit();
         if (++ps == S) ps = 0;
     };
     /* Launched with PDL (pdl.cuh): the first S - 1 items, weights that no kernel writes, are
@@ -237,9 +280,15 @@ __device__ __forceinline__ void gemv_q8x_body(const uint8_t *__restrict__ W, int
 #pragma unroll
         for (int b = 0; b < NB; b++) acc[r][b] = 0.0f;
 
+    uint32_t phase = 0; /* bulk: bit s, the parity of stage s's next phase */
     for (;;) {
         produce(); /* into the stage consumed in the previous iteration */
-        si_cp_async_wait<S - 1>();
+        if (bulk) {
+            si_mbar_wait(bar + stage, (phase >> stage) & 1);
+            phase ^= 1u << stage;
+        } else {
+            si_cp_async_wait<S - 1>();
+        }
         __syncwarp();
         const int u = seg * 32 + lane;
         if (u < units) {
@@ -302,16 +351,17 @@ __device__ __forceinline__ void gemv_q8x_body(const uint8_t *__restrict__ W, int
 template <class T, int NB, int R, int S, int XIN>
 __global__ void __launch_bounds__(256)
     gemv_q8x_kernel(const uint8_t *__restrict__ W, int M, int K, size_t row_bytes,
-                    const float *__restrict__ x, int nb, float *__restrict__ y) {
-    gemv_q8x_body<T, NB, R, S, XIN>(W, M, K, row_bytes, x, nb, y, q8x_norm_in{});
+                    const float *__restrict__ x, int nb, float *__restrict__ y, bool bulk) {
+    gemv_q8x_body<T, NB, R, S, XIN>(W, M, K, row_bytes, x, nb, y, q8x_norm_in{}, bulk);
 }
 
 /* Q8X_NORM's kernel: the others do without its extra parameter */
 template <class T, int R, int S>
 __global__ void __launch_bounds__(NORM_THREADS)
     gemv_q8x_norm_kernel(const uint8_t *__restrict__ W, int M, int K, size_t row_bytes,
-                         const float *__restrict__ x, float *__restrict__ y, q8x_norm_in nin) {
-    gemv_q8x_body<T, 1, R, S, Q8X_NORM>(W, M, K, row_bytes, x, 1, y, nin);
+                         const float *__restrict__ x, float *__restrict__ y, q8x_norm_in nin,
+                         bool bulk) {
+    gemv_q8x_body<T, 1, R, S, Q8X_NORM>(W, M, K, row_bytes, x, 1, y, nin, bulk);
 }
 
 /* At most this many CTAs per SM (0: as many as fit). Every CTA reads and quantises all of x, so
@@ -338,9 +388,9 @@ template <class T, int NB, int R, int S, int XIN>
 static int gemv_q8x_launch_nb(const void *W, int M, int K, const float *x, int nb, float *y,
                               cudaStream_t st, const q8x_norm_in *nin = NULL) {
     static_assert(XIN != Q8X_NORM || NB == 1, "the norm runs on one row");
-    void (*kernel)(const uint8_t *, int, int, size_t, const float *, int, float *) = NULL;
-    void (*norm_kernel)(const uint8_t *, int, int, size_t, const float *, float *, q8x_norm_in) =
-        NULL;
+    void (*kernel)(const uint8_t *, int, int, size_t, const float *, int, float *, bool) = NULL;
+    void (*norm_kernel)(const uint8_t *, int, int, size_t, const float *, float *, q8x_norm_in,
+                        bool) = NULL;
     if constexpr (XIN == Q8X_NORM) norm_kernel = gemv_q8x_norm_kernel<T, R, S>;
     else kernel = gemv_q8x_kernel<T, NB, R, S, XIN>;
     const void *fn = kernel ? (const void *)kernel : (const void *)norm_kernel;
@@ -372,12 +422,13 @@ static int gemv_q8x_launch_nb(const void *W, int M, int K, const float *x, int n
     const int need = si_div_up(M, warps * R);
     const int grid = min(need, max(1, per_sm) * n_sm);
     const size_t row_bytes = (size_t)(K / (32 * T::UB)) * T::UBYTES; /* units x bytes */
+    const bool bulk = q8x_bulk_ok<T>(W, K);
     if constexpr (XIN == Q8X_NORM)
         si_launch_pdl(norm_kernel, grid, warps * 32, smem, st, (const uint8_t *)W, M, K, row_bytes,
-                      x, y, *nin);
+                      x, y, *nin, bulk);
     else
         si_launch_pdl(kernel, grid, warps * 32, smem, st, (const uint8_t *)W, M, K, row_bytes, x,
-                      nb, y);
+                      nb, y, bulk);
     return 0;
 }
 
