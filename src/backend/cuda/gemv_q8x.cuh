@@ -161,8 +161,9 @@ __device__ __forceinline__ void gemv_q8x_body(const uint8_t *__restrict__ W, int
     auto seg_src = [&](int g, int r, int sg) {
         return (uintptr_t)(W + (size_t)min(g * R + r, M - 1) * row_bytes + (size_t)sg * SEGBYTES);
     };
-    /* the producer: issues item (pg, psg) into stage ps and moves on; one commit group per call
-     * (empty past the last item), so that wait_group<S - 1> always means "the oldest is in" */
+    /* the producer: issues item (pg, psg) into stage ps and moves on; with cp.async, one commit
+     * group per call (empty past the last item), so that wait_group<S - 1> always means "the
+     * oldest is in"; with bulk copies, the stage's mbarrier says it */
     int pg = blockIdx.x * nwarps + warp, psg = 0, ps = 0;
     auto produce = [&]() {
         if (pg * R < M && bulk) {
