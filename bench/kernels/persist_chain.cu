@@ -16,8 +16,11 @@
  *               the engine's norms do; cuda_gemv for F16) on the same bytes, in a graph: what
  *               the engine's chain of matmuls reaches without its other kernels; gemv+norm
  *               (batch 1, quantised types): QKV's and gate/up's GEMV with the norm inside
- *               (cuda_gemv_norm), as the engine runs them; then each layer shape alone (its 32
- *               matrices in a chain), read+pdl against gemv;
+ *               (cuda_gemv_norm), as the engine runs them; gemv+norm noadd the same with no
+ *               residual to add (each CTA's norm reads one row of x, not two); then each layer
+ *               shape alone (its 32 matrices in a chain), read+pdl against gemv; built with
+ *               -DGEMV_Q8X_TRACE (gemv.cu too: gemv_trace.cuh), the two norm chains are also
+ *               traced per CTA into trace-TYPE.csv and trace-TYPE-noadd.csv (bench/gemv_trace.py);
  *   persistent  one kernel, one CTA a multiprocessor. A producer warp streams the CTA's slice of
  *               every matrix in turn into a ring of shared-memory stages (cp.async.bulk, one
  *               mbarrier a stage); four consumer warps read each stage. Between two matrices the
@@ -50,6 +53,7 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -552,6 +556,63 @@ static bool pgemv_line(T, uint8_t *w, const chain &c, const int (*mk)[2], unsign
     return ok;
 }
 
+#ifdef GEMV_Q8X_TRACE
+#include "backend/cuda/gemv_trace.cuh"
+extern "C" void cuda_gemv_trace_reset(void *buf, unsigned launches);
+
+/* A build with -DGEMV_Q8X_TRACE (gemv_trace.cuh): one graph launch of the chain, after warm-up
+ * launches, traced; every CTA's record goes to trace-TYPE.csv (times in ns from the chain's first
+ * CTA start) for bench/gemv_trace.py. */
+template <class L>
+static void trace_chain(const std::vector<int> &mats, L launch, const int (*mk)[2],
+                        const char *name) {
+    cudaStream_t st = g_st;
+    const unsigned n = (unsigned)mats.size();
+    q8x_trace_rec *buf;
+    CUDA_CHECK(cudaMalloc(&buf, sizeof(q8x_trace_rec) * n * Q8X_TRACE_MAX_CTAS));
+    CUDA_CHECK(cudaMemset(buf, 0, sizeof(q8x_trace_rec) * n * Q8X_TRACE_MAX_CTAS));
+    cudaGraph_t g;
+    cudaGraphExec_t ge;
+    CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
+    for (int m : mats)
+        launch(m);
+    CUDA_CHECK(cudaStreamEndCapture(st, &g));
+    CUDA_CHECK(cudaGraphInstantiate(&ge, g, 0));
+    for (int i = 0; i < 5; i++)
+        CUDA_CHECK(cudaGraphLaunch(ge, st));
+    CUDA_CHECK(cudaStreamSynchronize(st));
+    cuda_gemv_trace_reset(buf, n);
+    CUDA_CHECK(cudaGraphLaunch(ge, st));
+    CUDA_CHECK(cudaStreamSynchronize(st));
+    std::vector<q8x_trace_rec> h((size_t)n * Q8X_TRACE_MAX_CTAS);
+    CUDA_CHECK(cudaMemcpy(h.data(), buf, h.size() * sizeof h[0], cudaMemcpyDeviceToHost));
+    unsigned long long t0 = ~0ull;
+    for (const q8x_trace_rec &r : h)
+        if (r.grid && r.start < t0) t0 = r.start;
+    char path[96];
+    snprintf(path, sizeof path, "trace-%s.csv", name);
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        perror(path);
+        exit(1);
+    }
+    fprintf(f, "launch,M,K,cta,smid,grid,start,waited,x_ready,end\n");
+    for (unsigned l = 0; l < n; l++)
+        for (int c = 0; c < Q8X_TRACE_MAX_CTAS; c++) {
+            const q8x_trace_rec &r = h[(size_t)l * Q8X_TRACE_MAX_CTAS + c];
+            if (!r.grid) continue;
+            fprintf(f, "%u,%d,%d,%d,%u,%u,%lld,%lld,%lld,%lld\n", l, mk[mats[l]][0], mk[mats[l]][1],
+                    c, r.smid, r.grid, (long long)(r.start - t0), (long long)(r.waited - t0),
+                    (long long)(r.x_ready - t0), (long long)(r.end - t0));
+        }
+    fclose(f);
+    printf("trace: %u launches written to %s\n", n, path);
+    CUDA_CHECK(cudaGraphExecDestroy(ge));
+    CUDA_CHECK(cudaGraphDestroy(g));
+    CUDA_CHECK(cudaFree(buf));
+}
+#endif
+
 /* the weight types it measures, with their bytes per 1024 elements */
 static const struct {
     const char *name;
@@ -686,6 +747,20 @@ int main(int argc, char **argv) {
             }
         };
         report("gemv+norm", graph_us(reps, all, gemv_norm));
+#ifdef GEMV_Q8X_TRACE
+        trace_chain(all, gemv_norm, mk, k_types[ti].name);
+#endif
+        /* the same with no residual to add: each CTA's norm reads one row of x, not two */
+        auto gemv_norm_noadd = [&](int m) {
+            if (m >= 128 || m % 2) return gemv(m);
+            if (cuda_gemv_norm(type, w + c.off[m], mk[m][0], mk[m][1], xf, NULL, xf + 8192, 1e-5f,
+                               NULL, y, st) != 0)
+                exit(1);
+        };
+        report("gemv+norm noadd", graph_us(reps, all, gemv_norm_noadd));
+#ifdef GEMV_Q8X_TRACE
+        trace_chain(all, gemv_norm_noadd, mk, (std::string(k_types[ti].name) + "-noadd").c_str());
+#endif
         CUDA_CHECK(cudaFree(xf));
     }
     /* each layer shape alone: its 32 matrices in a chain, read (PDL) and the GEMV */

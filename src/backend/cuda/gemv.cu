@@ -255,3 +255,15 @@ extern "C" int cuda_gemv_norm(si_type t, const void *W, int M, int K, const floa
     default: return -1;
     }
 }
+
+#ifdef GEMV_Q8X_TRACE
+/* gemv_trace.cuh: the next GEMV launched is launch 0 of the trace; buf holds `launches` x
+ * Q8X_TRACE_MAX_CTAS records (bench/kernels/persist_chain) */
+extern "C" void cuda_gemv_trace_reset(void *buf, unsigned launches) {
+    const unsigned zero = 0;
+    CUDA_CHECK(cudaMemcpyToSymbol(q8x_trace_buf, &buf, sizeof buf));
+    CUDA_CHECK(cudaMemcpyToSymbol(q8x_trace_launches, &launches, sizeof launches));
+    CUDA_CHECK(cudaMemcpyToSymbol(q8x_trace_seq, &zero, sizeof zero));
+    CUDA_CHECK(cudaMemcpyToSymbol(q8x_trace_done, &zero, sizeof zero));
+}
+#endif

@@ -19,7 +19,8 @@
  * the covering aligned span with 16-byte cp.async. The bulk copies took Llama-2-7B tg128 from
  * 663-670 to 689-693 t/s (Q4_0), 650-654 to 681-683 (Q4_K), 444 to 447-449 (Q8_0), same device
  * call (bench/RESULTS.md 2026-12-02 s26): the 16-byte copies cost the warp about a third of its
- * instructions (s16's Nsight Compute source counters). The x copy in
+ * instructions (s16's Nsight Compute source counters). With bulk copies the ring's last free
+ * stage is issued right after x's loads (fill_after_x, below: Q4_0 tg128 +3 %, s27). The x copy in
  * shared memory pads each unit's bytes by 16 so the lanes' 16-byte loads are conflict-free too.
  * The grid is persistent (at most the resident CTAs) so the x quantisation is paid once per CTA;
  * warps walk row groups of R rows (R rows share each x load). */
@@ -27,6 +28,7 @@
 
 #include "backend/cuda/bulk_copy.cuh"
 #include "backend/cuda/gemv_q8x_units.cuh"
+#include "backend/cuda/gemv_trace.cuh"
 #include "backend/cuda/mma.cuh"
 #include "backend/cuda/norm.cuh"
 #include "backend/cuda/pdl.cuh"
@@ -50,18 +52,23 @@ template <class T> static size_t q8x_smem_bytes(int K, int nb, int warps, int R,
            (size_t)warps * S * (R * q8x_layout<T>::SEG + 8);
 }
 
-/* Whether a matrix's segments can come by bulk copies: every segment 16-byte aligned and of
- * whole 16-byte words (K % 256 == 0 gives it for every type but Q6_K's odd tails). Timing knob
- * SI_CUDA_GEMV_Q8X_BULK=0: cp.async always (read at the first call). */
-template <class T> static bool q8x_bulk_ok(const void *W, int K) {
-    static int knob = -1;
-    if (knob < 0) {
-        const char *e = getenv("SI_CUDA_GEMV_Q8X_BULK");
-        knob = !(e && !strcmp(e, "0"));
+/* How a warp's stages are filled (gemv_q8x_body's copy): Q8X_COPY_BULK by bulk copies, where
+ * every segment is 16-byte aligned and of whole 16-byte words (K % 256 == 0 gives it for every
+ * type but Q6_K's odd tails), else 16-byte cp.async. Q8X_COPY_FILL_AFTER_X (bulk only): the
+ * ring's last free stage is issued right after x's loads, not when the consumer starts (below).
+ * Timing knobs (read at the first call): SI_CUDA_GEMV_Q8X_BULK=0, cp.async always;
+ * SI_CUDA_GEMV_Q8X_AFTER_X=0, no stage issued after x's loads. */
+enum { Q8X_COPY_BULK = 1, Q8X_COPY_FILL_AFTER_X = 2 };
+template <class T> static int q8x_copy_mode(const void *W, int K) {
+    static int bulk = -1, after_x = 0;
+    if (bulk < 0) {
+        const char *e = getenv("SI_CUDA_GEMV_Q8X_BULK"), *a = getenv("SI_CUDA_GEMV_Q8X_AFTER_X");
+        bulk = !(e && !strcmp(e, "0"));
+        after_x = !(a && !strcmp(a, "0"));
     }
     const size_t units = K / (32 * T::UB), row_bytes = units * T::UBYTES;
-    return knob && (uintptr_t)W % 16 == 0 && row_bytes % 16 == 0 &&
-           (units % 32) * T::UBYTES % 16 == 0;
+    if (!bulk || (uintptr_t)W % 16 || row_bytes % 16 || (units % 32) * T::UBYTES % 16) return 0;
+    return Q8X_COPY_BULK | (after_x ? Q8X_COPY_FILL_AFTER_X : 0);
 }
 
 /* x (nb rows of K floats) -> q8_0, 8 lanes per block of 32 (a float4 each); the caller's
@@ -126,17 +133,19 @@ struct q8x_norm_in {
     float eps;
 };
 
-/* bulk (q8x_bulk_ok): lane 0 of each warp fills a stage with one cp.async.bulk per row, which
- * completes on the stage's mbarrier, instead of 32 lanes issuing 16-byte cp.async copies of the
- * covering span (the same bytes at the same place: the segments are aligned) */
+/* copy (q8x_copy_mode): with Q8X_COPY_BULK lane 0 of each warp fills a stage with one
+ * cp.async.bulk per row, which completes on the stage's mbarrier, instead of 32 lanes issuing
+ * 16-byte cp.async copies of the covering span (the same bytes at the same place: the segments
+ * are aligned) */
 template <class T, int NB, int R, int S, int XIN>
 __device__ __forceinline__ void gemv_q8x_body(const uint8_t *__restrict__ W, int M, int K,
                                               size_t row_bytes, const float *__restrict__ x, int nb,
-                                              float *__restrict__ y, q8x_norm_in nin, bool bulk) {
+                                              float *__restrict__ y, q8x_norm_in nin, int copy) {
     constexpr int XUB = q8x_layout<T>::XUB, SEG = q8x_layout<T>::SEG, SEGBYTES = 32 * T::UBYTES;
     extern __shared__ __align__(16) uint8_t smem[];
     const int nwarps = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int units = K / (32 * T::UB), nblk = K / 32, nseg = (units + 31) / 32;
+    const bool bulk = copy & Q8X_COPY_BULK, fill_after_x = bulk && (copy & Q8X_COPY_FILL_AFTER_X);
     uint8_t *xq = smem;
     float *xd = (float *)(smem + (size_t)nb * units * XUB);
     int *xs = (int *)(xd + (size_t)nb * nblk);
@@ -144,6 +153,8 @@ __device__ __forceinline__ void gemv_q8x_body(const uint8_t *__restrict__ W, int
     uint64_t *bar =
         (uint64_t *)((uint8_t *)(xs + (size_t)nb * nblk) + (size_t)nwarps * S * R * SEG) +
         warp * S; /* this warp's stages' barriers */
+    q8x_trace tr; /* empty unless GEMV_Q8X_TRACE */
+    tr.start();
     if (bulk) {
         if (lane == 0)
             for (int s = 0; s < S; s++)
@@ -195,7 +206,14 @@ __device__ __forceinline__ void gemv_q8x_body(const uint8_t *__restrict__ W, int
     };
     /* Launched with PDL (pdl.cuh): the first S - 1 items, weights that no kernel writes, are
      * issued before the wait, while the kernel before this one may still run; they stay in
-     * flight while x is quantised. */
+     * flight while x is quantised. With fill_after_x the last free stage follows right after x's
+     * loads are issued (not before the wait: x's loads, which queue behind the weights already
+     * asked for, would wait for it too), so that HBM has work while x arrives and is prepared.
+     * A per-CTA trace of the Llama-2-7B GEMV chain (bench/gemv_trace.py, bench/RESULTS.md
+     * 2026-12-02 s27) put x in shared memory 1.1-1.4 us (x quantised ahead) and ~3 us (the norm
+     * inside) after the PDL wait, itself 1.2-1.8 us after the kernel before had finished, with
+     * the S - 1 stages landed long before; the whole ring before the wait made x later still.
+     * Measured, same call, tg128: Q4_0 682 -> 703 t/s, Q4_K 670 -> 689, Q8_0 428 -> 432. */
 #pragma unroll
     for (int i = 0; i < S - 1; i++) produce();
     float4 g[NORM_VEC]; /* Q8X_NORM: the norm weight, which no kernel writes, also before it */
@@ -207,13 +225,16 @@ __device__ __forceinline__ void gemv_q8x_body(const uint8_t *__restrict__ W, int
     }
     si_pdl_trigger();
     si_pdl_wait();
+    tr.waited();
     if (XIN == Q8X_NORM) {
         /* rmsnorm_kernel's row (norm.cuh) quantised as q8x_quantize_x would: thread t holds
          * float4 j = t + k NORM_THREADS, 8 consecutive lanes one block of 32 */
         __shared__ float red[NORM_THREADS / 32];
         const int t = threadIdx.x, n4 = K / 4;
         float4 v[NORM_VEC];
-        const float ss = norm_row_load(v, (const float4 *)x, (const float4 *)nin.add, n4, t);
+        const float ss = norm_row_load(v, (const float4 *)x, (const float4 *)nin.add, n4, t, [&] {
+            if (fill_after_x) produce();
+        });
         if (nin.add && blockIdx.x == 0) {
 #pragma unroll
             for (int k = 0; k < NORM_VEC; k++)
@@ -258,10 +279,14 @@ __device__ __forceinline__ void gemv_q8x_body(const uint8_t *__restrict__ W, int
             si_cp_async16(dst, src);
         }
         si_cp_async_commit();
+        if (fill_after_x) produce(); /* bulk: not a cp.async group */
         si_cp_async_wait<0>();
     } else {
         q8x_quantize_x(
-            x, K, nb, []() {},
+            x, K, nb,
+            [&]() {
+                if (fill_after_x) produce();
+            },
             [&](int bi, int bb, int sub, uint32_t q, float d, int sum) {
                 const int u = bb / T::UB, ub = bb % T::UB;
                 *(uint32_t *)(xq + ((size_t)bi * units + u) * XUB + 32 * ub + 4 * sub) = q;
@@ -272,8 +297,12 @@ __device__ __forceinline__ void gemv_q8x_body(const uint8_t *__restrict__ W, int
             });
     }
     __syncthreads();
+    tr.x_ready();
     int rg = blockIdx.x * nwarps + warp, seg = 0, stage = 0;
-    if (rg * R >= M) return; /* no CTA-wide barrier below */
+    if (rg * R >= M) { /* no CTA-wide barrier below (but the trace's) */
+        tr.end();
+        return;
+    }
 
     float acc[R][NB];
 #pragma unroll
@@ -282,8 +311,12 @@ __device__ __forceinline__ void gemv_q8x_body(const uint8_t *__restrict__ W, int
         for (int b = 0; b < NB; b++) acc[r][b] = 0.0f;
 
     uint32_t phase = 0; /* bulk: bit s, the parity of stage s's next phase */
+    bool ring_full = fill_after_x;
     for (;;) {
-        produce(); /* into the stage consumed in the previous iteration */
+        /* into the stage consumed in the previous iteration (with fill_after_x, the first
+         * iteration's is in flight already) */
+        if (!ring_full) produce();
+        ring_full = false;
         if (bulk) {
             si_mbar_wait(bar + stage, (phase >> stage) & 1);
             phase ^= 1u << stage;
@@ -347,13 +380,14 @@ __device__ __forceinline__ void gemv_q8x_body(const uint8_t *__restrict__ W, int
         if (++stage == S) stage = 0;
     }
     si_cp_async_wait<0>(); /* no copy outlives the warp (the trailing groups are empty) */
+    tr.end();
 }
 
 template <class T, int NB, int R, int S, int XIN>
 __global__ void __launch_bounds__(256)
     gemv_q8x_kernel(const uint8_t *__restrict__ W, int M, int K, size_t row_bytes,
-                    const float *__restrict__ x, int nb, float *__restrict__ y, bool bulk) {
-    gemv_q8x_body<T, NB, R, S, XIN>(W, M, K, row_bytes, x, nb, y, q8x_norm_in{}, bulk);
+                    const float *__restrict__ x, int nb, float *__restrict__ y, int copy) {
+    gemv_q8x_body<T, NB, R, S, XIN>(W, M, K, row_bytes, x, nb, y, q8x_norm_in{}, copy);
 }
 
 /* Q8X_NORM's kernel: the others do without its extra parameter */
@@ -361,8 +395,8 @@ template <class T, int R, int S>
 __global__ void __launch_bounds__(NORM_THREADS)
     gemv_q8x_norm_kernel(const uint8_t *__restrict__ W, int M, int K, size_t row_bytes,
                          const float *__restrict__ x, float *__restrict__ y, q8x_norm_in nin,
-                         bool bulk) {
-    gemv_q8x_body<T, 1, R, S, Q8X_NORM>(W, M, K, row_bytes, x, 1, y, nin, bulk);
+                         int copy) {
+    gemv_q8x_body<T, 1, R, S, Q8X_NORM>(W, M, K, row_bytes, x, 1, y, nin, copy);
 }
 
 /* At most this many CTAs per SM (0: as many as fit). Every CTA reads and quantises all of x, so
@@ -389,9 +423,9 @@ template <class T, int NB, int R, int S, int XIN>
 static int gemv_q8x_launch_nb(const void *W, int M, int K, const float *x, int nb, float *y,
                               cudaStream_t st, const q8x_norm_in *nin = NULL) {
     static_assert(XIN != Q8X_NORM || NB == 1, "the norm runs on one row");
-    void (*kernel)(const uint8_t *, int, int, size_t, const float *, int, float *, bool) = NULL;
+    void (*kernel)(const uint8_t *, int, int, size_t, const float *, int, float *, int) = NULL;
     void (*norm_kernel)(const uint8_t *, int, int, size_t, const float *, float *, q8x_norm_in,
-                        bool) = NULL;
+                        int) = NULL;
     if constexpr (XIN == Q8X_NORM) norm_kernel = gemv_q8x_norm_kernel<T, R, S>;
     else kernel = gemv_q8x_kernel<T, NB, R, S, XIN>;
     const void *fn = kernel ? (const void *)kernel : (const void *)norm_kernel;
@@ -423,13 +457,13 @@ static int gemv_q8x_launch_nb(const void *W, int M, int K, const float *x, int n
     const int need = si_div_up(M, warps * R);
     const int grid = min(need, max(1, per_sm) * n_sm);
     const size_t row_bytes = (size_t)(K / (32 * T::UB)) * T::UBYTES; /* units x bytes */
-    const bool bulk = q8x_bulk_ok<T>(W, K);
+    const int copy = q8x_copy_mode<T>(W, K);
     if constexpr (XIN == Q8X_NORM)
         si_launch_pdl(norm_kernel, grid, warps * 32, smem, st, (const uint8_t *)W, M, K, row_bytes,
-                      x, y, *nin, bulk);
+                      x, y, *nin, copy);
     else
         si_launch_pdl(kernel, grid, warps * 32, smem, st, (const uint8_t *)W, M, K, row_bytes, x,
-                      nb, y, bulk);
+                      nb, y, copy);
     return 0;
 }
 

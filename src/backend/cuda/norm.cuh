@@ -11,18 +11,23 @@
 static_assert(NORM_VEC_MAX == CUDA_NORM_Q8_MAX, "cuda_ops.h's promise");
 
 /* Thread t's float4 of a row of n4 float4 (j = t + k NORM_THREADS, k < NORM_VEC, j < n4) of x,
- * plus y's where y is not NULL, into v; every load is issued before any use. Returns the sum of
+ * plus y's where y is not NULL, into v; every load is issued before any use, and issued() runs
+ * between the two (the caller's own loads, which should queue behind these). Returns the sum of
  * the squares of its values. */
+template <class F>
 __device__ __forceinline__ float norm_row_load(float4 (&v)[NORM_VEC], const float4 *x4,
-                                               const float4 *y4, int n4, int t) {
+                                               const float4 *y4, int n4, int t, F issued) {
+    float4 a[NORM_VEC];
 #pragma unroll
     for (int k = 0; k < NORM_VEC; k++)
         if (t + k * NORM_THREADS < n4) v[k] = x4[t + k * NORM_THREADS];
     if (y4) {
-        float4 a[NORM_VEC];
 #pragma unroll
         for (int k = 0; k < NORM_VEC; k++)
             if (t + k * NORM_THREADS < n4) a[k] = y4[t + k * NORM_THREADS];
+    }
+    issued();
+    if (y4) {
 #pragma unroll
         for (int k = 0; k < NORM_VEC; k++)
             if (t + k * NORM_THREADS < n4) {
@@ -35,6 +40,11 @@ __device__ __forceinline__ float norm_row_load(float4 (&v)[NORM_VEC], const floa
         if (t + k * NORM_THREADS < n4)
             ss += v[k].x * v[k].x + v[k].y * v[k].y + v[k].z * v[k].z + v[k].w * v[k].w;
     return ss;
+}
+
+__device__ __forceinline__ float norm_row_load(float4 (&v)[NORM_VEC], const float4 *x4,
+                                               const float4 *y4, int n4, int t) {
+    return norm_row_load(v, x4, y4, n4, t, [] {});
 }
 
 /* The row's 1 / rms from each thread's sum of squares ss (all NORM_THREADS threads of the CTA
