@@ -571,13 +571,7 @@ static void trace_chain(const std::vector<int> &mats, L launch, const int (*mk)[
     q8x_trace_rec *buf;
     CUDA_CHECK(cudaMalloc(&buf, sizeof(q8x_trace_rec) * n * Q8X_TRACE_MAX_CTAS));
     CUDA_CHECK(cudaMemset(buf, 0, sizeof(q8x_trace_rec) * n * Q8X_TRACE_MAX_CTAS));
-    cudaGraph_t g;
-    cudaGraphExec_t ge;
-    CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
-    for (int m : mats)
-        launch(m);
-    CUDA_CHECK(cudaStreamEndCapture(st, &g));
-    CUDA_CHECK(cudaGraphInstantiate(&ge, g, 0));
+    cudaGraphExec_t ge = graph_of(mats, launch);
     for (int i = 0; i < 5; i++)
         CUDA_CHECK(cudaGraphLaunch(ge, st));
     CUDA_CHECK(cudaStreamSynchronize(st));
@@ -608,7 +602,6 @@ static void trace_chain(const std::vector<int> &mats, L launch, const int (*mk)[
     fclose(f);
     printf("trace: %u launches written to %s\n", n, path);
     CUDA_CHECK(cudaGraphExecDestroy(ge));
-    CUDA_CHECK(cudaGraphDestroy(g));
     CUDA_CHECK(cudaFree(buf));
 }
 #endif

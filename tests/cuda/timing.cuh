@@ -86,6 +86,20 @@ static void free_copies(std::vector<void *> &c) {
     for (size_t i = 1; i < c.size(); i++) CUDA_CHECK(cudaFree(c[i]));
 }
 
+/* launch(m) for each m of mats captured on g_st into an instantiated CUDA graph (the caller
+ * destroys it) */
+template <class L> static cudaGraphExec_t graph_of(const std::vector<int> &mats, L launch) {
+    cudaGraph_t g;
+    cudaGraphExec_t ge;
+    CUDA_CHECK(cudaStreamBeginCapture(g_st, cudaStreamCaptureModeGlobal));
+    for (int m : mats)
+        launch(m);
+    CUDA_CHECK(cudaStreamEndCapture(g_st, &g));
+    CUDA_CHECK(cudaGraphInstantiate(&ge, g, 0));
+    CUDA_CHECK(cudaGraphDestroy(g));
+    return ge;
+}
+
 /* Launches launch(m) for each m of mats once (kernel attributes, first-use costs), then captures
  * them in a CUDA graph and times the graph back to back (time_stream_us, reps launches): a decode
  * step's chain of kernels, PDL edges included. */
@@ -94,16 +108,9 @@ template <class L> static double graph_us(int reps, const std::vector<int> &mats
     for (int m : mats) /* first launches outside the capture (kernel attributes) */
         launch(m);
     CUDA_CHECK(cudaStreamSynchronize(st));
-    cudaGraph_t g;
-    cudaGraphExec_t ge;
-    CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
-    for (int m : mats)
-        launch(m);
-    CUDA_CHECK(cudaStreamEndCapture(st, &g));
-    CUDA_CHECK(cudaGraphInstantiate(&ge, g, 0));
+    cudaGraphExec_t ge = graph_of(mats, launch);
     const double us = time_stream_us([&](int) { CUDA_CHECK(cudaGraphLaunch(ge, st)); }, reps);
     CUDA_CHECK(cudaGraphExecDestroy(ge));
-    CUDA_CHECK(cudaGraphDestroy(g));
     return us;
 }
 
