@@ -85,6 +85,8 @@ def main():
     per1024 = int(sys.argv[2]) if len(sys.argv) > 2 else 576
     launches, shape = load(path)
     order = sorted(launches)
+    if len(order) < 2:
+        sys.exit(f"gemv_trace.py: {path} has {len(order)} launch(es); the summary needs two or more")
     per_shape = defaultdict(lambda: defaultdict(list))
     for i, l in enumerate(order[1:], 1):
         prev_done = max(r["end"] for r in launches[order[i - 1]])
