@@ -590,14 +590,16 @@ static void trace_chain(const std::vector<int> &mats, L launch, const int (*mk)[
         perror(path);
         exit(1);
     }
-    fprintf(f, "launch,M,K,cta,smid,grid,start,waited,x_ready,end\n");
+    fprintf(f, "launch,M,K,cta,smid,grid,start,waited,x_ready,end,loaded,scaled\n");
     for (unsigned l = 0; l < n; l++)
         for (int c = 0; c < Q8X_TRACE_MAX_CTAS; c++) {
             const q8x_trace_rec &r = h[(size_t)l * Q8X_TRACE_MAX_CTAS + c];
             if (!r.grid) continue;
-            fprintf(f, "%u,%d,%d,%d,%u,%u,%lld,%lld,%lld,%lld\n", l, mk[mats[l]][0], mk[mats[l]][1],
-                    c, r.smid, r.grid, (long long)(r.start - t0), (long long)(r.waited - t0),
-                    (long long)(r.x_ready - t0), (long long)(r.end - t0));
+            /* loaded, scaled: -1 where the launch has no norm inside */
+            const auto rel = [&](unsigned long long t) { return t ? (long long)(t - t0) : -1LL; };
+            fprintf(f, "%u,%d,%d,%d,%u,%u,%lld,%lld,%lld,%lld,%lld,%lld\n", l, mk[mats[l]][0],
+                    mk[mats[l]][1], c, r.smid, r.grid, rel(r.start), rel(r.waited), rel(r.x_ready),
+                    rel(r.end), rel(r.loaded), rel(r.scaled));
         }
     fclose(f);
     printf("trace: %u launches written to %s\n", n, path);

@@ -70,6 +70,13 @@ if [ "${SI_SKIP_KERNEL_TESTS:-0}" != 1 ]; then
             echo "$kt $tool: $(tail -1 "$LOG/sanitize.log")"
         done
     done
+    # the norm-inside GEMVs in two CTAs of 8 warps an SM, not one of 16 (SI_CUDA_GEMV_Q8X_NORM_WIDE=0)
+    if [ -x "$BD/test_cuda_fused" ]; then
+        echo "== test_cuda_fused, SI_CUDA_GEMV_Q8X_NORM_WIDE=0"
+        SI_CUDA_GEMV_Q8X_NORM_WIDE=0 "$BD/test_cuda_fused" --no-bench > "$LOG/fused_narrow.log" 2>&1 \
+            || { fail=1; echo "fused (narrow norm) FAILED"; }
+        grep -E "^(FAIL|==== summary)" "$LOG/fused_narrow.log" | head -20
+    fi
     # the opt-in tensor-core F16/BF16 GEMV (SI_CUDA_GEMV_H16_MMA=1): its checks and sanitizers
     if [ -x "$BD/test_cuda_kernels" ]; then
         echo "== test_cuda_kernels --gemv, F16/BF16, SI_CUDA_GEMV_H16_MMA=1"

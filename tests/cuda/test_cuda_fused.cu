@@ -443,10 +443,12 @@ int main(int argc, char **argv) {
         if (small) {
             test_gemv_norm(q, 64, 1024);
             test_gemv_norm(q, 300, 2048);
+            test_gemv_norm(q, 100, 3072); /* 3 float4 a thread: 2 + 1 in a 16-warp CTA */
         } else {
             test_gemv_norm(q, 1000, 4096);  /* batch 1 on a small matrix: 2 rows x 2 stages */
             test_gemv_norm(q, 12288, 4096); /* K < 8192: 2 x 4 */
             test_gemv_norm(q, 3000, 8192);  /* K = 8192, the longest row the norm holds */
+            test_gemv_norm(q, 700, 5120);   /* 5 float4 a thread: 3 + 2 in a 16-warp CTA */
         }
     }
     if (bench)

@@ -137,7 +137,7 @@ struct q8x_norm_in {
  * cp.async.bulk per row, which completes on the stage's mbarrier, instead of 32 lanes issuing
  * 16-byte cp.async copies of the covering span (the same bytes at the same place: the segments
  * are aligned) */
-template <class T, int NB, int R, int S, int XIN>
+template <class T, int NB, int R, int S, int XIN, int NH = 1 /* Q8X_NORM: CTA of NH x 256 */>
 __device__ __forceinline__ void gemv_q8x_body(const uint8_t *__restrict__ W, int M, int K,
                                               size_t row_bytes, const float *__restrict__ x, int nb,
                                               float *__restrict__ y, q8x_norm_in nin, int copy) {
@@ -216,38 +216,56 @@ __device__ __forceinline__ void gemv_q8x_body(const uint8_t *__restrict__ W, int
      * Measured, same call, tg128: Q4_0 682 -> 703 t/s, Q4_K 670 -> 689, Q8_0 428 -> 432. */
 #pragma unroll
     for (int i = 0; i < S - 1; i++) produce();
-    float4 g[NORM_VEC]; /* Q8X_NORM: the norm weight, which no kernel writes, also before it */
+    /* Q8X_NORM: thread t = threadIdx.x % NORM_THREADS of part h = threadIdx.x / NORM_THREADS
+     * holds the row's float4 j = t + (k0 + i) NORM_THREADS, slot i < kn of NV (NH parts: a
+     * CTA of NH NORM_THREADS threads splits each t's float4 between NH threads) */
+    constexpr int NV = NORM_VEC / NH;
+    const int nt = threadIdx.x % NORM_THREADS, nh = threadIdx.x / NORM_THREADS, n4 = K / 4;
+    const int kn = ((n4 + NORM_THREADS - 1) / NORM_THREADS + NH - 1) / NH, k0 = nh * kn;
+    float4 g[NV]; /* Q8X_NORM: the norm weight, which no kernel writes, also before it */
     if (XIN == Q8X_NORM) {
 #pragma unroll
-        for (int k = 0; k < NORM_VEC; k++)
-            if (threadIdx.x + k * NORM_THREADS < K / 4)
-                g[k] = __ldg((const float4 *)nin.w + threadIdx.x + k * NORM_THREADS);
+        for (int i = 0; i < NV; i++)
+            if (i < kn && nt + (k0 + i) * NORM_THREADS < n4)
+                g[i] = __ldg((const float4 *)nin.w + nt + (k0 + i) * NORM_THREADS);
     }
     si_pdl_trigger();
     si_pdl_wait();
     tr.waited();
     if (XIN == Q8X_NORM) {
-        /* rmsnorm_kernel's row (norm.cuh) quantised as q8x_quantize_x would: thread t holds
-         * float4 j = t + k NORM_THREADS, 8 consecutive lanes one block of 32 */
+        /* rmsnorm_kernel's row (norm.cuh) quantised as q8x_quantize_x would: 8 consecutive
+         * lanes hold one block of 32. With NH = 2, part 1 continues part 0's sums of squares (the
+         * same bits as one thread's), so each part loads and quantises half of the row: a CTA
+         * of 16 warps, one an SM, does half the work two CTAs of 8 did */
         __shared__ float red[NORM_THREADS / 32];
-        const int t = threadIdx.x, n4 = K / 4;
-        float4 v[NORM_VEC];
-        const float ss = norm_row_load(v, (const float4 *)x, (const float4 *)nin.add, n4, t, [&] {
+        __shared__ float part[NH > 1 ? NORM_THREADS : 1];
+        float4 v[NV];
+        norm_row_load_slots(v, (const float4 *)x, (const float4 *)nin.add, n4, nt, k0, kn, [&] {
             if (fill_after_x) produce();
         });
+        float ss = norm_row_sq(0.0f, v, n4, nt, k0, kn);
+        tr.loaded(ss);
         if (nin.add && blockIdx.x == 0) {
 #pragma unroll
-            for (int k = 0; k < NORM_VEC; k++)
-                if (t + k * NORM_THREADS < n4) ((float4 *)nin.x_out)[t + k * NORM_THREADS] = v[k];
+            for (int i = 0; i < NV; i++)
+                if (i < kn && nt + (k0 + i) * NORM_THREADS < n4)
+                    ((float4 *)nin.x_out)[nt + (k0 + i) * NORM_THREADS] = v[i];
         }
-        const float scale = norm_row_scale(ss, red, K, nin.eps);
+        if constexpr (NH > 1) {
+            static_assert(NH == 2, "two parts");
+            if (nh == 0) part[nt] = ss;
+            __syncthreads();
+            if (nh == 1) ss = norm_row_sq(part[nt], v, n4, nt, k0, kn);
+        }
+        const float scale = norm_row_scale(ss, red, K, nin.eps, nh == NH - 1);
+        tr.scaled();
 #pragma unroll
-        for (int k = 0; k < NORM_VEC; k++) {
-            const int j = t + k * NORM_THREADS;
-            if (j >= n4) break;
+        for (int i = 0; i < NV; i++) {
+            const int j = nt + (k0 + i) * NORM_THREADS;
+            if (i >= kn || j >= n4) break;
             float d;
             int sum;
-            const uint32_t q = q8x_block4(norm_out4(v[k], scale, g[k]), &d, &sum);
+            const uint32_t q = q8x_block4(norm_out4(v[i], scale, g[i]), &d, &sum);
             const int bb = j / 8, u = bb / T::UB, ub = bb % T::UB, sub = j & 7;
             *(uint32_t *)(xq + (size_t)u * XUB + 32 * ub + 4 * sub) = q;
             if (sub == 0) {
@@ -390,13 +408,14 @@ __global__ void __launch_bounds__(256)
     gemv_q8x_body<T, NB, R, S, XIN>(W, M, K, row_bytes, x, nb, y, q8x_norm_in{}, copy);
 }
 
-/* Q8X_NORM's kernel: the others do without its extra parameter */
-template <class T, int R, int S>
-__global__ void __launch_bounds__(NORM_THREADS)
+/* Q8X_NORM's kernel (the others do without its extra parameter), of NH x NORM_THREADS threads;
+ * with NH = 1 two CTAs an SM (at most 128 registers a thread) */
+template <class T, int R, int S, int NH>
+__global__ void __launch_bounds__((NH * NORM_THREADS), 2 / NH)
     gemv_q8x_norm_kernel(const uint8_t *__restrict__ W, int M, int K, size_t row_bytes,
                          const float *__restrict__ x, float *__restrict__ y, q8x_norm_in nin,
                          int copy) {
-    gemv_q8x_body<T, 1, R, S, Q8X_NORM>(W, M, K, row_bytes, x, 1, y, nin, copy);
+    gemv_q8x_body<T, 1, R, S, Q8X_NORM, NH>(W, M, K, row_bytes, x, 1, y, nin, copy);
 }
 
 /* At most this many CTAs per SM (0: as many as fit). Every CTA reads and quantises all of x, so
@@ -404,6 +423,21 @@ __global__ void __launch_bounds__(NORM_THREADS)
 #ifndef GEMV_Q8X_CTAS_PER_SM
 #define GEMV_Q8X_CTAS_PER_SM 0
 #endif
+
+/* Q8X_NORM in one CTA of 16 warps an SM (gemv_q8x_body's NH = 2: each norm float4 of a thread
+ * split between two), where it fits, instead of two of 8: the norm and the quantisation of x, which
+ * every CTA does for the whole row, once an SM instead of twice. A per-CTA trace of the 7B chain
+ * (bench/RESULTS.md 2026-12-02 s28) had x ready ~3.3 us after the PDL wait in the QKV GEMV: the
+ * loads 1.4 us, the sums 0.6, the quantisation 1.3 (about 110 instructions a float4, issued by
+ * 16 warps an SM). Knob: SI_CUDA_GEMV_Q8X_NORM_WIDE=0, two CTAs of 8 (read at the first call). */
+static bool q8x_norm_wide(void) {
+    static int on = -1;
+    if (on < 0) {
+        const char *e = getenv("SI_CUDA_GEMV_Q8X_NORM_WIDE");
+        on = !(e && !strcmp(e, "0"));
+    }
+    return on;
+}
 
 /* the device's opt-in shared memory per CTA and SM count (first call) */
 static void q8x_device(int *smem_optin, int *n_sm) {
@@ -426,31 +460,40 @@ static int gemv_q8x_launch_nb(const void *W, int M, int K, const float *x, int n
     void (*kernel)(const uint8_t *, int, int, size_t, const float *, int, float *, int) = NULL;
     void (*norm_kernel)(const uint8_t *, int, int, size_t, const float *, float *, q8x_norm_in,
                         int) = NULL;
-    if constexpr (XIN == Q8X_NORM) norm_kernel = gemv_q8x_norm_kernel<T, R, S>;
-    else kernel = gemv_q8x_kernel<T, NB, R, S, XIN>;
-    const void *fn = kernel ? (const void *)kernel : (const void *)norm_kernel;
     int smem_optin, n_sm;
     q8x_device(&smem_optin, &n_sm);
-    /* per instance: the attribute is per kernel; static shared memory (the norm's) counts too */
-    static int dyn_max = 0;
-    if (!dyn_max) {
+    /* 8 warps, or fewer where x (nb up to 8 rows of K up to GEMV_Q8X_MAX_K) and the stages
+     * would not fit: with 1 warp every supported shape fits. The norm's arithmetic needs
+     * NORM_THREADS, or 2 x NORM_THREADS (q8x_norm_wide) */
+    int warps = 8, norm_warps = 0;
+    if constexpr (XIN == Q8X_NORM) {
+        const bool wide =
+            q8x_norm_wide() &&
+            q8x_smem_bytes<T>(K, 1, 16, R, S) + 4 * (NORM_THREADS / 32 + NORM_THREADS) <=
+                (size_t)smem_optin; /* + gemv_q8x_body's static red and part */
+        norm_kernel = wide ? gemv_q8x_norm_kernel<T, R, S, 2> : gemv_q8x_norm_kernel<T, R, S, 1>;
+        warps = norm_warps = wide ? 16 : 8;
+    } else {
+        kernel = gemv_q8x_kernel<T, NB, R, S, XIN>;
+    }
+    const void *fn = kernel ? (const void *)kernel : (const void *)norm_kernel;
+    /* per kernel: the attribute is per kernel; static shared memory (the norm's) counts too */
+    static int dyn_max[2] = {0, 0};
+    int &dm = dyn_max[warps == 16];
+    if (!dm) {
         cudaFuncAttributes fa;
         CUDA_CHECK(cudaFuncGetAttributes(&fa, fn));
         CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                         smem_optin - (int)fa.sharedSizeBytes));
-        dyn_max = smem_optin - (int)fa.sharedSizeBytes;
+        dm = smem_optin - (int)fa.sharedSizeBytes;
     }
-    smem_optin = dyn_max;
-    /* 8 warps, or fewer where x (nb up to 8 rows of K up to GEMV_Q8X_MAX_K) and the stages
-     * would not fit: with 1 warp every supported shape fits. The norm's arithmetic needs
-     * NORM_THREADS. */
-    int warps = 8;
+    smem_optin = dm;
     size_t smem = q8x_smem_bytes<T>(K, nb, warps, R, S);
     while (smem > (size_t)smem_optin && warps > 1) {
         warps /= 2;
         smem = q8x_smem_bytes<T>(K, nb, warps, R, S);
     }
-    if (smem > (size_t)smem_optin || (XIN == Q8X_NORM && warps * 32 != NORM_THREADS)) return -1;
+    if (smem > (size_t)smem_optin || (XIN == Q8X_NORM && warps != norm_warps)) return -1;
     int per_sm = 0;
     CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, warps * 32, smem));
     if (GEMV_Q8X_CTAS_PER_SM > 0) per_sm = min(per_sm, GEMV_Q8X_CTAS_PER_SM);

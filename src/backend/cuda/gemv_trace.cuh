@@ -14,6 +14,7 @@
 
 struct q8x_trace_rec {
     unsigned long long start, waited, x_ready, end;
+    unsigned long long loaded, scaled; /* Q8X_NORM only: its row loaded, its scale known */
     unsigned smid, grid;
 };
 
@@ -31,7 +32,10 @@ struct q8x_trace {
     q8x_trace_rec r;
     unsigned seq;
     __device__ void start() {
-        if (threadIdx.x == 0) r.start = q8x_gtimer();
+        if (threadIdx.x == 0) {
+            r.start = q8x_gtimer();
+            r.loaded = r.scaled = 0;
+        }
     }
     __device__ void waited() {
         if (threadIdx.x == 0) {
@@ -41,6 +45,16 @@ struct q8x_trace {
     }
     __device__ void x_ready() {
         if (threadIdx.x == 0) r.x_ready = q8x_gtimer();
+    }
+    /* v: a value computed from the loads, so that the time is taken after they arrived */
+    __device__ void loaded(float v) {
+        if (threadIdx.x == 0) {
+            asm volatile("" ::"f"(v));
+            r.loaded = q8x_gtimer();
+        }
+    }
+    __device__ void scaled() {
+        if (threadIdx.x == 0) r.scaled = q8x_gtimer();
     }
     /* every thread of the CTA calls it, once its warp is done */
     __device__ void end() {
@@ -63,6 +77,8 @@ struct q8x_trace {
     __device__ void start() {}
     __device__ void waited() {}
     __device__ void x_ready() {}
+    __device__ void loaded(float) {}
+    __device__ void scaled() {}
     __device__ void end() {}
 };
 #endif
