@@ -216,12 +216,12 @@ __device__ __forceinline__ void gemv_q8x_body(const uint8_t *__restrict__ W, int
      * Measured, same call, tg128: Q4_0 682 -> 703 t/s, Q4_K 670 -> 689, Q8_0 428 -> 432. */
 #pragma unroll
     for (int i = 0; i < S - 1; i++) produce();
-    /* Q8X_NORM: thread t = threadIdx.x % NORM_THREADS of part h = threadIdx.x / NORM_THREADS
-     * holds the row's float4 j = t + (k0 + i) NORM_THREADS, slot i < kn of NV (NH parts: a
-     * CTA of NH NORM_THREADS threads splits each t's float4 between NH threads) */
+    /* Q8X_NORM: thread t = threadIdx.x % NORM_THREADS holds the row's float4 j = t + k
+     * NORM_THREADS; with NH = 2 parts (a CTA of 2 NORM_THREADS threads) thread
+     * t + h NORM_THREADS holds half h of them (norm.cuh's order): slot i < kn is k = k0 + i */
     constexpr int NV = NORM_VEC / NH;
     const int nt = threadIdx.x % NORM_THREADS, nh = threadIdx.x / NORM_THREADS, n4 = K / 4;
-    const int kn = ((n4 + NORM_THREADS - 1) / NORM_THREADS + NH - 1) / NH, k0 = nh * kn;
+    const int kn = NH == 1 ? NORM_VEC : norm_half(n4), k0 = nh * kn;
     float4 g[NV]; /* Q8X_NORM: the norm weight, which no kernel writes, also before it */
     if (XIN == Q8X_NORM) {
 #pragma unroll
@@ -234,30 +234,25 @@ __device__ __forceinline__ void gemv_q8x_body(const uint8_t *__restrict__ W, int
     tr.waited();
     if (XIN == Q8X_NORM) {
         /* rmsnorm_kernel's row (norm.cuh) quantised as q8x_quantize_x would: 8 consecutive
-         * lanes hold one block of 32. With NH = 2, part 1 continues part 0's sums of squares (the
-         * same bits as one thread's), so each part loads and quantises half of the row: a CTA
-         * of 16 warps, one an SM, does half the work two CTAs of 8 did */
-        __shared__ float red[NORM_THREADS / 32];
-        __shared__ float part[NH > 1 ? NORM_THREADS : 1];
+         * lanes hold one block of 32. With NH = 2 each half of a thread's float4 is loaded,
+         * summed and quantised by its own thread: a CTA of 16 warps, one an SM, does the work
+         * that two CTAs of 8 did twice */
+        __shared__ float red[2 * NORM_THREADS / 32];
         float4 v[NV];
         norm_row_load_slots(v, (const float4 *)x, (const float4 *)nin.add, n4, nt, k0, kn, [&] {
             if (fill_after_x) produce();
         });
-        float ss = norm_row_sq(0.0f, v, n4, nt, k0, kn);
-        tr.loaded(ss);
+        const int kh = NH == 1 ? norm_half(n4) : kn;
+        const float s0 = norm_row_sq(v, n4, nt, k0, 0, kh);
+        const float s1 = NH == 1 ? norm_row_sq(v, n4, nt, k0, kh, NV) : 0.0f;
+        tr.loaded(s0);
         if (nin.add && blockIdx.x == 0) {
 #pragma unroll
             for (int i = 0; i < NV; i++)
                 if (i < kn && nt + (k0 + i) * NORM_THREADS < n4)
                     ((float4 *)nin.x_out)[nt + (k0 + i) * NORM_THREADS] = v[i];
         }
-        if constexpr (NH > 1) {
-            static_assert(NH == 2, "two parts");
-            if (nh == 0) part[nt] = ss;
-            __syncthreads();
-            if (nh == 1) ss = norm_row_sq(part[nt], v, n4, nt, k0, kn);
-        }
-        const float scale = norm_row_scale(ss, red, K, nin.eps, nh == NH - 1);
+        const float scale = norm_row_scale(s0, s1, NH == 1, red, K, nin.eps);
         tr.scaled();
 #pragma unroll
         for (int i = 0; i < NV; i++) {
@@ -424,12 +419,14 @@ __global__ void __launch_bounds__((NH * NORM_THREADS), 2 / NH)
 #define GEMV_Q8X_CTAS_PER_SM 0
 #endif
 
-/* Q8X_NORM in one CTA of 16 warps an SM (gemv_q8x_body's NH = 2: each norm float4 of a thread
- * split between two), where it fits, instead of two of 8: the norm and the quantisation of x, which
- * every CTA does for the whole row, once an SM instead of twice. A per-CTA trace of the 7B chain
- * (bench/RESULTS.md 2026-12-02 s28) had x ready ~3.3 us after the PDL wait in the QKV GEMV: the
- * loads 1.4 us, the sums 0.6, the quantisation 1.3 (about 110 instructions a float4, issued by
- * 16 warps an SM). Knob: SI_CUDA_GEMV_Q8X_NORM_WIDE=0, two CTAs of 8 (read at the first call). */
+/* Q8X_NORM in one CTA of 16 warps an SM (gemv_q8x_body's NH = 2: each half of a norm thread's
+ * float4 in its own thread), where it fits, instead of two of 8: the norm and the quantisation of
+ * x, which every CTA does for the whole row, once an SM instead of twice. A per-CTA trace of the 7B
+ * chain (bench/RESULTS.md 2026-12-02 s28) had x ready ~3.3 us after the PDL wait in the QKV GEMV:
+ * the loads 1.4 us, the sums 0.6, the quantisation 1.3 (about 110 instructions a float4, issued by
+ * 16 warps an SM). Knob: SI_CUDA_GEMV_Q8X_NORM_WIDE=0, two CTAs of 8 (read at the first call).
+ * Measured and not kept (same s28 section): 16-warp CTAs for the other batch-1 GEMVs, and the
+ * wide norm GEMV at 3 stages (SI_CUDA_GEMV_Q8X_NORM=2,3), both slower through the engine. */
 static bool q8x_norm_wide(void) {
     static int on = -1;
     if (on < 0) {
@@ -468,9 +465,8 @@ static int gemv_q8x_launch_nb(const void *W, int M, int K, const float *x, int n
     int warps = 8, norm_warps = 0;
     if constexpr (XIN == Q8X_NORM) {
         const bool wide =
-            q8x_norm_wide() &&
-            q8x_smem_bytes<T>(K, 1, 16, R, S) + 4 * (NORM_THREADS / 32 + NORM_THREADS) <=
-                (size_t)smem_optin; /* + gemv_q8x_body's static red and part */
+            q8x_norm_wide() && q8x_smem_bytes<T>(K, 1, 16, R, S) + 4 * (2 * NORM_THREADS / 32) <=
+                                   (size_t)smem_optin; /* + gemv_q8x_body's static red */
         norm_kernel = wide ? gemv_q8x_norm_kernel<T, R, S, 2> : gemv_q8x_norm_kernel<T, R, S, 1>;
         warps = norm_warps = wide ? 16 : 8;
     } else {
@@ -605,25 +601,26 @@ static int gemv_q8x_launch_batch1(const void *W, int M, int K, const float *x, i
 /* Timing knobs, not for the engine, each R,S (R rows per warp, S cp.async stages per warp; read at
  * the first call): SI_CUDA_GEMV_Q8X for every batch-1 shape, else SI_CUDA_GEMV_Q8X_SMALL for
  * batch 1 on matrices of at most GEMV_Q8X_SMALL_MK elements, SI_CUDA_GEMV_Q8X_LONG for batch 1
- * with K >= 8192. gemv_q8x_launch_rs has the pairs they may name. */
+ * with K >= 8192, SI_CUDA_GEMV_Q8X_NORM for the GEMVs with the norm inside. gemv_q8x_launch_rs
+ * has the pairs they may name. */
 static int gemv_q8x_knob(int which) {
-    static const int v[3] = {si_env_digit_pair("SI_CUDA_GEMV_Q8X"),
-                             si_env_digit_pair("SI_CUDA_GEMV_Q8X_SMALL"),
-                             si_env_digit_pair("SI_CUDA_GEMV_Q8X_LONG")};
+    static const int v[4] = {
+        si_env_digit_pair("SI_CUDA_GEMV_Q8X"), si_env_digit_pair("SI_CUDA_GEMV_Q8X_SMALL"),
+        si_env_digit_pair("SI_CUDA_GEMV_Q8X_LONG"), si_env_digit_pair("SI_CUDA_GEMV_Q8X_NORM")};
     return v[which];
 }
 
 /* batch 1 at a knob's (R, S) = 10 R + S; -2 when that pair is not instantiated */
 template <class T, int XIN>
 static int gemv_q8x_launch_rs(int rs, const void *W, int M, int K, const float *x, int nb, float *y,
-                              cudaStream_t st) {
+                              cudaStream_t st, const q8x_norm_in *nin = NULL) {
     switch (rs) {
-    case 12: return gemv_q8x_launch_nb<T, 1, 1, 2, XIN>(W, M, K, x, nb, y, st);
-    case 13: return gemv_q8x_launch_nb<T, 1, 1, 3, XIN>(W, M, K, x, nb, y, st);
-    case 14: return gemv_q8x_launch_nb<T, 1, 1, 4, XIN>(W, M, K, x, nb, y, st);
-    case 22: return gemv_q8x_launch_nb<T, 1, 2, 2, XIN>(W, M, K, x, nb, y, st);
-    case 23: return gemv_q8x_launch_nb<T, 1, 2, 3, XIN>(W, M, K, x, nb, y, st);
-    case 24: return gemv_q8x_launch_nb<T, 1, 2, 4, XIN>(W, M, K, x, nb, y, st);
+    case 12: return gemv_q8x_launch_nb<T, 1, 1, 2, XIN>(W, M, K, x, nb, y, st, nin);
+    case 13: return gemv_q8x_launch_nb<T, 1, 1, 3, XIN>(W, M, K, x, nb, y, st, nin);
+    case 14: return gemv_q8x_launch_nb<T, 1, 1, 4, XIN>(W, M, K, x, nb, y, st, nin);
+    case 22: return gemv_q8x_launch_nb<T, 1, 2, 2, XIN>(W, M, K, x, nb, y, st, nin);
+    case 23: return gemv_q8x_launch_nb<T, 1, 2, 3, XIN>(W, M, K, x, nb, y, st, nin);
+    case 24: return gemv_q8x_launch_nb<T, 1, 2, 4, XIN>(W, M, K, x, nb, y, st, nin);
     default: return -2;
     }
 }
@@ -666,7 +663,8 @@ template <class T> static bool gemv_q8x_norm_ok(int M, int K) {
     static constexpr int rows[] = {GEMV_Q8X_R}, stages[] = {GEMV_Q8X_S};
     const int c = q8x_batch1_case<T, Q8X_NORM>(M, K);
     const int R = rows[c], S = stages[c];
-    return q8x_smem_bytes<T>(K, 1, NORM_THREADS / 32, R, S) + NORM_THREADS / 32 * sizeof(float) <=
+    return q8x_smem_bytes<T>(K, 1, NORM_THREADS / 32, R, S) +
+               2 * NORM_THREADS / 32 * sizeof(float) <=
            (size_t)smem_optin; /* + the norm's static shared memory */
 }
 
@@ -674,5 +672,7 @@ template <class T>
 static int gemv_q8x_norm_launch(const void *W, int M, int K, const float *x, float *y,
                                 const q8x_norm_in &nin, cudaStream_t st) {
     if (!gemv_q8x_norm_ok<T>(M, K)) return -1;
+    const int r = gemv_q8x_launch_rs<T, Q8X_NORM>(gemv_q8x_knob(3), W, M, K, x, 1, y, st, &nin);
+    if (r != -2) return r;
     return gemv_q8x_launch_batch1<T, Q8X_NORM>(W, M, K, x, 1, y, st, &nin);
 }

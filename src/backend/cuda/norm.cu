@@ -26,7 +26,7 @@ template <int OUTH, bool ADD, bool Q8> /* OUTH 0: none, 1: f16, 2: bf16, 3: f16 
 __global__ void __launch_bounds__(NORM_THREADS)
     rmsnorm_kernel(float *out, void *out_h, uint8_t *out_q8, float *x, const float *y,
                    const float *__restrict__ w, int n, float eps, int n_real) {
-    __shared__ float red[NORM_THREADS / 32];
+    __shared__ float red[2 * NORM_THREADS / 32];
     si_pdl_trigger();
     const size_t r = blockIdx.x;
     const int t = threadIdx.x;
@@ -47,11 +47,14 @@ __global__ void __launch_bounds__(NORM_THREADS)
         return;
     }
     float4 v[NORM_VEC];
-    float ss = 0.0f;
+    float ss = 0.0f, ss1 = 0.0f; /* vec: the two halves' sums (norm.cuh's order) */
     if (vec) {
-        const int n4 = n / 4;
+        const int n4 = n / 4, kh = norm_half(n4);
         float4 *x4 = (float4 *)xr;
-        ss = norm_row_load(v, x4, ADD ? (const float4 *)(y + r * n) : NULL, n4, t);
+        norm_row_load_slots(v, x4, ADD ? (const float4 *)(y + r * n) : NULL, n4, t, 0, NORM_VEC,
+                            [] {});
+        ss = norm_row_sq(v, n4, t, 0, 0, kh);
+        ss1 = norm_row_sq(v, n4, t, 0, kh, NORM_VEC);
         if (ADD) {
 #pragma unroll
             for (int k = 0; k < NORM_VEC; k++)
@@ -67,7 +70,7 @@ __global__ void __launch_bounds__(NORM_THREADS)
             ss += e * e;
         }
     }
-    const float scale = norm_row_scale(ss, red, n, eps);
+    const float scale = norm_row_scale(ss, ss1, true, red, n, eps);
     if (vec) {
         const int n4 = n / 4;
 #pragma unroll

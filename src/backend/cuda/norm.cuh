@@ -11,11 +11,20 @@
 static_assert(NORM_VEC_MAX == CUDA_NORM_Q8_MAX, "cuda_ops.h's promise");
 
 /* v's squares summed, ((x^2 + y^2) + z^2) + w^2, written out as the fused multiply-adds a
- * compiler makes of it: every kernel that sums a row's squares sums them with these bits,
- * whatever each call site's contraction would have been (the GEMV with the norm inside continues
- * one thread's sum in another, gemv_q8x.cuh). */
+ * compiler makes of it, so that no call site's contraction can differ from another's. */
 __device__ __forceinline__ float norm_sq4(float4 v) {
     return __fmaf_rn(v.w, v.w, __fmaf_rn(v.z, v.z, __fmaf_rn(v.y, v.y, __fmul_rn(v.x, v.x))));
+}
+
+/* The order of a row's sum of squares, the same in every kernel that normalises a row (so they
+ * give the same bits): thread t of NORM_THREADS holds float4 j = t + k NORM_THREADS, k < nk =
+ * ceil(n4 / NORM_THREADS); its float4 fall in two halves, k < norm_half(n4) and the rest, each
+ * summed from 0 in k order; each half's sums are summed over the warp (si_warp_sum), and the 16
+ * warp sums in the order half 0's warps 0..7, half 1's 0..7 (norm_row_scale). A CTA of
+ * 2 NORM_THREADS threads gives each half of a t to its own thread (gemv_q8x.cuh): no thread
+ * needs another's sum, so one barrier serves it as it serves a CTA of NORM_THREADS. */
+__device__ __forceinline__ int norm_half(int n4) {
+    return ((n4 + NORM_THREADS - 1) / NORM_THREADS + 1) / 2;
 }
 
 /* Thread t's slots i < kn (at most NV) of a row of n4 float4: slot i is float4
@@ -48,45 +57,41 @@ __device__ __forceinline__ void norm_row_load_slots(float4 (&v)[NV], const float
     }
 }
 
-/* ss plus the sums of the squares of the slots norm_row_load_slots loaded, in slot order: the
- * sum of all NORM_VEC slots from 0.0f is a thread's part of the row's sum of squares, and a sum
- * over slots 0..s-1 continued over slots s.. gives the same bits. */
+/* The sum of the squares of slots i0 <= i < i1 of those norm_row_load_slots loaded (slot i:
+ * float4 t + (k0 + i) NORM_THREADS, where below n4), from 0 in slot order. */
 template <int NV>
-__device__ __forceinline__ float norm_row_sq(float ss, const float4 (&v)[NV], int n4, int t, int k0,
-                                             int kn) {
+__device__ __forceinline__ float norm_row_sq(const float4 (&v)[NV], int n4, int t, int k0, int i0,
+                                             int i1) {
+    float ss = 0.0f;
 #pragma unroll
     for (int i = 0; i < NV; i++)
-        if (i < kn && t + (k0 + i) * NORM_THREADS < n4) ss += norm_sq4(v[i]);
+        if (i >= i0 && i < i1 && t + (k0 + i) * NORM_THREADS < n4) ss += norm_sq4(v[i]);
     return ss;
 }
 
-/* Thread t's float4 j = t + k NORM_THREADS (k < NORM_VEC, j < n4) of x (plus y's) into v, as
- * norm_row_load_slots; returns the sum of the squares of its values. */
-template <class F>
-__device__ __forceinline__ float norm_row_load(float4 (&v)[NORM_VEC], const float4 *x4,
-                                               const float4 *y4, int n4, int t, F issued) {
-    norm_row_load_slots(v, x4, y4, n4, t, 0, NORM_VEC, issued);
-    return norm_row_sq(0.0f, v, n4, t, 0, NORM_VEC);
-}
-
-__device__ __forceinline__ float norm_row_load(float4 (&v)[NORM_VEC], const float4 *x4,
-                                               const float4 *y4, int n4, int t) {
-    return norm_row_load(v, x4, y4, n4, t, [] {});
-}
-
-/* The row's 1 / rms from the sums of squares ss of the threads t = threadIdx.x % NORM_THREADS
- * of the CTA (every thread of the CTA calls it; only those with owner true hold a t's sum;
- * red: NORM_THREADS / 32 floats of shared memory; one barrier). */
-__device__ __forceinline__ float norm_row_scale(float ss, float *red, int n, float eps,
-                                                bool owner = true) {
-    if (owner) {
-        ss = si_warp_sum(ss);
-        if (threadIdx.x % 32 == 0) red[threadIdx.x % NORM_THREADS / 32] = ss;
+/* The row's 1 / rms (every thread of the CTA calls it; red: 2 NORM_THREADS / 32 floats of shared
+ * memory; one barrier). A CTA of NORM_THREADS: each thread's two halves' sums s0, s1 (both);
+ * of 2 NORM_THREADS: thread threadIdx.x holds half threadIdx.x / NORM_THREADS's sum s0 of
+ * t = threadIdx.x % NORM_THREADS. */
+__device__ __forceinline__ float norm_row_scale(float s0, float s1, bool both, float *red, int n,
+                                                float eps) {
+    constexpr int W = NORM_THREADS / 32;
+    const int w = threadIdx.x % NORM_THREADS / 32, h = threadIdx.x / NORM_THREADS;
+    s0 = si_warp_sum(s0);
+    if (both) s1 = si_warp_sum(s1);
+    if (threadIdx.x % 32 == 0) {
+        if (both) {
+            red[w] = s0;
+            red[W + w] = s1;
+        } else {
+            red[h * W + w] = s0;
+        }
     }
     __syncthreads();
     float tot = 0.0f;
 #pragma unroll
-    for (int i = 0; i < NORM_THREADS / 32; i++) tot += red[i];
+    for (int i = 0; i < 2 * W; i++)
+        tot += red[i];
     return 1.0f / sqrtf(tot / (float)n + eps);
 }
 
