@@ -12,6 +12,10 @@ from the moment the launch before it had its last CTA done ("prev done"):
   done          its last CTA is done: the launch's share of the chain
   tail          done - p50 done: how long the last half of the CTAs keeps the launch open
   ideal         its bytes at 4.21 TB/s
+  early         the share of its CTAs that started before the launch before was done
+Traces with the norm's two points (loaded, scaled; since s28) add, for the launches with the
+norm inside, the median CTA's time from its PDL wait to its row loaded, from there to the row's
+scale known, and from there to x quantised in shared memory.
 
 usage: gemv_trace.py trace-q4_0.csv [bytes per 1024 elements, 576 for Q4_0]
        gemv_trace.py --plot out.png [--launches A:B] [--title T] LABEL=trace.csv[.gz] ...
@@ -34,7 +38,10 @@ def load(path):
     with opener(path, "rt") as f:
         for row in csv.DictReader(f):
             l = int(row["launch"])
-            launches[l].append({k: int(row[k]) for k in ("start", "waited", "x_ready", "end")})
+            rec = {k: int(row[k]) for k in ("start", "waited", "x_ready", "end")}
+            for k in ("loaded", "scaled"):  # -1 (or no column): no norm inside
+                rec[k] = int(row.get(k) or -1)
+            launches[l].append(rec)
             shape[l] = (int(row["M"]), int(row["K"]))
     return launches, shape
 
@@ -102,8 +109,14 @@ def main():
         m["p50 done"].append(statistics.median(ends) - prev_done)
         m["done"].append(ends[-1] - prev_done)
         m["tail"].append(ends[-1] - statistics.median(ends))
+        m["early"].append(sum(r["start"] < prev_done for r in rs) / len(rs))
+        if all(r["loaded"] >= 0 and r["scaled"] >= 0 for r in rs):
+            m["loads"].append(statistics.median(r["loaded"] - r["waited"] for r in rs))
+            m["sums"].append(statistics.median(r["scaled"] - r["loaded"] for r in rs))
+            m["quantisation"].append(statistics.median(r["x_ready"] - r["scaled"] for r in rs))
     cols = ["first start", "p50 start", "wait", "x ready", "p50 done", "done", "tail"]
-    print(f"{'shape':>12} {'n':>3} {'CTAs':>5} " + " ".join(f"{c:>11}" for c in cols) + f" {'ideal':>7}")
+    print(f"{'shape':>12} {'n':>3} {'CTAs':>5} " + " ".join(f"{c:>11}" for c in cols)
+          + f" {'ideal':>7} {'early':>6}")
     total = 0.0
     for (M, K), m in sorted(per_shape.items(), key=lambda kv: -kv[0][0] * kv[0][1]):
         n = len(m["done"])
@@ -111,7 +124,13 @@ def main():
         vals = [statistics.mean(m[c]) / 1e3 for c in cols]
         total += n * vals[cols.index("done")]
         print(f"{M:>6}x{K:<5} {n:>3} {statistics.mean(m['ctas']):5.0f} "
-              + " ".join(f"{v:11.2f}" for v in vals) + f" {ideal:7.2f}")
+              + " ".join(f"{v:11.2f}" for v in vals)
+              + f" {ideal:7.2f} {100 * statistics.mean(m['early']):5.0f}%")
+    for (M, K), m in sorted(per_shape.items(), key=lambda kv: -kv[0][0] * kv[0][1]):
+        if m["loads"]:
+            loads, sums, quant = (statistics.mean(m[c]) / 1e3 for c in ("loads", "sums", "quantisation"))
+            print(f"norm inside {M}x{K}: from the PDL wait, loads {loads:.2f} us, "
+                  f"sums {sums:.2f} us, quantisation {quant:.2f} us")
     first = min(r["start"] for r in launches[order[0]])
     last = max(r["end"] for r in launches[order[-1]])
     print(f"chain: {(last - first) / 1e3:.1f} us from the first start to the last end; "
