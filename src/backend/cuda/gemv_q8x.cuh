@@ -237,7 +237,7 @@ __device__ __forceinline__ void gemv_q8x_body(const uint8_t *__restrict__ W, int
          * lanes hold one block of 32. With NH = 2 each half of a thread's float4 is loaded,
          * summed and quantised by its own thread: a CTA of 16 warps, one an SM, does the work
          * that two CTAs of 8 did twice */
-        __shared__ float red[2 * NORM_THREADS / 32];
+        __shared__ float red[NORM_RED];
         float4 v[NV];
         norm_row_load_slots(v, (const float4 *)x, (const float4 *)nin.add, n4, nt, k0, kn, [&] {
             if (fill_after_x) produce();
@@ -465,7 +465,7 @@ static int gemv_q8x_launch_nb(const void *W, int M, int K, const float *x, int n
     int warps = 8, norm_warps = 0;
     if constexpr (XIN == Q8X_NORM) {
         const bool wide =
-            q8x_norm_wide() && q8x_smem_bytes<T>(K, 1, 16, R, S) + 4 * (2 * NORM_THREADS / 32) <=
+            q8x_norm_wide() && q8x_smem_bytes<T>(K, 1, 16, R, S) + NORM_RED * sizeof(float) <=
                                    (size_t)smem_optin; /* + gemv_q8x_body's static red */
         norm_kernel = wide ? gemv_q8x_norm_kernel<T, R, S, 2> : gemv_q8x_norm_kernel<T, R, S, 1>;
         warps = norm_warps = wide ? 16 : 8;
@@ -663,8 +663,7 @@ template <class T> static bool gemv_q8x_norm_ok(int M, int K) {
     static constexpr int rows[] = {GEMV_Q8X_R}, stages[] = {GEMV_Q8X_S};
     const int c = q8x_batch1_case<T, Q8X_NORM>(M, K);
     const int R = rows[c], S = stages[c];
-    return q8x_smem_bytes<T>(K, 1, NORM_THREADS / 32, R, S) +
-               2 * NORM_THREADS / 32 * sizeof(float) <=
+    return q8x_smem_bytes<T>(K, 1, NORM_THREADS / 32, R, S) + NORM_RED * sizeof(float) <=
            (size_t)smem_optin; /* + the norm's static shared memory */
 }
 

@@ -26,7 +26,7 @@ template <int OUTH, bool ADD, bool Q8> /* OUTH 0: none, 1: f16, 2: bf16, 3: f16 
 __global__ void __launch_bounds__(NORM_THREADS)
     rmsnorm_kernel(float *out, void *out_h, uint8_t *out_q8, float *x, const float *y,
                    const float *__restrict__ w, int n, float eps, int n_real) {
-    __shared__ float red[2 * NORM_THREADS / 32];
+    __shared__ float red[NORM_RED];
     si_pdl_trigger();
     const size_t r = blockIdx.x;
     const int t = threadIdx.x;

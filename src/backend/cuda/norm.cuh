@@ -8,6 +8,7 @@
 #define NORM_THREADS 256
 #define NORM_VEC 8                                /* float4 of a row per thread, in registers */
 #define NORM_VEC_MAX (NORM_THREADS * 4 * NORM_VEC) /* longest row so held: 8192 */
+#define NORM_RED (2 * NORM_THREADS / 32)           /* norm_row_scale's shared floats */
 static_assert(NORM_VEC_MAX == CUDA_NORM_Q8_MAX, "cuda_ops.h's promise");
 
 /* v's squares summed, ((x^2 + y^2) + z^2) + w^2, written out as the fused multiply-adds a
@@ -69,8 +70,8 @@ __device__ __forceinline__ float norm_row_sq(const float4 (&v)[NV], int n4, int 
     return ss;
 }
 
-/* The row's 1 / rms (every thread of the CTA calls it; red: 2 NORM_THREADS / 32 floats of shared
- * memory; one barrier). A CTA of NORM_THREADS: each thread's two halves' sums s0, s1 (both);
+/* The row's 1 / rms (every thread of the CTA calls it; red: NORM_RED floats of shared memory;
+ * one barrier). A CTA of NORM_THREADS: each thread's two halves' sums s0, s1 (both);
  * of 2 NORM_THREADS: thread threadIdx.x holds half threadIdx.x / NORM_THREADS's sum s0 of
  * t = threadIdx.x % NORM_THREADS. */
 __device__ __forceinline__ float norm_row_scale(float s0, float s1, bool both, float *red, int n,
@@ -90,7 +91,7 @@ __device__ __forceinline__ float norm_row_scale(float s0, float s1, bool both, f
     __syncthreads();
     float tot = 0.0f;
 #pragma unroll
-    for (int i = 0; i < 2 * W; i++)
+    for (int i = 0; i < NORM_RED; i++)
         tot += red[i];
     return 1.0f / sqrtf(tot / (float)n + eps);
 }
