@@ -368,8 +368,12 @@ __device__ __forceinline__ void attn_merge_if_last(unsigned *counter, int np,
  * CTAs past a row's keys return at once (a merge reads only the parts a row has). A row of one
  * part is normalised into out directly when split.n_parts == 1 or counters are given (no
  * combine); with counters the last CTA of a row of several parts merges them
- * (attn_merge_if_last). */
-template <int HD, int GM, bool ROT, bool WIDE, class KV>
+ * (attn_merge_if_last).
+ * MERGE: counters may be given. Launches whose rows are all one part take MERGE = false, where
+ * counters are ignored and the merge's code is compiled out: with it in the one kernel for every
+ * launch (s21's 3eef2a2), the 64-sequence step (rows of 512-640 keys, one part each) ran 10.7 ->
+ * 11.7 ms a step (bench/RESULTS.md 2026-12-02 s29). */
+template <int HD, int GM, bool ROT, bool WIDE, bool MERGE, class KV>
 __global__ void __launch_bounds__(ATTN_WARPS * 32, (attn_geo<HD, WIDE, KV>::MINB))
     attn_decode_tile(const float *__restrict__ q, int q_stride, const typename KV::T *kc,
                      const typename KV::T *vc, const int32_t *__restrict__ block_table,
@@ -378,6 +382,7 @@ __global__ void __launch_bounds__(ATTN_WARPS * 32, (attn_geo<HD, WIDE, KV>::MINB
                      float *part_acc, float *part_ml, float *out, attn_extra ex) {
     using geo = attn_geo<HD, WIDE, KV>;
     using E = typename KV::T; /* the cache's element */
+    if constexpr (!MERGE) counters = nullptr;
     constexpr int CP = 8 * KV::BYTES; /* bytes a lane copies per key (8 elements) */
     constexpr int LPT = geo::LPT, TPW = geo::TPW, SK = geo::SK, NSTEP = geo::NSTEP;
     constexpr int NS = geo::NS, STAGE = geo::STAGE;
@@ -745,13 +750,18 @@ template <int HD, int GM, bool ROT> struct attn_has_wide {
     static constexpr bool value = HD >= 128 && GM <= 4 && !ROT;
 };
 
-template <int HD, int GM, bool ROT, bool WIDE, class KV> static void attn_smem_opt_in(void) {
-    CUDA_CHECK(cudaFuncSetAttribute(attn_decode_tile<HD, GM, ROT, WIDE, KV>,
+template <int HD, int GM, bool ROT, bool WIDE, bool MERGE, class KV>
+static void attn_smem_opt_in_m(void) {
+    CUDA_CHECK(cudaFuncSetAttribute(attn_decode_tile<HD, GM, ROT, WIDE, MERGE, KV>,
                                     cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     (int)attn_geo<HD, WIDE, KV>::SMEM));
-    CUDA_CHECK(cudaFuncSetAttribute(attn_decode_tile<HD, GM, ROT, WIDE, KV>,
+    CUDA_CHECK(cudaFuncSetAttribute(attn_decode_tile<HD, GM, ROT, WIDE, MERGE, KV>,
                                     cudaFuncAttributePreferredSharedMemoryCarveout,
                                     cudaSharedmemCarveoutMaxShared));
+}
+template <int HD, int GM, bool ROT, bool WIDE, class KV> static void attn_smem_opt_in(void) {
+    attn_smem_opt_in_m<HD, GM, ROT, WIDE, false, KV>();
+    attn_smem_opt_in_m<HD, GM, ROT, WIDE, true, KV>();
 }
 template <int HD, int GM, class KV> static void attn_smem_opt_in_g(void) {
     attn_smem_opt_in<HD, GM, false, false, KV>();
@@ -820,10 +830,13 @@ static void attn_launch_tile(const attn_launch_args &a) {
     const cuda_attn_params *p = a.p;
     const dim3 grid(p->n_head_kv, a.n_rows, a.split.n_parts);
     using T = typename KV::T;
-    si_launch_pdl(attn_decode_tile<HD, GM, ROT, WIDE, KV>, grid, ATTN_WARPS * 32,
-                  attn_geo<HD, WIDE, KV>::SMEM, a.st, a.q, a.q_stride, (const T *)a.kc,
-                  (const T *)a.vc, a.bt, a.rows, p->n_head, p->n_head_kv, p->max_blocks,
-                  p->scale * 1.4426950408889634f, a.rope, a.fresh, a.split,
+    /* the merging kernel only where a row may have several parts */
+    const bool merge = p->part_counters && a.split.n_parts > 1;
+    si_launch_pdl(merge ? attn_decode_tile<HD, GM, ROT, WIDE, true, KV>
+                        : attn_decode_tile<HD, GM, ROT, WIDE, false, KV>,
+                  grid, ATTN_WARPS * 32, attn_geo<HD, WIDE, KV>::SMEM, a.st, a.q, a.q_stride,
+                  (const T *)a.kc, (const T *)a.vc, a.bt, a.rows, p->n_head, p->n_head_kv,
+                  p->max_blocks, p->scale * 1.4426950408889634f, a.rope, a.fresh, a.split,
                   p->part_counters, a.part_acc, a.part_ml, a.out, a.ex);
 }
 

@@ -549,16 +549,22 @@ template <int I> static constexpr int q8x_stages() {
  * output matrix (f32 x); the other types as above. Measured on the H200 in whole decode steps,
  * 7B tg128, 2-3 rounds against the binary before, in one device call each (bench/RESULTS.md
  * 2026-12-01 s13): Q4_0 626-629 -> 645-658 t/s, Q4_K 613-620 -> 645-649, Q8_0 441-446 ->
- * 448-451; Q8_0 with its norm-fused GEMVs at 2, 2 too ran 432-434, so those keep 2, 4. Fewer
- * stages are less shared memory a CTA, so the next kernel's CTAs fit beside it sooner.
- * Case 7: since the 4-bit dot lost its shifts (s19), the small matrix with x quantised ahead (7B's
+ * 448-451; Q8_0 with its norm-fused GEMVs at 2, 2 too ran 432-434 (8-warp CTAs then; see below).
+ * Fewer stages are less shared memory a CTA, so the next kernel's CTAs fit beside it sooner. Case
+ * 7: since the 4-bit dot lost its shifts (s19), the small matrix with x quantised ahead (7B's
  * output projection) runs better at 2, 3 again (knob SI_CUDA_GEMV_Q8X_SMALL, two device calls, 2
  * rounds each, tg128 Q4_0: 675.8 / 675.5 -> 684.5 / 679.1 and 676.8 / 669.9 -> 683.8 / 685.2 t/s;
- * 1, 2: 668.1 / 673.9). */
+ * 1, 2: 668.1 / 673.9).
+ * The norm-fused GEMVs (Q8X_NORM) of rows under 8192 take 2, 2 for every type: since they run as
+ * one 16-warp CTA an SM where it fits (q8x_norm_wide, s28), 2 x 2 stages let Q8_0, Q4_1 and Q6_K
+ * fit too (they had 2 x 4 at 8 warps). Knob SI_CUDA_GEMV_Q8X_NORM=2,2, same device call, 2 rounds
+ * (bench/RESULTS.md 2026-12-02 s29): tg128 Q8_0 437.1 / 435.4 -> 462.0 / 459.6 t/s, Q4_1 635.3 /
+ * 632.5 -> 684.3 / 682.1, Q6_K 435.7 / 435.7 -> 473.5 / 474.5. */
 template <class T, int XIN> static int q8x_batch1_case(int M, int K) {
     const bool four_bit = std::is_same<T, tqx_q4_0>::value || std::is_same<T, tqx_q4_k>::value;
     if (K >= 8192 && !std::is_same<T, tqx_q8_0>::value) return four_bit ? 6 : 5;
-    if (four_bit && XIN != Q8X_NORM && (long long)M * K <= GEMV_Q8X_SMALL_MK) return 7;
+    if (XIN == Q8X_NORM && K < 8192) return 5;
+    if (four_bit && (long long)M * K <= GEMV_Q8X_SMALL_MK) return 7;
     const bool two_stages = four_bit || (std::is_same<T, tqx_q8_0>::value && XIN != Q8X_NORM);
     if (two_stages || (long long)M * K <= GEMV_Q8X_SMALL_MK) return 5;
     return K < 8192 ? 0 : 1;
