@@ -18,7 +18,8 @@
 #      engine's exactness on the GPU (test_cuda_model; the F16 models also with
 #      SI_CUDA_GEMV_H16_MMA=1), a CLI smoke run, the Python API with
 #      device="cuda" against "cpu" (tests/cuda/python_api_gpu.py; needs libswiftinfer.so), then
-#      `swiftinfer bench --device cuda -p 512 -n 128` on every synthesised model.
+#      `swiftinfer bench --device cuda -p 512 -n 128` on every synthesised model;
+#   5. the kernel timings against the newest saved run's (scripts/timing_diff.py: a report).
 # The host libraries the full project needs (PCRE2, utf8proc, jansson, libmicrohttpd, xxhash,
 # cmocka) are missing on the GPU image: when .debs/ holds their Debian packages (carried; see
 # tests/cuda/LAST_RUN.md) they are unpacked into /tmp/deps, never into /.
@@ -168,5 +169,14 @@ for kt in $KTESTS; do
     sed -n '/==== timings/,$p' "$LOG/$kt.log" | head -80
     grep -E "^==== summary" "$LOG/$kt.log"
 done
+# the kernel timings against the newest run.sh logs saved in bench/ (SI_TIMING_BASE=DIR: against
+# DIR): a report of what moved by 10 % or more, not a test (scripts/timing_diff.py)
+base=${SI_TIMING_BASE:-$(ls -d bench/gpu-*/call*/runsh/test_cuda_kernels.log 2> /dev/null |
+    sort -V | tail -1)}
+base=${base%/test_cuda_kernels.log}
+if [ -n "$base" ] && [ -d "$base" ] && command -v python3 > /dev/null; then
+    echo "== kernel timings against $base"
+    python3 scripts/timing_diff.py "$base" "$LOG" --top 12 | tee "$LOG/timing_diff.txt" || true
+fi
 [ "$fail" = 0 ] && echo "RUN.SH: ALL PASSED" || echo "RUN.SH: FAILURES"
 exit "$fail"
