@@ -332,27 +332,12 @@ static void dcfg_set(dcfg k) { attn_decode_config(k.version, k.part, k.stages); 
  * split by its length for shorter ones (attention.cu, attn_split_for) */
 static const dcfg k_dcfg_default = {2, 0, 0};
 
-/* cuda_attn_params.part_counters for n_rows rows: zeroed; counters_left() counts those not back
- * at zero after a call (each call must leave them so) */
-static unsigned *zero_counters(const cuda_attn_params &p, int n_rows) {
-    unsigned *d = dmalloc<unsigned>((size_t)n_rows * p.n_head_kv);
-    CUDA_CHECK(cudaMemset(d, 0, (size_t)n_rows * p.n_head_kv * sizeof(unsigned)));
-    return d;
-}
-static double counters_left(const unsigned *d, const cuda_attn_params &p, int n_rows) {
-    double n = 0;
-    for (unsigned v : fetch(d, (size_t)n_rows * p.n_head_kv)) n += v != 0;
-    return n;
-}
-
 /* Decode of n_seqs sequences (q rows with the fused-QKV stride) against the reference, for
  * every setting in cfgs; rope_on_read is passed only when some sequence is rotated (otherwise
  * NULL: the kernels' other instantiation). Then each sequence alone (n_seqs 1, max_kv_len its
  * own length, so a different grid) must give bit for bit its row of the batch: under a fixed
  * split always, under the default one when the batch has at most ATTN_SPLIT_ROWS rows (more
- * take the other side's split, so only the agreement is printed). And the batch again with
- * part_counters (split rows merged by their last CTA): bit for bit the combine kernel's output,
- * the counters back at zero. */
+ * take the other side's split, so only the agreement is printed). */
 static void test_decode(int hd, int n_head, int n_head_kv, const std::vector<int> &len,
                         const std::vector<uint8_t> &rot, int rope_dim, bool neox,
                         const std::vector<dcfg> &cfgs, int kv_dtype = SI_KV_F16) {
@@ -390,21 +375,6 @@ static void test_decode(int hd, int n_head, int n_head_kv, const std::vector<int
             snprintf(name, sizeof name, "decode%s %s: hd=%d H=%d/%d seqs=%d max_len=%d", kvn, dcfg_name(k), hd,
                      n_head, n_head_kv, n_seqs, max_kv);
         report(name, rc ? NAN : max_abs_err(o, ref), 1e-4);
-        {
-            cuda_attn_params pc = p;
-            pc.part_counters = zero_counters(p, n_seqs);
-            poison(ds, sb);
-            poison(dout, (size_t)n_seqs * q_dim);
-            const int rcc = cuda_attention_decode(dout, dq, q_stride, c.dkc, c.dvc, c.dbt, dlen, n_seqs, max_kv,
-                                                  any_rot ? c.drot : NULL, &rp, &pc, ds, g_st);
-            const std::vector<float> oc = fetch(dout, (size_t)n_seqs * q_dim);
-            double n_diff = rc || rcc ? NAN : 0;
-            for (size_t i = 0; i < oc.size() && !rcc; i++) n_diff += memcmp(&oc[i], &o[i], sizeof(float)) != 0;
-            snprintf(name, sizeof name, "decode%s %s: hd=%d H=%d/%d seqs=%d max_len=%d last-CTA merge == combine "
-                     "kernel (bitwise), counters back at 0", kvn, dcfg_name(k), hd, n_head, n_head_kv, n_seqs, max_kv);
-            report(name, n_diff + counters_left(pc.part_counters, p, n_seqs), 0);
-            CUDA_CHECK(cudaFree(pc.part_counters));
-        }
         /* each sequence alone: bit-identical to its row in the batch (error: differing floats) */
         double n_diff = rc ? NAN : 0;
         for (int s = 0; s < n_seqs && !rc; s++) {
@@ -465,9 +435,7 @@ static std::vector<uint8_t> ref_q8x_row(const float *x, int n) {
  * must leave q, k and v as given, and its output must match the reference over the two-kernel
  * path's cache and rotated q; its quantised output (out_q8) must be ref_q8x_row of its output,
  * byte for byte. Under version 1 with f16 caches (and for rope_dim % 16 != 0) the
- * fused call must decline (1) and write nothing. The fused call merges split rows in their last
- * CTA (part_counters, as the engine's), the two-kernel path with the combine kernel; the
- * counters must be back at zero after it. */
+ * fused call must decline (1) and write nothing. */
 static void test_decode_fused(int hd, int n_head, int n_head_kv, const std::vector<int> &len,
                               int rope_dim, bool neox, const std::vector<dcfg> &cfgs,
                               int kv_dtype = SI_KV_F16) {
@@ -517,13 +485,9 @@ static void test_decode_fused(int hd, int n_head, int n_head_kv, const std::vect
         poison(ds, sb);
         poison(dq8, q8_bytes);
         poison(dh, (size_t)n * q_dim);
-        cuda_attn_params pc = p;
-        pc.part_counters = zero_counters(p, n);
-        const int rc = cuda_attention_decode_rope(db, dqb, qs, dqb + q_dim, qs, dqb + q_dim + c.kvd, qs, dpos,
-                                                  dslot, kcb, vcb, c.dbt, dlen, n, max_kv, &rp, &pc,
-                                                  with_q8 ? dq8 : NULL, dh, ds, g_st);
-        const double cnt_left = counters_left(pc.part_counters, p, n);
-        CUDA_CHECK(cudaFree(pc.part_counters));
+        const int rc = cuda_attention_decode_rope(db, dqb, qs, dqb + q_dim, qs, dqb + q_dim + c.kvd,
+                                                  qs, dpos, dslot, kcb, vcb, c.dbt, dlen, n, max_kv,
+                                                  &rp, &p, with_q8 ? dq8 : NULL, dh, ds, g_st);
         const std::vector<uint8_t> q8 = fetch(dq8, q8_bytes);
         const std::vector<uint16_t> oh = fetch(dh, (size_t)n * q_dim);
         const std::vector<float> oa = fetch(da, out_n), ob = fetch(db, out_n);
@@ -550,7 +514,6 @@ static void test_decode_fused(int hd, int n_head, int n_head_kv, const std::vect
         double n_diff = rc || rca ? NAN : 0;
         for (size_t i = 0; i < out_n && !rc; i++) n_diff += memcmp(&oa[i], &ob[i], sizeof(float)) != 0;
         report((std::string(name) + ": output == two kernels' (bitwise)").c_str(), n_diff, 0);
-        report((std::string(name) + ": part counters back at 0").c_str(), cnt_left, 0);
         double c_diff = 0;
         for (size_t i = 0; i < cache_bytes; i++) c_diff += (ka[i] != kb[i]) + (va[i] != vb[i]);
         report((std::string(name) + ": caches == two kernels' (bytes)").c_str(), c_diff, 0);

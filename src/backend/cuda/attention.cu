@@ -4,12 +4,11 @@
  * softmax (Milakov & Gimelshein 2018), an unnormalised partial output and its (max, sum) for all
  * the query heads of that KV head's GQA group, so K and V are read once per group; a second
  * kernel combines the parts (version 2 skips it when every row fits one part, as a short decode
- * step's do: the tile kernel normalises its output itself, the same bits; and when the caller
- * gives part counters, with which the CTA that stores a row's last part merges them,
- * attn_merge_if_last). Keys are found
- * through the block table: position p lives in block block_table[s][p / 16], slot p % 16. Keys of streaming sequences are rotated on read
- * (attn_rotate_key8). The same kernels serve prefill for head_dims the tensor-core kernel
- * (attention_prefill.cu) lacks, one query row per token (attn_rows).
+ * step's do: the tile kernel normalises its output itself, the same bits). Keys are found
+ * through the block table: position p lives in block block_table[s][p / 16], slot p % 16. Keys of
+ * streaming sequences are rotated on read (attn_rotate_key8). The same kernels serve prefill for
+ * head_dims the tensor-core kernel (attention_prefill.cu) lacks, one query row per token
+ * (attn_rows).
  *
  * The kernel (attn_decode_tile) is memory-bound: the H200 needs ~32 KB of loads in flight per SM
  * (Little's law: 4.2 TB/s / 132 SMs x ~1 us). Each warp streams its own stages of SK keys (one
@@ -314,9 +313,8 @@ __host__ __device__ __forceinline__ int attn_split_parts(attn_split s, int len) 
 }
 
 /* Dimension d of one query head's output from its np parts (part_acc / part_ml rows row ..
- * row + np - 1), whose largest maximum is mx: the sums in part order, normalised. The one merge
- * of the combine kernel and of a tile kernel's last CTA (attn_merge_if_last), so both give the
- * same bits. The loads bypass L1: other CTAs of the same kernel may have written the parts. */
+ * row + np - 1), whose largest maximum is mx: the sums in part order, normalised (the combine
+ * kernel's merge). */
 template <int HD, bool LOG2>
 __device__ __forceinline__ float attn_merge_parts(const float *part_acc, const float *part_ml,
                                                   size_t row, int np, int d, float mx) {
@@ -331,58 +329,26 @@ __device__ __forceinline__ float attn_merge_parts(const float *part_acc, const f
     return ls > 0.0f ? a / ls : 0.0f;
 }
 
-/* After a tile CTA stored its part of a row of np >= 2 parts: the CTA that stores the row's last
- * part (counter: the row and KV head's, zero before, counting the parts stored) merges all of
- * them into out rows row0 .. row0 + G - 1 and q8, and sets the counter back to zero, so that no
- * combine kernel runs (threadFenceReduction's pattern: each CTA's stores are made visible before
- * its count, the last reads them after). */
-template <int HD>
-__device__ __forceinline__ void attn_merge_if_last(unsigned *counter, int np,
-                                                   const float *part_acc, const float *part_ml,
-                                                   size_t row0, int n_parts, int G, float *out,
-                                                   attn_extra_row q8) {
-    __shared__ bool last;
-    __threadfence();
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        last = atomicAdd(counter, 1u) == (unsigned)np - 1;
-        if (last) *counter = 0; /* every part has counted: none of this launch reads it again */
-    }
-    __syncthreads();
-    if (!last) return;
-    __threadfence();
-    for (int idx = threadIdx.x; idx < G * HD; idx += blockDim.x) {
-        const int g = idx / HD, d = idx % HD;
-        const size_t row = (row0 + g) * n_parts;
-        float mx = -INFINITY;
-        for (int p = 0; p < np; p++) mx = fmaxf(mx, __ldcg(part_ml + 2 * (row + p)));
-        const float o = attn_merge_parts<HD, true>(part_acc, part_ml, row, np, d, mx);
-        out[(row0 + g) * HD + d] = o;
-        q8.store(idx, o); /* a warp holds 32 consecutive d: one Q8_0 block */
-    }
-}
-
 /* One CTA: keys [part * part_keys, +part_keys) of query row blockIdx.y, KV head blockIdx.x, for
  * its G = n_head / n_head_kv <= GM query heads, part_keys = attn_split_keys(split, the row's
  * length). scale2 = scale * log2(e): scores, maxima and exponentials are in base 2 (part_ml too).
- * CTAs past a row's keys return at once (a merge reads only the parts a row has). A row of one
- * part is normalised into out directly when split.n_parts == 1 or counters are given (no
- * combine); with counters the last CTA of a row of several parts merges them
- * (attn_merge_if_last).
- * MERGE: counters may be given. Launches whose rows are all one part take MERGE = false, where
- * counters are ignored and the merge's code is compiled out: with it in the one kernel for every
- * launch (s21's 3eef2a2), the 64-sequence step (rows of 512-640 keys, one part each) ran 10.7 ->
- * 11.7 ms a step (bench/RESULTS.md 2026-12-02 s29). */
-template <int HD, int GM, bool ROT, bool WIDE, bool MERGE, class KV>
+ * CTAs past a row's keys return at once (a merge reads only the parts a row has). Rows are
+ * normalised into out directly when split.n_parts == 1 (no combine kernel).
+ * NOTE: s21 (3eef2a2) had the last CTA of a split row merge its parts (per-row counters, a fence
+ * and an atomic in every CTA, the merge's code in this kernel) instead of the combine kernel.
+ * That code, never run in one-part launches, took the 64-sequence step from 10.7 to 11.7 ms
+ * (s29), and in split launches the combine kernel measured faster: 1 / 4 / 8 requests of
+ * 2,048-token prompts, Q4_0, 494 / 1,110 / 1,546 -> 514-520 / 1,214-1,216 / 1,767-1,775 t/s
+ * (bench/RESULTS.md 2026-12-02 s30). Removed. */
+template <int HD, int GM, bool ROT, bool WIDE, class KV>
 __global__ void __launch_bounds__(ATTN_WARPS * 32, (attn_geo<HD, WIDE, KV>::MINB))
     attn_decode_tile(const float *__restrict__ q, int q_stride, const typename KV::T *kc,
                      const typename KV::T *vc, const int32_t *__restrict__ block_table,
                      attn_rows rows, int n_head, int n_head_kv, int max_blocks, float scale2,
-                     attn_rope rope, attn_fresh fresh, attn_split split, unsigned *counters,
-                     float *part_acc, float *part_ml, float *out, attn_extra ex) {
+                     attn_rope rope, attn_fresh fresh, attn_split split, float *part_acc,
+                     float *part_ml, float *out, attn_extra ex) {
     using geo = attn_geo<HD, WIDE, KV>;
-    using E = typename KV::T; /* the cache's element */
-    if constexpr (!MERGE) counters = nullptr;
+    using E = typename KV::T;         /* the cache's element */
     constexpr int CP = 8 * KV::BYTES; /* bytes a lane copies per key (8 elements) */
     constexpr int LPT = geo::LPT, TPW = geo::TPW, SK = geo::SK, NSTEP = geo::NSTEP;
     constexpr int NS = geo::NS, STAGE = geo::STAGE;
@@ -408,7 +374,7 @@ __global__ void __launch_bounds__(ATTN_WARPS * 32, (attn_geo<HD, WIDE, KV>::MINB
     const int G = n_head / n_head_kv, kv_dim = n_head_kv * HD;
     if (p0 >= len) {
         si_pdl_wait();
-        if (part == 0 && (n_parts == 1 || counters)) { /* no keys: zeros, as a merge writes */
+        if (part == 0 && n_parts == 1) { /* no keys: zeros, as a merge writes */
             const attn_extra_row q8 = attn_extra_of(ex, r, n_head * HD, kvh * G * HD);
             for (int i = threadIdx.x; i < G * HD; i += ATTN_WARPS * 32) {
                 out[((size_t)r * n_head + kvh * G) * HD + i] = 0.0f;
@@ -564,17 +530,12 @@ __global__ void __launch_bounds__(ATTN_WARPS * 32, (attn_geo<HD, WIDE, KV>::MINB
         }
     }
     __syncthreads();
-    /* out directly when the row has this one part; else the parts, merged by the combine
-     * kernel or, with counters, by the row's last CTA */
-    const int np = min(n_parts, attn_split_parts(split, len));
-    const bool direct = n_parts == 1 || (counters && np == 1);
+    /* out directly when the launch's rows are one part; else the parts, merged by the combine
+     * kernel */
     const attn_extra_row q8 = attn_extra_of(ex, r, n_head * HD, kvh * G * HD);
-    const size_t row0 = (size_t)r * n_head + kvh * G;
-    attn_store_merged<HD, GM>(sm_m, sm_l, sm_acc, G, row0, n_parts, part, direct ? out : NULL,
-                              q8, part_acc, part_ml, [](float x) { return attn_exp2(x); });
-    if (!direct && counters)
-        attn_merge_if_last<HD>(counters + (size_t)r * n_head_kv + kvh, np, part_acc, part_ml, row0,
-                               n_parts, G, out, q8);
+    attn_store_merged<HD, GM>(sm_m, sm_l, sm_acc, G, (size_t)r * n_head + kvh * G, n_parts, part,
+                              n_parts == 1 ? out : NULL, q8, part_acc, part_ml,
+                              [](float x) { return attn_exp2(x); });
 }
 
 /* Version 1 (SI_CUDA_ATTN_V1=1, for comparison): one key per lane group per step, an online-
@@ -750,18 +711,13 @@ template <int HD, int GM, bool ROT> struct attn_has_wide {
     static constexpr bool value = HD >= 128 && GM <= 4 && !ROT;
 };
 
-template <int HD, int GM, bool ROT, bool WIDE, bool MERGE, class KV>
-static void attn_smem_opt_in_m(void) {
-    CUDA_CHECK(cudaFuncSetAttribute(attn_decode_tile<HD, GM, ROT, WIDE, MERGE, KV>,
+template <int HD, int GM, bool ROT, bool WIDE, class KV> static void attn_smem_opt_in(void) {
+    CUDA_CHECK(cudaFuncSetAttribute(attn_decode_tile<HD, GM, ROT, WIDE, KV>,
                                     cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     (int)attn_geo<HD, WIDE, KV>::SMEM));
-    CUDA_CHECK(cudaFuncSetAttribute(attn_decode_tile<HD, GM, ROT, WIDE, MERGE, KV>,
+    CUDA_CHECK(cudaFuncSetAttribute(attn_decode_tile<HD, GM, ROT, WIDE, KV>,
                                     cudaFuncAttributePreferredSharedMemoryCarveout,
                                     cudaSharedmemCarveoutMaxShared));
-}
-template <int HD, int GM, bool ROT, bool WIDE, class KV> static void attn_smem_opt_in(void) {
-    attn_smem_opt_in_m<HD, GM, ROT, WIDE, false, KV>();
-    attn_smem_opt_in_m<HD, GM, ROT, WIDE, true, KV>();
 }
 template <int HD, int GM, class KV> static void attn_smem_opt_in_g(void) {
     attn_smem_opt_in<HD, GM, false, false, KV>();
@@ -830,14 +786,11 @@ static void attn_launch_tile(const attn_launch_args &a) {
     const cuda_attn_params *p = a.p;
     const dim3 grid(p->n_head_kv, a.n_rows, a.split.n_parts);
     using T = typename KV::T;
-    /* the merging kernel only where a row may have several parts */
-    const bool merge = p->part_counters && a.split.n_parts > 1;
-    si_launch_pdl(merge ? attn_decode_tile<HD, GM, ROT, WIDE, true, KV>
-                        : attn_decode_tile<HD, GM, ROT, WIDE, false, KV>,
-                  grid, ATTN_WARPS * 32, attn_geo<HD, WIDE, KV>::SMEM, a.st, a.q, a.q_stride,
-                  (const T *)a.kc, (const T *)a.vc, a.bt, a.rows, p->n_head, p->n_head_kv,
-                  p->max_blocks, p->scale * 1.4426950408889634f, a.rope, a.fresh, a.split,
-                  p->part_counters, a.part_acc, a.part_ml, a.out, a.ex);
+    si_launch_pdl(attn_decode_tile<HD, GM, ROT, WIDE, KV>, grid, ATTN_WARPS * 32,
+                  attn_geo<HD, WIDE, KV>::SMEM, a.st, a.q, a.q_stride, (const T *)a.kc,
+                  (const T *)a.vc, a.bt, a.rows, p->n_head, p->n_head_kv, p->max_blocks,
+                  p->scale * 1.4426950408889634f, a.rope, a.fresh, a.split, a.part_acc, a.part_ml,
+                  a.out, a.ex);
 }
 
 template <int HD, int GM, class KV> static void attn_launch_g(const attn_launch_args &a) {
@@ -875,9 +828,8 @@ template <int HD, class KV> static void attn_launch(const attn_launch_args &a, i
         else attn_launch_g<HD, 8, KV>(a);
     }
     CUDA_CHECK_LAUNCH();
-    /* the tile kernel wrote out: every row fits one part (a decode step's short rows), or each
-     * row's last CTA merged its parts (part_counters) */
-    if (!v1 && (n_parts == 1 || p->part_counters)) return;
+    /* the tile kernel wrote out: every row fits one part (a decode step's short rows) */
+    if (!v1 && n_parts == 1) return;
     if (v1)
         attn_decode_combine<HD, false><<<dim3(p->n_head, a.n_rows), HD, 0, a.st>>>(
             a.out, a.ex, a.part_acc, a.part_ml, a.rows, p->n_head, a.split);

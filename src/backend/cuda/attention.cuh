@@ -30,7 +30,7 @@
  * parts -> 260-261 / 427-430 / 578-582 / 960-963 split; Q4_0 547-553 / 910-913 / 1,583-1,585 /
  * 2,007-2,011 -> 574-582 / 946-951 / 1,554-1,561 / 1,955-1,968 (parts of 64 keys gave one
  * request 590 and eight 1,878, of 512 keys 566 and 1,941); Q4_0 with the split rows merged by
- * their last CTA (part_counters) 584-586 / - / 1,570-1,576 / 1,876-1,893. At most 8 parts
+ * their last CTA (s21; removed in s30) 584-586 / - / 1,570-1,576 / 1,876-1,893. At most 8 parts
  * (2026-12-01 s22; it was 256 CTAs, i.e. 8 parts for 32 KV heads but 32 parts of 64 keys for
  * Llama-3-8B's 8): Llama-3-8B Q4_0 with 2,048-token prompts, 1 / 4 / 8 requests, 64-key parts
  * 420 / 1,073 / 1,370 t/s, 256-key 420 / 1,320 / 1,625, 128-key 438 / 1,207 / 1,570, 512-key

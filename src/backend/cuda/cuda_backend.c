@@ -95,8 +95,6 @@ typedef struct cuda_state {
     float *xo;     /* [max_seqs][n_embd] the rows that give logits */
     float *logits; /* [max_seqs][n_vocab] */
     void *gemm_scr, *attn_scr;
-    unsigned *attn_counters; /* [max_tokens][n_head_kv] zeros: attention's split rows merge in
-                                their last CTA (cuda_attn_params.part_counters) */
     int32_t *d_in;                /* the packed batch (layout: batch_layout) */
     cuda_sample_params *d_smp;    /* [max_seqs] per logits row */
     int32_t *d_ids;               /* [max_seqs] sampled ids */
@@ -255,11 +253,10 @@ static size_t scratch_layout(cuda_state *c, const si_model *m, const backend_par
     }
     TAKE(gemm_scr, g);
     const cuda_attn_params ap = {hp->n_head, hp->n_head_kv, hp->head_dim, max_blocks, 1.0f,
-                                 p->kv_dtype, NULL};
+                                 p->kv_dtype};
     const size_t a_dec = cuda_attention_scratch_bytes(&ap, (int)T, p->max_kv);
     const size_t a_pre = cuda_attention_prefill_scratch_bytes(&ap, (int)T, (int)S);
     TAKE(attn_scr, a_dec > a_pre ? a_dec : a_pre);
-    TAKE(attn_counters, T * hp->n_head_kv * sizeof(unsigned));
     TAKE(d_in, layout_of(p, max_blocks).total * 4);
     TAKE(d_smp, S * sizeof(cuda_sample_params));
     TAKE(d_ids, S * 4);
@@ -316,7 +313,6 @@ static void cuda_free_state(void *state) {
 }
 
 static int warm_decode(cuda_state *c, int *n_graphs);
-static bool attn_merge_on(void); /* with the other fusion switches, below */
 
 static si_status cuda_create(si_model *m, const backend_params *p, void **state) {
     *state = NULL;
@@ -395,15 +391,12 @@ static si_status cuda_create(si_model *m, const backend_params *p, void **state)
     scratch_layout(c, m, p, c->max_blocks, c->scr_buf);
     c->graphs = cuda_graphs_create(p->max_seqs < p->max_tokens ? p->max_seqs : p->max_tokens,
                                    p->max_kv);
-    c->rope = (cuda_rope_params){hp->n_head,     hp->n_head_kv,         hp->head_dim,
-                                 hp->rope_dim,   hp->rope_freq_base,    hp->rope_freq_scale,
+    c->rope = (cuda_rope_params){hp->n_head,       hp->n_head_kv,         hp->head_dim,
+                                 hp->rope_dim,     hp->rope_freq_base,    hp->rope_freq_scale,
                                  c->w->rope_freqs, hp->rope == ROPE_NEOX, p->kv_dtype};
-    /* zeroed once, left zero by every attention call (ordered before every step) */
-    CUDA_CHECK(cudaMemsetAsync(c->attn_counters, 0,
-                               (size_t)p->max_tokens * hp->n_head_kv * sizeof(unsigned), c->st));
-    c->attn = (cuda_attn_params){hp->n_head, hp->n_head_kv, hp->head_dim, c->max_blocks,
-                                 1.0f / sqrtf((float)hp->head_dim), p->kv_dtype,
-                                 attn_merge_on() ? c->attn_counters : NULL};
+    c->attn = (cuda_attn_params){
+        hp->n_head, hp->n_head_kv, hp->head_dim, c->max_blocks, 1.0f / sqrtf((float)hp->head_dim),
+        p->kv_dtype};
     const double tw = cuda_now_s();
     int n_graphs;
     const int warmed = warm_decode(c, &n_graphs);
@@ -461,14 +454,6 @@ static bool fusion_on(const char *name, int *cache) {
 static bool attn_fuse_on(void) {
     static int on = -1;
     return fusion_on("SI_CUDA_ATTN_FUSE", &on);
-}
-
-/* Whether decode attention's rows split over several CTAs are merged by their last CTA (the
- * counters of cuda_attn_params.part_counters) instead of a combine kernel after it, where the
- * output projection is a quantised GEMV (attention_block); SI_CUDA_ATTN_MERGE=0: the kernel. */
-static bool attn_merge_on(void) {
-    static int on = -1;
-    return fusion_on("SI_CUDA_ATTN_MERGE", &on);
 }
 
 /* Whether the fused decode attention also quantises its output for the output projection's
@@ -648,11 +633,6 @@ static void attention_block(cuda_state *c, const dev_layer *D, int il, const ste
      * its cuBLASLt GEMM */
     const bool att_q8 = attn_q8_on() && pre_quant(&D->wo, n) && q_dim % 128 == 0;
     const bool att_h = !att_q8 && D->wo.type == SI_TYPE_F16 && pre_half(&D->wo, n);
-    /* rows split over several CTAs are merged by their last CTA where a quantised GEMV follows;
-     * before an F16/BF16 one the combine kernel stays: that GEMV's CTAs stream weights before
-     * their PDL wait, and launched while attention's last CTAs still ran (no kernel between)
-     * they cost F16 7-19 % at 1-8 requests (bench/RESULTS.md 2026-12-01 s21, call 7) */
-    if (!att_q8) ap.part_counters = NULL;
     if (sh->decode && !sh->streaming && attn_fuse_on() && !skip(4) && !skip(8)) {
         fused = cuda_attention_decode_rope(c->att, v.q, v.qs, v.k, v.ks, v.v, v.vs, d_pos,
                                            c->d_in + L.slot, kc, vc, d_bt, c->d_in + L.kv_len, n,

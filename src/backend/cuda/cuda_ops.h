@@ -194,11 +194,6 @@ typedef struct cuda_attn_params {
     int max_blocks;                  /* row length of block_table */
     float scale;                     /* usually 1/sqrt(head_dim) */
     int kv_dtype; /* the caches' elements: SI_KV_F16 (0) or SI_KV_FP8_E4M3 (read exactly) */
-    /* NULL, or device [max rows][n_head_kv] counters, zero before the first call and left zero
-     * by each (one per stream: calls in flight at once must not share them): with them a row
-     * split over several CTAs is merged by its last CTA instead of by a second kernel (the same
-     * bits); rows: the decode calls' n_seqs, the prefill fallback's n_tokens */
-    unsigned *part_counters;
 } cuda_attn_params;
 
 /* Keys of a streaming (StreamingLLM attention-sink) sequence, marked by a nonzero
