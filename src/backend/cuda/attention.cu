@@ -828,7 +828,10 @@ template <int HD, class KV> static void attn_launch(const attn_launch_args &a, i
         else attn_launch_g<HD, 8, KV>(a);
     }
     CUDA_CHECK_LAUNCH();
-    /* the tile kernel wrote out: every row fits one part (a decode step's short rows) */
+    /* the tile kernel wrote out: every row fits one part (a decode step's short rows). Else the
+     * combine kernel, launched in full stream order (not PDL), so that the output projection's
+     * GEMV, which streams weights before its PDL wait, cannot launch while the tile kernel still
+     * runs (that cost F16 7-19 % at 1-8 requests: bench/RESULTS.md 2026-12-01 s21, call 7) */
     if (!v1 && n_parts == 1) return;
     if (v1)
         attn_decode_combine<HD, false><<<dim3(p->n_head, a.n_rows), HD, 0, a.st>>>(
