@@ -30,21 +30,22 @@ template <bool BF> __device__ __forceinline__ float2 si_h2x2f(uint32_t u) {
 #define GEMV_H16_LONG_K 8192
 /* Rows per warp R and 16-byte loads per row and lane in flight U, per batch size. Chosen on the
  * H200 (tests/cuda/LAST_RUN.md): more rows per warp share the x loads, more loads per lane are
- * more bytes in flight, both cost registers. At batch 1 (rows under GEMV_H16_LONG_K), R = 2,
- * U = 4 (71 registers, 3 CTAs a multiprocessor; all of a 4096-long row's slice in one round):
- * 7B tg128 F16 255 -> 270 t/s, BF16 260 -> 274 against R = 1, U = 4 (48 registers, 5 CTAs),
- * same device call, 3 rounds (bench/RESULTS.md 2026-12-03 s31). Each x load serves two rows, so
- * a weight byte costs half the L1 traffic, and the SM holds more weight bytes in flight (96 KB
- * against 80). Timed alone, R = 1, U = 4 had beaten 2 x 8 (90 registers) by 3-11 points of
- * the bandwidth on every shape; only whole decode steps decide. A second register buffer
- * (chunk i + 1 loading while chunk i is summed) measured 2-25 % slower, so there is none. NOTE:
- * capping the batch-1 instances at 40 registers (__launch_bounds__ minimum 6 CTAs, no spills)
- * sped up a chain of the 7B decode GEMVs alone by 1.9 % (bench/kernels/persist_chain) but
- * slowed the engine's tg128 by 1.6-2.3 % (F16 and BF16, same device call, 3 rounds;
- * bench/RESULTS.md 2026-12-01 s13): the decode step's other kernels need room on the
- * multiprocessors too. */
+ * more bytes in flight, both cost registers. At batch 1 (rows under GEMV_H16_LONG_K), R = 4,
+ * U = 2 (78 registers, 3 CTAs a multiprocessor; a 4096-long row's slice in two rounds): each f32
+ * x load from L1 serves four rows, a quarter of the L1 traffic a weight byte of R = 1. 7B tg128
+ * against the former R, U = 1, 4 (48 registers, 5 CTAs), same device calls, 2 rounds
+ * (bench/RESULTS.md 2026-12-03 s31): F16 256.0 -> 280.1 t/s on a slower H200, 267.4 -> 283.2 on
+ * a faster one; 2 x 4 gave 271.4 and 276.1, 4 x 1 274.7, 8 x 1 266.1, 3 x 4 269.7 (80
+ * registers); the down projection's rows (8192+ elements) at 2 x 8 or 2 x 4 instead of 1 x 8
+ * did not gain. Timed alone, 1 x 4 had beaten 2 x 8 (90 registers) by 3-11 points of the
+ * bandwidth on every shape; only whole decode steps decide. A second register buffer (chunk
+ * i + 1 loading while chunk i is summed) measured 2-25 % slower, so there is none. NOTE: capping
+ * the batch-1 instances at 40 registers (__launch_bounds__ minimum 6 CTAs, no spills) sped up a
+ * chain of the 7B decode GEMVs alone by 1.9 % (bench/kernels/persist_chain) but slowed the
+ * engine's tg128 by 1.6-2.3 % (F16 and BF16, same device call, 3 rounds; bench/RESULTS.md
+ * 2026-12-01 s13): the decode step's other kernels need room on the multiprocessors too. */
 #ifndef GEMV_H16_NB1
-#define GEMV_H16_NB1 2, 4
+#define GEMV_H16_NB1 4, 2
 #endif
 #ifndef GEMV_H16_NB2
 #define GEMV_H16_NB2 2, 8
