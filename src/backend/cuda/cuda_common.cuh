@@ -67,6 +67,14 @@ template <int N> __device__ __forceinline__ void si_cp_async_wait(void) {
 
 static inline int si_div_up(long long a, long long b) { return (int)((a + b - 1) / b); }
 
+/* *a as the launch attribute of clusters of x CTAs along x (cudaLaunchKernelEx) */
+static inline void si_cluster_attr(cudaLaunchAttribute *a, int x) {
+    a->id = cudaLaunchAttributeClusterDimension;
+    a->val.clusterDim.x = x;
+    a->val.clusterDim.y = 1;
+    a->val.clusterDim.z = 1;
+}
+
 /* A timing knob "A,B" (single digits) from the environment as 10 A + B; 0 when unset or
  * malformed. */
 static inline int si_env_digit_pair(const char *name) {

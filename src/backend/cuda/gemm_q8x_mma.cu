@@ -529,10 +529,7 @@ static int mmq_launch(const uint8_t *W, int M, int K, const uint8_t *xs, int npa
         cfg.gridDim = dim3(S, (M + MMQ_TILE_M - 1) / MMQ_TILE_M);
         cfg.numAttrs = 0;
         if (S > 1) {
-            attr[0].id = cudaLaunchAttributeClusterDimension;
-            attr[0].val.clusterDim.x = S;
-            attr[0].val.clusterDim.y = 1;
-            attr[0].val.clusterDim.z = 1;
+            si_cluster_attr(&attr[0], S);
             cfg.numAttrs = 1;
             int &ok = clusters_ok[wn - 1][S];
             if (!ok) {

@@ -1,6 +1,6 @@
 /* sample.cu — token sampling on the GPU, the CPU sampler's chain after the penalties
  * (src/engine/sampler_pick.h): greedy, or top-k -> top-p -> min-p -> temperature -> softmax ->
- * draw with the host's u. One CTA per row and no sort.
+ * draw with the host's u. One cluster of CTAs per row and no sort.
  *
  * Every set the chain keeps is a prefix of one total order (higher logit first, then lower id),
  * so each is {i : rank(i) >= cut} for a 64-bit rank = (order-preserving bits of the logit) << 32
@@ -10,22 +10,65 @@
  * it holds one element. The weights are the CPU's own float values (count 1 for top-k,
  * p = expf(l - max) / total for top-p, the tempered softmax for the draw), summed in double as
  * the CPU's cumulative sums are; only the summation order differs, so ids can differ from the
- * CPU's only when u or top_p falls within rounding (~1e-16 relative) of a cumulative boundary. */
+ * CPU's only when u or top_p falls within rounding (~1e-16 relative) of a cumulative boundary.
+ *
+ * A row is a cluster of C CTAs (thread block clusters, sm_90; C = 8 for up to 16 rows on the
+ * H200, else 1): each CTA takes every C-th run of SMP_THREADS elements, and every reduction (a
+ * pass's digit totals, the sums, the extremes) adds the CTAs' block totals through distributed
+ * shared memory in rank order, so that every CTA makes the same choice and the result does not
+ * depend on timing. The passes are instruction-bound (a weighted pass costs an expf and a double
+ * division an element), so more CTAs a row pay while their clusters fit on the GPU at once:
+ * a 128256-entry row, one row, sampled 690-1,360 us at one CTA against 120-236 us at eight
+ * (test_cuda_sample's timings, bench/RESULTS.md 2026-12-03 s32). */
+#include <cooperative_groups.h>
+
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_sample.h"
+
+namespace cg = cooperative_groups;
 
 #define SMP_THREADS 512
 #define SMP_WARPS (SMP_THREADS / 32)
 #define SMP_DIGITS 16 /* 4-bit digits */
+#define SMP_CLUSTER_MAX 8 /* CTAs a row at most: the portable cluster size */
 
 struct smp_smem {
     double wacc[SMP_WARPS][SMP_DIGITS];
     int wcnt[SMP_WARPS][SMP_DIGITS];
-    double acc[SMP_DIGITS];
+    double blk_acc[SMP_DIGITS]; /* this CTA's digit totals, read by the whole cluster */
+    int blk_cnt[SMP_DIGITS];
+    double acc[SMP_DIGITS]; /* the cluster's */
     int cnt[SMP_DIGITS];
     double red_d[SMP_WARPS];
     unsigned long long red_u[SMP_WARPS];
+    double blk_d; /* this CTA's total, read by the whole cluster */
+    unsigned long long blk_u;
 };
+
+/* A row's cluster of C CTAs: its barrier, this CTA's rank, a CTA's shared memory by rank. C = 1
+ * is a plain CTA (no cluster launch): a CTA barrier, its own shared memory. */
+template <int C> struct smp_cl {
+    static __device__ __forceinline__ void sync() {
+        if (C > 1)
+            cg::this_cluster().sync();
+        else
+            __syncthreads();
+    }
+    static __device__ __forceinline__ int rank() {
+        return C > 1 ? (int)cg::this_cluster().block_rank() : 0;
+    }
+    template <class T> static __device__ __forceinline__ T *at(T *p, int r) {
+        return C > 1 ? cg::this_cluster().map_shared_rank(p, (unsigned)r) : p;
+    }
+};
+
+/* The row's elements this CTA visits: i = first, first + step, ... (each thread a strided run) */
+struct smp_span {
+    int first, step;
+};
+template <int C> __device__ __forceinline__ smp_span smp_my_span() {
+    return smp_span{smp_cl<C>::rank() * SMP_THREADS + (int)threadIdx.x, SMP_THREADS * C};
+}
 
 /* Logit bits ordered as the floats are (-0 counted as +0, which compares equal on the CPU). */
 __device__ __forceinline__ uint32_t smp_key(float f) {
@@ -44,32 +87,51 @@ __device__ __forceinline__ unsigned long long smp_cut_at(float thr) {
     return (unsigned long long)smp_key(thr) << 32;
 }
 
-__device__ double smp_block_sum(double v, smp_smem &sm) {
+/* The sum of v over the cluster's threads: warps, then the CTA's warps in order, then the CTAs
+ * in rank order (fixed orders: deterministic). Every thread of the cluster gets it. */
+template <int C> __device__ double smp_cluster_sum(double v, smp_smem &sm) {
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
     if (threadIdx.x % 32 == 0) sm.red_d[threadIdx.x / 32] = v;
     __syncthreads();
+    if (threadIdx.x == 0) {
+        double t = 0.0;
+        for (int w = 0; w < SMP_WARPS; w++)
+            t += sm.red_d[w];
+        sm.blk_d = t;
+    }
+    smp_cl<C>::sync(); /* every CTA's total is written */
     double t = 0.0;
-    for (int w = 0; w < SMP_WARPS; w++) t += sm.red_d[w]; /* fixed order: deterministic */
-    __syncthreads();
+    for (int r = 0; r < C; r++)
+        t += *smp_cl<C>::at(&sm.blk_d, r);
+    smp_cl<C>::sync(); /* read everywhere before the next reduction overwrites it */
     return t;
 }
 
 template <bool MAX>
-__device__ unsigned long long smp_block_ext(unsigned long long v, smp_smem &sm) {
+__device__ __forceinline__ unsigned long long smp_ext(unsigned long long a, unsigned long long b) {
+    return MAX ? (b > a ? b : a) : (b < a ? b : a);
+}
+
+/* The maximum (MAX) or minimum of v over the cluster's threads, to every thread of it. */
+template <int C, bool MAX>
+__device__ unsigned long long smp_cluster_ext(unsigned long long v, smp_smem &sm) {
 #pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-        const unsigned long long w = __shfl_xor_sync(0xffffffffu, v, o);
-        v = MAX ? (w > v ? w : v) : (w < v ? w : v);
-    }
+    for (int o = 16; o > 0; o >>= 1)
+        v = smp_ext<MAX>(v, __shfl_xor_sync(0xffffffffu, v, o));
     if (threadIdx.x % 32 == 0) sm.red_u[threadIdx.x / 32] = v;
     __syncthreads();
-    unsigned long long t = sm.red_u[0];
-    for (int w = 1; w < SMP_WARPS; w++) {
-        const unsigned long long x = sm.red_u[w];
-        t = MAX ? (x > t ? x : t) : (x < t ? x : t);
+    if (threadIdx.x == 0) {
+        unsigned long long t = sm.red_u[0];
+        for (int w = 1; w < SMP_WARPS; w++)
+            t = smp_ext<MAX>(t, sm.red_u[w]);
+        sm.blk_u = t;
     }
-    __syncthreads();
+    smp_cl<C>::sync();
+    unsigned long long t = *smp_cl<C>::at(&sm.blk_u, 0);
+    for (int r = 1; r < C; r++)
+        t = smp_ext<MAX>(t, *smp_cl<C>::at(&sm.blk_u, r));
+    smp_cl<C>::sync();
     return t;
 }
 
@@ -86,10 +148,11 @@ struct smp_weight {
 /* The rank of the first element, in the order, of {i : rank(i) >= lo} at which the running sum
  * of the weights (COUNT: 1 each, else w) reaches target (sum >= target, or sum > target when
  * strict); 0 when it never does. */
-template <bool COUNT>
+template <int C, bool COUNT>
 __device__ unsigned long long smp_select(const float *l, int n, unsigned long long lo,
                                          const smp_weight &w, double target, bool strict,
                                          smp_smem &sm) {
+    const smp_span sp = smp_my_span<C>();
     unsigned long long prefix = 0;
     int shift = 64; /* bits below the known prefix */
     double before = 0.0; /* weight of the elements before the current bucket */
@@ -102,7 +165,7 @@ __device__ unsigned long long smp_select(const float *l, int n, unsigned long lo
             acc[j] = 0.0;
             cnt[j] = 0;
         }
-        for (int i = threadIdx.x; i < n; i += SMP_THREADS) {
+        for (int i = sp.first; i < n; i += sp.step) {
             const float v = l[i];
             const unsigned long long r = smp_rank(v, i);
             if (r < lo || (shift < 64 && (r >> shift) != (prefix >> shift))) continue;
@@ -138,11 +201,22 @@ __device__ unsigned long long smp_select(const float *l, int n, unsigned long lo
                 a += sm.wacc[k][threadIdx.x];
                 c += sm.wcnt[k][threadIdx.x];
             }
-            sm.acc[threadIdx.x] = COUNT ? (double)c : a;
+            sm.blk_acc[threadIdx.x] = COUNT ? (double)c : a;
+            sm.blk_cnt[threadIdx.x] = c;
+        }
+        smp_cl<C>::sync(); /* every CTA's digit totals are written */
+        if (threadIdx.x < SMP_DIGITS) {
+            double a = 0.0;
+            int c = 0;
+            for (int r = 0; r < C; r++) { /* rank order: the same in every CTA */
+                a += smp_cl<C>::at(sm.blk_acc, r)[threadIdx.x];
+                c += smp_cl<C>::at(sm.blk_cnt, r)[threadIdx.x];
+            }
+            sm.acc[threadIdx.x] = a;
             sm.cnt[threadIdx.x] = c;
         }
         __syncthreads();
-        /* every thread scans the same totals: the choice is uniform */
+        /* every thread of the cluster scans the same totals: the choice is uniform */
         int pick = -1, last = -1;
         for (int d = SMP_DIGITS - 1; d >= 0; d--) {
             if (!sm.cnt[d]) continue;
@@ -156,67 +230,75 @@ __device__ unsigned long long smp_select(const float *l, int n, unsigned long lo
         }
         if (pick < 0) {
             if (shift == 64 || last < 0) {
-                __syncthreads();
-                return 0; /* the whole set falls short of the target */
+                smp_cl<C>::sync(); /* the other CTAs have read this one's totals */
+                return 0;          /* the whole set falls short of the target */
             }
             /* the bucket's parts summed in another order fell just short: its last element */
             pick = last;
             before -= sm.acc[last];
         }
         const int n_in = sm.cnt[pick];
-        __syncthreads(); /* sm is reused by the next pass */
+        smp_cl<C>::sync(); /* sm is reused by the next pass, the totals read by every CTA */
         prefix |= (unsigned long long)pick << sh;
         shift = sh;
         if (n_in == 1 || shift == 0) break;
     }
     unsigned long long found = 0;
-    for (int i = threadIdx.x; i < n; i += SMP_THREADS) {
+    for (int i = sp.first; i < n; i += sp.step) {
         const unsigned long long r = smp_rank(l[i], i);
         if (r >= lo && (shift == 64 || (r >> shift) == (prefix >> shift)) && r > found) found = r;
     }
-    return smp_block_ext<true>(found, sm);
+    return smp_cluster_ext<C, true>(found, sm);
 }
 
 /* Sum over {rank >= cut} of expf(l / t - m), in double. */
+template <int C>
 __device__ double smp_exp_sum(const float *l, int n, unsigned long long cut, float t, float m,
                               smp_smem &sm) {
+    const smp_span sp = smp_my_span<C>();
     double s = 0.0;
-    for (int i = threadIdx.x; i < n; i += SMP_THREADS) {
+    for (int i = sp.first; i < n; i += sp.step) {
         const float v = l[i];
         if (smp_rank(v, i) >= cut) s += (double)expf(v / t - m);
     }
-    return smp_block_sum(s, sm);
+    return smp_cluster_sum<C>(s, sm);
 }
 
+/* One cluster of C CTAs a row; every decision below is the same in all of its CTAs (they see
+ * the same cluster-wide totals), so they leave together, and rank 0 writes the id. */
+template <int C>
 __global__ void __launch_bounds__(SMP_THREADS)
     sample_kernel(const float *logits, int n, const cuda_sample_params *params, int32_t *ids) {
     __shared__ smp_smem sm;
-    const float *l = logits + (size_t)blockIdx.x * n;
-    const cuda_sample_params p = params[blockIdx.x];
+    const int row = blockIdx.x / C;
+    const bool writer = smp_cl<C>::rank() == 0 && threadIdx.x == 0;
+    const float *l = logits + (size_t)row * n;
+    const cuda_sample_params p = params[row];
+    const smp_span sp = smp_my_span<C>();
     unsigned long long best = 0;
-    for (int i = threadIdx.x; i < n; i += SMP_THREADS) {
+    for (int i = sp.first; i < n; i += sp.step) {
         const unsigned long long r = smp_rank(l[i], i);
         best = r > best ? r : best;
     }
-    best = smp_block_ext<true>(best, sm);
+    best = smp_cluster_ext<C, true>(best, sm);
     const float M = l[smp_id(best)];
     if (p.temperature <= 0.0f || M == -INFINITY) { /* greedy; or nothing possible to draw */
-        if (threadIdx.x == 0) ids[blockIdx.x] = smp_id(best);
+        if (writer) ids[row] = smp_id(best);
         return;
     }
     unsigned long long cut = 0; /* the kept set: {rank >= cut} */
     int n_set = n;
     if (p.top_k > 0 && p.top_k < n) {
-        cut = smp_select<true>(l, n, 0, smp_weight{1.0f, 0.0f, 1.0}, (double)p.top_k, false, sm);
+        cut = smp_select<C, true>(l, n, 0, smp_weight{1.0f, 0.0f, 1.0}, (double)p.top_k, false, sm);
         n_set = p.top_k;
     }
     if (p.top_p < 1.0f) {
-        const double total = smp_exp_sum(l, n, cut, 1.0f, M, sm);
+        const double total = smp_exp_sum<C>(l, n, cut, 1.0f, M, sm);
         /* the CPU's exact pre-filter (tokens below it cannot be in the nucleus) */
         const float floor = M + logf((float)(total * (1.0 - (double)p.top_p) / n_set));
         const unsigned long long lo = smp_cut_at(floor) > cut ? smp_cut_at(floor) : cut;
-        const unsigned long long r = smp_select<false>(l, n, lo, smp_weight{1.0f, M, total},
-                                                       (double)p.top_p, false, sm);
+        const unsigned long long r =
+            smp_select<C, false>(l, n, lo, smp_weight{1.0f, M, total}, (double)p.top_p, false, sm);
         cut = r ? r : lo;
     }
     if (p.min_p > 0.0f) {
@@ -224,23 +306,75 @@ __global__ void __launch_bounds__(SMP_THREADS)
         cut = m > cut ? m : cut;
     }
     const float mt = M / p.temperature;
-    const double sum = smp_exp_sum(l, n, cut, p.temperature, mt, sm);
+    const double sum = smp_exp_sum<C>(l, n, cut, p.temperature, mt, sm);
     unsigned long long r =
-        smp_select<false>(l, n, cut, smp_weight{p.temperature, mt, sum}, p.u, true, sm);
+        smp_select<C, false>(l, n, cut, smp_weight{p.temperature, mt, sum}, p.u, true, sm);
     if (!r) { /* rounding left u at or above the total: the set's last element */
         unsigned long long lowest = ~0ull;
-        for (int i = threadIdx.x; i < n; i += SMP_THREADS) {
+        for (int i = sp.first; i < n; i += sp.step) {
             const unsigned long long x = smp_rank(l[i], i);
             if (x >= cut && x < lowest) lowest = x;
         }
-        r = smp_block_ext<false>(lowest, sm);
+        r = smp_cluster_ext<C, false>(lowest, sm);
     }
-    if (threadIdx.x == 0) ids[blockIdx.x] = smp_id(r);
+    if (writer) ids[row] = smp_id(r);
+}
+
+/* n_rows rows at C CTAs a row (cfg's attr: room for the cluster attribute) */
+template <int C>
+static cudaLaunchConfig_t sample_config(int n_rows, cudaStream_t stream,
+                                        cudaLaunchAttribute *attr) {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(n_rows * C);
+    cfg.blockDim = dim3(SMP_THREADS);
+    cfg.stream = stream;
+    cfg.attrs = attr;
+    if (C > 1) {
+        si_cluster_attr(&attr[0], C);
+        cfg.numAttrs = 1;
+    }
+    return cfg;
+}
+
+template <int C>
+static void sample_launch(const float *logits, int n_vocab, int n_rows,
+                          const cuda_sample_params *params, int32_t *ids, cudaStream_t stream) {
+    cudaLaunchAttribute attr[1];
+    const cudaLaunchConfig_t cfg = sample_config<C>(n_rows, stream, attr);
+    CUDA_CHECK(cudaLaunchKernelEx(&cfg, sample_kernel<C>, logits, n_vocab, params, ids));
+}
+
+/* CTAs a row: SMP_CLUSTER_MAX while every row's cluster fits on the GPU at once, else one (a
+ * wave of clusters after another costs more than one CTA a row: the cluster's barriers, ~2 a
+ * pass). Knob SI_CUDA_SAMPLE_CLUSTER=1|2|4|8 (read at the first call): that many, always. */
+static int sample_cluster_size(int n_rows) {
+    static int n_sm = 0, knob = -1, fits = 0;
+    if (!n_sm) {
+        int dev;
+        CUDA_CHECK(cudaGetDevice(&dev));
+        CUDA_CHECK(cudaDeviceGetAttribute(&n_sm, cudaDevAttrMultiProcessorCount, dev));
+        const char *e = getenv("SI_CUDA_SAMPLE_CLUSTER");
+        knob = e ? atoi(e) : 0;
+        cudaLaunchAttribute attr[1];
+        const cudaLaunchConfig_t cfg = sample_config<SMP_CLUSTER_MAX>(1, 0, attr);
+        /* a device (or partition) where no such cluster can be resident keeps one CTA a row */
+        if (cudaOccupancyMaxActiveClusters(&fits, (const void *)sample_kernel<SMP_CLUSTER_MAX>,
+                                           &cfg) != cudaSuccess) {
+            (void)cudaGetLastError();
+            fits = 0;
+        }
+    }
+    if (knob == 1 || knob == 2 || knob == 4 || knob == 8) return knob;
+    return fits > 0 && (long long)n_rows * SMP_CLUSTER_MAX <= n_sm ? SMP_CLUSTER_MAX : 1;
 }
 
 extern "C" void cuda_sample(const float *logits, int n_vocab, int n_rows,
                             const cuda_sample_params *params, int32_t *ids, cudaStream_t stream) {
     if (n_rows <= 0 || n_vocab <= 0) return;
-    sample_kernel<<<n_rows, SMP_THREADS, 0, stream>>>(logits, n_vocab, params, ids);
-    CUDA_CHECK_LAUNCH();
+    switch (sample_cluster_size(n_rows)) {
+    case 8: sample_launch<8>(logits, n_vocab, n_rows, params, ids, stream); break;
+    case 4: sample_launch<4>(logits, n_vocab, n_rows, params, ids, stream); break;
+    case 2: sample_launch<2>(logits, n_vocab, n_rows, params, ids, stream); break;
+    default: sample_launch<1>(logits, n_vocab, n_rows, params, ids, stream); break;
+    }
 }
