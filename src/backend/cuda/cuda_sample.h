@@ -24,7 +24,7 @@ typedef struct cuda_sample_params {
 } cuda_sample_params;
 
 /* ids[r] = the token sampled from logits row r (f32 [n_rows][n_vocab]) with params[r], for
- * r < n_rows; params and ids are device pointers. One cluster of 8 CTAs per row; no sort: the
+ * r < n_rows; params and ids are device pointers. One cluster of 1-8 CTAs per row; no sort: the
  * cut-offs are found by radix selection over the row (see sample.cu). */
 void cuda_sample(const float *logits, int n_vocab, int n_rows, const cuda_sample_params *params,
                  int32_t *ids, cudaStream_t stream);

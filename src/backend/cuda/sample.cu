@@ -12,13 +12,13 @@
  * the CPU's cumulative sums are; only the summation order differs, so ids can differ from the
  * CPU's only when u or top_p falls within rounding (~1e-16 relative) of a cumulative boundary.
  *
- * A row is a cluster of C CTAs (thread block clusters, sm_90; C = 8 for up to 16 rows on the
- * H200, else 1): each CTA takes every C-th run of SMP_THREADS elements, and every reduction (a
- * pass's digit totals, the sums, the extremes) adds the CTAs' block totals through distributed
- * shared memory in rank order, so that every CTA makes the same choice and the result does not
- * depend on timing. The passes are instruction-bound (a weighted pass costs an expf and a double
- * division an element), so more CTAs a row pay while their clusters fit on the GPU at once:
- * a 128256-entry row, one row, sampled 690-1,360 us at one CTA against 120-236 us at eight
+ * A row is a cluster of C CTAs (thread block clusters, sm_90; on the H200 C = 8 for up to 16
+ * rows, 4 up to 33, 2 up to 66, else 1): each CTA takes every C-th run of SMP_THREADS elements, and
+ * every reduction (a pass's digit totals, the sums, the extremes) adds the CTAs' block totals
+ * through distributed shared memory in rank order, so that every CTA makes the same choice and the
+ * result does not depend on timing. The passes are instruction-bound (a weighted pass costs an expf
+ * and a double division an element), so more CTAs a row pay while their clusters fit on the GPU at
+ * once: a 128256-entry row, one row, sampled 690-1,360 us at one CTA against 120-236 us at eight
  * (test_cuda_sample's timings, bench/RESULTS.md 2026-12-03 s32). */
 #include <cooperative_groups.h>
 
@@ -344,9 +344,13 @@ static void sample_launch(const float *logits, int n_vocab, int n_rows,
     CUDA_CHECK(cudaLaunchKernelEx(&cfg, sample_kernel<C>, logits, n_vocab, params, ids));
 }
 
-/* CTAs a row: SMP_CLUSTER_MAX while every row's cluster fits on the GPU at once, else one (a
- * wave of clusters after another costs more than one CTA a row: the cluster's barriers, ~2 a
- * pass). Knob SI_CUDA_SAMPLE_CLUSTER=1|2|4|8 (read at the first call): that many, always. */
+/* CTAs a row: the most of 8, 4, 2 at which every row's cluster fits on the GPU at once (one CTA
+ * a multiprocessor), else one: a second wave of clusters costs more than it saves (the cluster's
+ * barriers, ~2 a pass). On the H200 (132 multiprocessors; test_cuda_sample's timings, same
+ * device call, bench/RESULTS.md 2026-12-03 s32): 1 and 8 rows at 8 CTAs 2.2-5.8x faster than
+ * at one, 64 rows at 2 1.3-1.9x faster (but top-k 40 + top-p over 32000 entries 8 % slower) and
+ * at 8 (four waves) up to 2.5x slower. Knob SI_CUDA_SAMPLE_CLUSTER=1|2|4|8 (read at the first
+ * call): that many, always. */
 static int sample_cluster_size(int n_rows) {
     static int n_sm = 0, knob = -1, fits = 0;
     if (!n_sm) {
@@ -365,7 +369,9 @@ static int sample_cluster_size(int n_rows) {
         }
     }
     if (knob == 1 || knob == 2 || knob == 4 || knob == 8) return knob;
-    return fits > 0 && (long long)n_rows * SMP_CLUSTER_MAX <= n_sm ? SMP_CLUSTER_MAX : 1;
+    for (int c = SMP_CLUSTER_MAX; fits > 0 && c > 1; c /= 2)
+        if ((long long)n_rows * c <= n_sm) return c;
+    return 1;
 }
 
 extern "C" void cuda_sample(const float *logits, int n_vocab, int n_rows,
