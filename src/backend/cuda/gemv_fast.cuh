@@ -37,7 +37,8 @@ template <bool BF> __device__ __forceinline__ float2 si_h2x2f(uint32_t u) {
  * (bench/RESULTS.md 2026-12-03 s31): F16 256.0 -> 280.1 t/s on a slower H200, 267.4 -> 283.2 on
  * a faster one; 2 x 4 gave 271.4 and 276.1, 4 x 1 274.7, 8 x 1 266.1, 3 x 4 269.7 (80
  * registers); the down projection's rows (8192+ elements) at 2 x 8 or 2 x 4 instead of 1 x 8
- * did not gain. Timed alone, 1 x 4 had beaten 2 x 8 (90 registers) by 3-11 points of the
+ * did not gain. Again in s32 (one call, 2 rounds): F16 / BF16 281.7 / 282.2 at 4 x 2, 4 x 4
+ * (112 registers) 269.8 / 270.8, down at 4 x 2 or 4 x 1 279.4-280.0 / 279.3-280.0. Timed alone, 1 x 4 had beaten 2 x 8 (90 registers) by 3-11 points of the
  * bandwidth on every shape; only whole decode steps decide. A second register buffer (chunk
  * i + 1 loading while chunk i is summed) measured 2-25 % slower, so there is none. NOTE: capping
  * the batch-1 instances at 40 registers (__launch_bounds__ minimum 6 CTAs, no spills) sped up a
