@@ -165,12 +165,22 @@ void si_session_free(si_session *s);
 /* Evaluates n tokens at the end of the session's sequence and makes the last one's logits
  * available. Fails with SI_ERR_CONTEXT_FULL (and changes nothing) when they do not fit. */
 si_status si_session_eval(si_session *s, const int32_t *tokens, int32_t n);
-/* Logits of the last evaluated token: n_vocab floats, owned by the session. */
+/* Logits of the last evaluated token: n_vocab floats, owned by the session; NULL when the last
+ * call was si_session_eval_sample and the token was picked on the device. */
 const float *si_session_logits(const si_session *s);
 /* Tokens in the session so far. */
 int32_t si_session_n_past(const si_session *s);
 /* Forgets everything after the first n tokens. */
 void si_session_truncate(si_session *s, int32_t n);
+
+typedef struct si_sampler si_sampler; /* a sampling chain with its RNG (below) */
+/* si_session_eval, then *id = the token smp picks from the last one's logits, the same token
+ * (and the same draw from smp's RNG) as si_sampler_sample(smp, logits, history, n_history).
+ * Where the backend samples on the device (CUDA) and smp's penalties cannot change the logits
+ * for this history, only the id comes back from the GPU, not n_vocab logits: the way to
+ * generate one sequence. history: the tokens so far, these included (for the penalties). */
+si_status si_session_eval_sample(si_session *s, const int32_t *tokens, int32_t n, si_sampler *smp,
+                                 const int32_t *history, int32_t n_history, int32_t *id);
 
 /* ---- Sampling ----------------------------------------------------------------------------- */
 
@@ -188,8 +198,7 @@ typedef struct si_sampling_params {
 
 si_sampling_params si_sampling_default_params(void);
 
-typedef struct si_sampler si_sampler;
-
+/* si_sampler: declared with the session functions above */
 si_status si_sampler_create(const si_sampling_params *p, int32_t n_vocab, si_sampler **out);
 void si_sampler_free(si_sampler *s);
 /* Picks the next token from logits (not modified). history: tokens so far, for the penalties. */

@@ -214,11 +214,19 @@ si_status cli_generate(si_model *m, si_session *s, si_sampler *smp, const cli_ge
                        cli_history *h, const int32_t *new_tokens, int n_new, FILE *out,
                        FILE *ids_out, cli_gen_stats *stats) {
     memset(stats, 0, sizeof *stats);
-    double t0 = now_s();
-    si_status st = si_session_eval(s, new_tokens, n_new);
-    if (st) return st;
     for (int i = 0; i < n_new; i++)
         if (!cli_history_push(h, new_tokens[i])) return SI_ERR_NOMEM;
+    /* each eval picks the next token with it (on a GPU only the id comes back); none is
+     * picked when none is wanted, so the sampler's RNG draws as often as tokens are generated */
+    double t0 = now_s();
+    int32_t id = -1;
+    si_status st = o->n_predict == 0
+                       ? si_session_eval(s, new_tokens, n_new)
+                       : si_session_eval_sample(s, new_tokens, n_new, smp, h->ids, h->n, &id);
+    if (st) {
+        h->n -= n_new; /* the history stays the session's */
+        return st;
+    }
     stats->n_prompt = n_new;
     stats->prompt_s = now_s() - t0;
 
@@ -228,7 +236,6 @@ si_status cli_generate(si_model *m, si_session *s, si_sampler *smp, const cli_ge
     t0 = now_s();
     const int n_ctx = si_model_n_ctx(m);
     for (int i = 0; o->n_predict < 0 || i < o->n_predict; i++) {
-        int32_t id = si_sampler_sample(smp, si_session_logits(s), h->ids, h->n);
         if (!o->ignore_eos && si_token_is_eog(m, id)) break;
         if (!cli_history_push(h, id)) return SI_ERR_NOMEM;
         stats->n_gen++;
@@ -242,7 +249,8 @@ si_status cli_generate(si_model *m, si_session *s, si_sampler *smp, const cli_ge
         }
         if (si_session_n_past(s) >= n_ctx) break; /* context full: stop like llama.cpp */
         if (o->n_predict >= 0 && i + 1 >= o->n_predict) break;
-        if ((st = si_session_eval(s, &id, 1))) return st;
+        const int32_t last = id;
+        if ((st = si_session_eval_sample(s, &last, 1, smp, h->ids, h->n, &id))) return st;
     }
     if (out) {
         size_t k = detok_flush(&dt, text);

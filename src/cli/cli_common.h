@@ -54,8 +54,9 @@ typedef struct cli_gen_stats {
 
 /* Evaluates new_tokens (appended to history) then samples until an end-of-generation token,
  * n_predict tokens or a full context, streaming text to out (never half a UTF-8 character) and
- * appending generated ids to history. ids_out: when non-NULL, ids are also printed there.
- * Returns SI_OK or the failing status (message set). */
+ * appending generated ids to history. Each eval picks its next token (si_session_eval_sample:
+ * on the GPU), so prompt_s includes the first pick. ids_out: when non-NULL, ids are also
+ * printed there. Returns SI_OK or the failing status (message set). */
 typedef struct cli_history {
     int32_t *ids;
     int n, cap;

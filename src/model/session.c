@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "engine/sampler_pick.h"
 
 si_session_params si_session_default_params(void) {
     return (si_session_params){SI_SESSION_DEFAULT_BATCH, SI_KV_F16};
@@ -75,12 +76,14 @@ void si_session_free(si_session *s) {
     free(s);
 }
 
-/* Runs n <= n_batch tokens at positions n_past.. as a one-sequence batch; writes the
- * last token's logits when want_logits. */
-static void session_forward(si_session *s, const int32_t *tokens, int32_t n, bool want_logits) {
+/* Runs n <= n_batch tokens at positions n_past.. as a one-sequence batch. want_logits: the last
+ * token's logits to s->logits; or, with smp, the token smp picks from them on the device to *id
+ * (the logits stay there); or neither. */
+static void session_forward(si_session *s, const int32_t *tokens, int32_t n, bool want_logits,
+                            const backend_sample *smp, int32_t *id) {
     for (int32_t t = 0; t < n; t++) s->pos[t] = s->n_past + t;
     const int32_t seq_len = s->n_past + n;
-    const int32_t logits_row = want_logits ? n - 1 : -1;
+    const int32_t logits_row = want_logits || smp ? n - 1 : -1;
     const uint8_t rope_on_read = 0;
     const si_batch b = {
         .n_tokens = n,
@@ -94,11 +97,15 @@ static void session_forward(si_session *s, const int32_t *tokens, int32_t n, boo
         .rope_on_read = &rope_on_read,
         .logits_row = &logits_row,
     };
-    s->be->forward(s->bs, &b, s->logits);
+    if (smp)
+        s->be->forward_sample(s->bs, &b, smp, id);
+    else
+        s->be->forward(s->bs, &b, s->logits);
     s->n_past = seq_len;
 }
 
-si_status si_session_eval(si_session *s, const int32_t *tokens, int32_t n) {
+/* SI_OK when n tokens fit the context and are in the vocabulary; else the error, naming it */
+static si_status session_check(const si_session *s, const int32_t *tokens, int32_t n) {
     const si_model *m = s->m;
     if (n <= 0) return si_error(SI_ERR_INVALID_ARG, "eval: no tokens");
     if (n > m->n_ctx - s->n_past)
@@ -108,15 +115,52 @@ si_status si_session_eval(si_session *s, const int32_t *tokens, int32_t n) {
         if (tokens[i] < 0 || tokens[i] >= m->hp.n_vocab)
             return si_error(SI_ERR_INVALID_ARG, "token id %d at index %d is outside the "
                             "vocabulary [0, %d)", tokens[i], i, m->hp.n_vocab);
-    for (int32_t done = 0; done < n;) {
-        int32_t chunk = n - done < s->n_batch ? n - done : s->n_batch;
-        session_forward(s, tokens + done, chunk, done + chunk == n);
-        done += chunk;
-    }
     return SI_OK;
 }
 
-const float *si_session_logits(const si_session *s) { return s->logits; }
+/* session_check's tokens in chunks of n_batch; the last chunk ends as session_forward's
+ * want_logits / smp say */
+static void session_run(si_session *s, const int32_t *tokens, int32_t n, const backend_sample *smp,
+                        int32_t *id) {
+    for (int32_t done = 0; done < n;) {
+        const int32_t chunk = n - done < s->n_batch ? n - done : s->n_batch;
+        const bool last = done + chunk == n;
+        session_forward(s, tokens + done, chunk, last && !smp, last ? smp : NULL, id);
+        done += chunk;
+    }
+    s->logits_on_device = smp != NULL;
+}
+
+si_status si_session_eval(si_session *s, const int32_t *tokens, int32_t n) {
+    si_status st = session_check(s, tokens, n);
+    if (!st) session_run(s, tokens, n, NULL, NULL);
+    return st;
+}
+
+si_status si_session_eval_sample(si_session *s, const int32_t *tokens, int32_t n, si_sampler *smp,
+                                 const int32_t *history, int32_t n_history, int32_t *id) {
+    if (!s->be->forward_sample || !sampler_history_free(smp, n_history)) {
+        si_status st = si_session_eval(s, tokens, n);
+        if (!st) *id = si_sampler_sample(smp, s->logits, history, n_history);
+        return st;
+    }
+    si_status st = session_check(s, tokens, n);
+    if (st) return st;
+    /* the draw si_sampler_sample would make, so that a seed picks the same tokens either way */
+    sampler_chain ch;
+    backend_sample q = {0};
+    sampler_draw(smp, &ch, &q.u);
+    q.temperature = ch.temperature;
+    q.top_k = ch.top_k;
+    q.top_p = ch.top_p;
+    q.min_p = ch.min_p;
+    session_run(s, tokens, n, &q, id);
+    return SI_OK;
+}
+
+const float *si_session_logits(const si_session *s) {
+    return s->logits_on_device ? NULL : s->logits;
+}
 int32_t si_session_n_past(const si_session *s) { return s->n_past; }
 
 void si_session_truncate(si_session *s, int32_t n) {

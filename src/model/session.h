@@ -5,6 +5,8 @@
 #ifndef SI_MODEL_SESSION_H
 #define SI_MODEL_SESSION_H
 
+#include <stdbool.h>
+
 #include "backend/backend.h"
 #include "model/forward.h"
 #include "model/kv_cache.h"
@@ -22,6 +24,8 @@ struct si_session {
     int32_t *pos;          /* [n_batch] positions of the chunk being evaluated */
     int32_t *seq;          /* [n_batch] all 0 */
     float *logits;         /* [n_vocab] of the last evaluated token */
+    bool logits_on_device; /* the last eval picked its token on the device (forward_sample):
+                            * logits holds an older step's, si_session_logits says NULL */
 };
 
 #endif

@@ -49,6 +49,8 @@
  *    The greedy ids of the 8 requests of 2. on both caches are compared for information. The
  *    sampling and streaming checks (3., 4.) run on the FP8 cache too: an FP8 streaming
  *    sequence rotates FP8 keys on read.
+ 6. the single-sequence path's device sampling (si_session_eval_sample): the same ids as a
+ *    session whose logits come back to si_sampler_sample (test_session_sample).
  * Prints PASS/FAIL lines and a summary; exit status 1 on any failure. */
 #include <math.h>
 #include <stdio.h>
@@ -536,6 +538,60 @@ static void test_session_fp8(si_model *mg, const int32_t *p, int n, const si_tok
     si_session_free(s8);
 }
 
+/* The single-sequence path's device sampling (si_session_eval_sample, as `run` and `chat`
+ * generate): a session that picks on the GPU (only the id comes back) against one that brings
+ * the logits back and picks with si_sampler_sample, same seed, 32 tokens after a 40-token
+ * prompt, greedy and t 0.8 / top-k 40 / top-p 0.9: the ids must be identical (the same forward
+ * pass, sampler_pick's chain with the same u). With a repetition penalty it must sample on the
+ * host (its logits readable afterwards) and agree too. */
+static void test_session_sample(si_model *mg, const int32_t *p, int n) {
+    si_sampling_params ps[3] = {si_sampling_default_params(), si_sampling_default_params(),
+                                si_sampling_default_params()};
+    const char *name[3] = {"greedy", "t 0.8 top-k 40 top-p 0.9", "t 1.0 repetition penalty 1.3"};
+    ps[0].temperature = 0.0f;
+    ps[1].temperature = 0.8f, ps[1].top_k = 40, ps[1].top_p = 0.9f, ps[1].seed = 11;
+    ps[2].temperature = 1.0f, ps[2].repetition_penalty = 1.3f, ps[2].seed = 12;
+    const int nv = si_model_n_vocab(mg);
+    for (int c = 0; c < 3; c++) {
+        si_session *sh = NULL, *sd = NULL;
+        si_sampler *mh = NULL, *md = NULL;
+        int32_t hist[40 + N_GEN + 1], nh = n, id = -1, same = 0;
+        memcpy(hist, p, (size_t)n * sizeof *p);
+        if (si_session_create(mg, &sh) || si_session_create(mg, &sd) ||
+            si_sampler_create(&ps[c], nv, &mh) || si_sampler_create(&ps[c], nv, &md) ||
+            si_session_eval(sh, p, n) || si_session_eval_sample(sd, p, n, md, hist, nh, &id)) {
+            fprintf(stderr, "session sampling: %s\n", si_last_error());
+            exit(2);
+        }
+        const bool on_device = c < 2;
+        bool where_ok = (si_session_logits(sd) == NULL) == on_device;
+        for (int step = 0; step < N_GEN; step++) {
+            const int32_t want = si_sampler_sample(mh, si_session_logits(sh), hist, nh);
+            if (want != id) break;
+            same++;
+            hist[nh++] = id;
+            if (si_session_eval(sh, &want, 1) ||
+                si_session_eval_sample(sd, &want, 1, md, hist, nh, &id)) {
+                fprintf(stderr, "session sampling: %s\n", si_last_error());
+                exit(2);
+            }
+            where_ok &= (si_session_logits(sd) == NULL) == on_device;
+        }
+        const bool ok = same == N_GEN && where_ok;
+        g_fail |= !ok;
+        printf(
+            "%s session sampling on the gpu (%s, seeded): %d/%d ids identical picked %s and on the "
+            "host from the logits%s\n",
+            ok ? "PASS" : "FAIL", name[c], same, N_GEN,
+            on_device ? "on the device" : "by the host fallback (penalties)",
+            where_ok ? "" : "; si_session_logits did not say where the pick was made");
+        si_sampler_free(mh);
+        si_sampler_free(md);
+        si_session_free(sh);
+        si_session_free(sd);
+    }
+}
+
 static void test_kv_fp8(si_model *mg, si_model *mc) {
     si_engine_params ep = si_engine_default_params();
     ep.max_num_seqs = 16;
@@ -602,6 +658,11 @@ int main(int argc, char **argv) {
     printf("== %s\n", argv[1]);
     test_logits(mc, mg, tol);
     test_engine(mg, mc, tol);
+    int32_t sp[40];
+    uint64_t seed = 77;
+    for (int i = 0; i < 40; i++)
+        sp[i] = (int32_t)(rng_next(&seed) % (uint32_t)si_model_n_vocab(mg));
+    test_session_sample(mg, sp, 40);
     test_kv_fp8(mg, mc);
     si_model_free(mg);
     si_model_free(mc);

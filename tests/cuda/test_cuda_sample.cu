@@ -10,8 +10,9 @@
  * for row: both follow the same chain on the same float probabilities and differ only in the
  * order of the double sums, so a legitimate mismatch needs u or top_p within ~1e-7 of a
  * cumulative boundary (expf/logf may differ by an ulp between CUDA and glibc) — any mismatch is
- * reported as FAIL with its row. Then timings (median of 21, cudaEvent): one call for 1, 8 and
- * 64 rows at 128256 for three parameter sets. */
+ * reported as FAIL with its row. Then timings (median of 21, cudaEvent): one call for 1, 8, 24,
+ * 32 and 64 rows (the cluster sizes' ranges on the H200: 8, 4, 2) at 128256 and 32000 for four
+ * parameter sets. */
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -149,7 +150,7 @@ static void time_sampler(int n) {
         CUDA_CHECK(cudaMemcpy(d_p, h_p.data(), max_rows * sizeof(cuda_sample_params),
                               cudaMemcpyHostToDevice));
         printf("timing sample vocab %d, %-30s:", n, s.name);
-        for (int rows : {1, 8, 64}) {
+        for (int rows : {1, 8, 24, 32, 64}) {
             std::vector<float> ms;
             for (int k = 0; k < reps; k++) {
                 CUDA_CHECK(cudaEventRecord(e0));

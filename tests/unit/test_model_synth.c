@@ -9,7 +9,8 @@
  *   from forward.c) on the f32 weights must match our f32 logits, for llama and qwen2.
  * - the weights themselves: N(0, 0.02) statistics of the generator, synth's own Q4_K encoding
  *   within 1.5x the error of quant/'s searched one, the same bytes on a second write.
- * - loader errors: a missing tensor, an unsupported architecture, a block-size mismatch. */
+ * - loader errors: a missing tensor, an unsupported architecture, a block-size mismatch.
+ * - si_session_eval_sample on the CPU: the ids of si_session_eval + si_sampler_sample. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -535,8 +536,55 @@ static void test_block_size_mismatch(void **state) {
     assert_int_equal(synth_shape("nope", &p.dims), SI_ERR_INVALID_ARG);
 }
 
+/* si_session_eval_sample on a backend without device sampling (the CPU): the same ids and the
+ * same RNG draws as si_session_eval + si_sampler_sample, with and without penalties; the logits
+ * stay readable; a prompt that does not fit changes nothing. */
+static void test_session_eval_sample(void **state) {
+    (void)state;
+    char path[320];
+    si_model *m = load(write_model(path, sizeof path, "sample.gguf", "tiny", SI_TYPE_F32, false));
+    const int nv = si_model_n_vocab(m);
+    int32_t tok[N_TOKENS];
+    test_tokens(tok, nv);
+    si_sampling_params ps[3] = {si_sampling_default_params(), si_sampling_default_params(),
+                                si_sampling_default_params()};
+    ps[0].temperature = 0.0f;
+    ps[1].temperature = 0.8f, ps[1].top_k = 40, ps[1].top_p = 0.9f, ps[1].seed = 7;
+    ps[2].temperature = 1.0f, ps[2].repetition_penalty = 1.3f, ps[2].seed = 9;
+    for (int c = 0; c < 3; c++) {
+        si_session *sa = NULL, *sb = NULL;
+        si_sampler *ma = NULL, *mb = NULL;
+        assert_int_equal(si_session_create(m, &sa), SI_OK);
+        assert_int_equal(si_session_create(m, &sb), SI_OK);
+        assert_int_equal(si_sampler_create(&ps[c], nv, &ma), SI_OK);
+        assert_int_equal(si_sampler_create(&ps[c], nv, &mb), SI_OK);
+        int32_t hist[64], n = N_TOKENS, id = -1, last = -1;
+        memcpy(hist, tok, sizeof tok);
+        assert_int_equal(si_session_eval_sample(sb, tok, n, mb, hist, n, &id), SI_OK);
+        assert_int_equal(si_session_eval(sa, tok, n), SI_OK);
+        for (int step = 0; step < 24; step++) {
+            assert_non_null(si_session_logits(sb));
+            assert_int_equal(id, si_sampler_sample(ma, si_session_logits(sa), hist, n));
+            hist[n++] = last = id;
+            assert_int_equal(si_session_eval(sa, &last, 1), SI_OK);
+            assert_int_equal(si_session_eval_sample(sb, &last, 1, mb, hist, n, &id), SI_OK);
+        }
+        /* n_ctx is 64: 64 - 44 tokens left, so 21 do not fit */
+        id = -5;
+        assert_int_equal(si_session_eval_sample(sb, tok, 21, mb, hist, n, &id),
+                         SI_ERR_CONTEXT_FULL);
+        assert_int_equal(id, -5);
+        assert_int_equal(si_session_n_past(sb), n);
+        si_sampler_free(ma);
+        si_sampler_free(mb);
+        si_session_free(sa);
+        si_session_free(sb);
+    }
+    si_model_free(m);
+}
+
 int main(void) {
-    struct CMUnitTest tests[sizeof TYPE_CASES / sizeof TYPE_CASES[0] + 8];
+    struct CMUnitTest tests[sizeof TYPE_CASES / sizeof TYPE_CASES[0] + 9];
     size_t n = 0;
     for (size_t i = 0; i < sizeof TYPE_CASES / sizeof TYPE_CASES[0]; i++) {
         struct CMUnitTest t = cmocka_unit_test_prestate(test_type_vs_dequantized,
@@ -545,10 +593,11 @@ int main(void) {
         tests[n++] = t;
     }
     const struct CMUnitTest rest[] = {
-        cmocka_unit_test(test_reference_llama),  cmocka_unit_test(test_reference_qwen2),
-        cmocka_unit_test(test_synthetic_vocab),  cmocka_unit_test(test_missing_tensor),
-        cmocka_unit_test(test_unsupported_arch), cmocka_unit_test(test_block_size_mismatch),
-        cmocka_unit_test(test_weight_statistics), cmocka_unit_test(test_q4_k_encoding),
+        cmocka_unit_test(test_reference_llama),     cmocka_unit_test(test_reference_qwen2),
+        cmocka_unit_test(test_synthetic_vocab),     cmocka_unit_test(test_missing_tensor),
+        cmocka_unit_test(test_unsupported_arch),    cmocka_unit_test(test_block_size_mismatch),
+        cmocka_unit_test(test_weight_statistics),   cmocka_unit_test(test_q4_k_encoding),
+        cmocka_unit_test(test_session_eval_sample),
     };
     for (size_t i = 0; i < sizeof rest / sizeof rest[0]; i++) tests[n++] = rest[i];
     return _cmocka_run_group_tests("model_synth", tests, n, setup_dir, teardown_dir);
