@@ -1,6 +1,8 @@
 /* session.c — si_session: the single-sequence generation path, a one-sequence batch through
  * the model's backend (backend/backend.h). All memory is allocated at creation (KV cache for
- * n_ctx tokens, scratch for n_batch tokens). */
+ * n_ctx tokens, scratch for n_batch tokens). si_session_eval_sample lets the backend pick the
+ * next token where it can (forward_sample), as the engine does, with the sampler's own chain
+ * and draw (engine/sampler_pick.h), so the choice is si_sampler_sample's either way. */
 #include "model/session.h"
 
 #include <stdlib.h>
