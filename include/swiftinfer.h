@@ -178,7 +178,8 @@ typedef struct si_sampler si_sampler; /* a sampling chain with its RNG (below) *
  * (and the same draw from smp's RNG) as si_sampler_sample(smp, logits, history, n_history).
  * Where the backend samples on the device (CUDA) and smp's penalties cannot change the logits
  * for this history, only the id comes back from the GPU, not n_vocab logits: the way to
- * generate one sequence. history: the tokens so far, these included (for the penalties). */
+ * generate one sequence. history: the tokens so far, these included (for the penalties).
+ * si_session_eval's errors, and SI_ERR_INVALID_ARG when smp or id is NULL. */
 si_status si_session_eval_sample(si_session *s, const int32_t *tokens, int32_t n, si_sampler *smp,
                                  const int32_t *history, int32_t n_history, int32_t *id);
 

@@ -141,6 +141,8 @@ si_status si_session_eval(si_session *s, const int32_t *tokens, int32_t n) {
 
 si_status si_session_eval_sample(si_session *s, const int32_t *tokens, int32_t n, si_sampler *smp,
                                  const int32_t *history, int32_t n_history, int32_t *id) {
+    if (!smp || !id)
+        return si_error(SI_ERR_INVALID_ARG, "eval_sample: no sampler or no id to fill");
     if (!s->be->forward_sample || !sampler_history_free(smp, n_history)) {
         si_status st = si_session_eval(s, tokens, n);
         if (!st) *id = si_sampler_sample(smp, s->logits, history, n_history);

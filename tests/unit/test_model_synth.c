@@ -575,6 +575,10 @@ static void test_session_eval_sample(void **state) {
                          SI_ERR_CONTEXT_FULL);
         assert_int_equal(id, -5);
         assert_int_equal(si_session_n_past(sb), n);
+        assert_int_equal(si_session_eval_sample(sb, tok, 1, NULL, hist, n, &id),
+                         SI_ERR_INVALID_ARG);
+        assert_int_equal(si_session_eval_sample(sb, tok, 1, mb, hist, n, NULL), SI_ERR_INVALID_ARG);
+        assert_int_equal(si_session_n_past(sb), n);
         si_sampler_free(ma);
         si_sampler_free(mb);
         si_session_free(sa);
