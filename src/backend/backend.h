@@ -41,7 +41,17 @@ typedef struct backend_sample {
     int32_t top_k;
     float top_p, min_p;
     double u;
+    int32_t logprobs; /* < 0: none; else the picked token's logprob and the `logprobs` (<=
+                       * SI_MAX_TOP_LOGPROBS) most likely tokens' (sampler_logprobs) */
 } backend_sample;
+
+/* One sequence's logprobs from forward_sample (backend_sample.logprobs >= 0): sampler_logprobs'
+ * result for the picked token. */
+typedef struct backend_logprobs {
+    float logprob;
+    int32_t n_top;
+    si_token_logprob top[SI_MAX_TOP_LOGPROBS];
+} backend_logprobs;
 
 typedef struct si_backend {
     const char *name; /* "cpu", "cuda" */
@@ -60,10 +70,11 @@ typedef struct si_backend {
     void (*forward)(void *state, const si_batch *b, float *logits_host);
     /* Optional (NULL: not offered). forward, then samples on the device: ids[s] = the token
      * sequence s picks from its logits with smp[s] (sampler_pick's result for the same logits),
-     * -1 for sequences with b->logits_row[s] < 0. smp and ids: [b->n_seqs], host memory; the
-     * logits stay on the device. */
-    void (*forward_sample)(void *state, const si_batch *b, const backend_sample *smp,
-                           int32_t *ids);
+     * -1 for sequences with b->logits_row[s] < 0; lp[s] its logprobs where smp[s].logprobs >= 0
+     * (lp may be NULL when none asks). smp, ids, lp: [b->n_seqs], host memory; the logits stay
+     * on the device. */
+    void (*forward_sample)(void *state, const si_batch *b, const backend_sample *smp, int32_t *ids,
+                           backend_logprobs *lp);
     void (*stats)(const void *state, backend_stats *out);
     void (*free)(void *state);
     /* KV blocks of block_bytes that fit in `fraction` of the device's free memory once m's

@@ -217,39 +217,30 @@ static void finish(si_engine *e, ereq *r, si_finish_reason why, si_status st, co
     deliver(e, r);
 }
 
-static void fill_logprobs(si_engine *e, ereq *r, const float *logits, int32_t tok) {
+/* The event's logprobs for tok: the device's (dlp) when it computed them, else from logits */
+static void fill_logprobs(si_engine *e, ereq *r, const float *logits, const backend_logprobs *dlp,
+                          int32_t tok) {
     si_event *ev = &e->ev;
-    float mx = logits[0];
-    for (int32_t i = 1; i < e->n_vocab; i++) mx = logits[i] > mx ? logits[i] : mx;
-    double sum = 0.0;
-    for (int32_t i = 0; i < e->n_vocab; i++) sum += exp((double)logits[i] - mx);
-    const float lse = mx + (float)log(sum);
-    ev->logprob = logits[tok] - lse;
-    /* top-k by insertion into a short sorted list: k <= 20, one pass over the vocabulary */
-    int32_t k = r->top_logprobs, n = 0;
-    for (int32_t i = 0; i < e->n_vocab && k > 0; i++) {
-        if (n == k && logits[i] <= ev->top[n - 1].logprob) continue;
-        int32_t j = n < k ? n++ : n - 1;
-        while (j > 0 && ev->top[j - 1].logprob < logits[i]) {
-            ev->top[j] = ev->top[j - 1];
-            j--;
-        }
-        ev->top[j].token = i;
-        ev->top[j].logprob = logits[i];
+    if (!dlp) {
+        ev->n_top =
+            sampler_logprobs(logits, e->n_vocab, tok, r->top_logprobs, &ev->logprob, ev->top);
+        return;
     }
-    for (int32_t i = 0; i < n; i++) ev->top[i].logprob -= lse;
-    ev->n_top = n;
+    ev->logprob = dlp->logprob;
+    ev->n_top = dlp->n_top;
+    memcpy(ev->top, dlp->top, (size_t)dlp->n_top * sizeof *ev->top);
 }
 
-/* Emits r's next token, device_tok when the device sampled it (>= 0), else sampled here from
- * logits; finishes r when it is done. */
-static void sample_and_emit(si_engine *e, ereq *r, const float *logits, int32_t device_tok) {
+/* Emits r's next token, device_tok when the device sampled it (>= 0; with its logprobs dlp when
+ * r wants them), else sampled here from logits; finishes r when it is done. */
+static void sample_and_emit(si_engine *e, ereq *r, const float *logits, int32_t device_tok,
+                            const backend_logprobs *dlp) {
     const int32_t tok = device_tok >= 0
                             ? device_tok
                             : si_sampler_sample(r->smp, logits, r->sq.tokens, r->sq.n_tokens);
     ev_reset(e, SI_EVENT_TOKEN);
     e->ev.token = tok;
-    if (r->logprobs) fill_logprobs(e, r, logits, tok);
+    if (r->logprobs) fill_logprobs(e, r, logits, dlp, tok);
     if (sched_seq_append(&r->sq, tok)) {
         deliver(e, r);
         finish(e, r, SI_FINISH_ERROR, SI_ERR_NOMEM, si_last_error());
@@ -385,32 +376,39 @@ static bool hold_for_batch(si_engine *e) {
     return true;
 }
 
-/* When the backend can sample (forward_sample) and every sequence of the step that samples
- * wants no logprobs and has no penalty that reads its history, fills smp[i] for each of them
- * (drawing u from the request's own RNG, as si_sampler_sample would) and returns true: the step
- * then brings back ids instead of logits. Otherwise draws nothing and returns false.
- * NOTE: no logits come to the host then, so e->logits' buffer holds smp and ids. */
+/* When the backend can sample (forward_sample) and no sequence of the step that samples has a
+ * penalty that reads its history, fills smp[i] for each of them (drawing u from the request's
+ * own RNG, as si_sampler_sample would; logprobs asked for by those that want them) and returns
+ * true: the step then brings back ids (and logprobs) instead of logits. Otherwise draws nothing
+ * and returns false.
+ * NOTE: no logits come to the host then, so e->logits' buffer holds smp, ids and lp. */
 static bool device_samples(si_engine *e, const si_batch *b, int32_t n, backend_sample **smp,
-                           int32_t **ids) {
+                           int32_t **ids, backend_logprobs **lp) {
     if (!e->be->forward_sample) return false;
+    bool any_logprobs = false;
     for (int32_t i = 0; i < n; i++) {
         const ereq *r = (const ereq *)sched_scheduled(e->s, i);
-        if (b->logits_row[i] >= 0 && (r->logprobs || !sampler_history_free(r->smp, r->sq.n_tokens)))
-            return false;
+        if (b->logits_row[i] < 0) continue;
+        if (!sampler_history_free(r->smp, r->sq.n_tokens)) return false;
+        any_logprobs |= r->logprobs;
     }
-    SI_ASSERT((size_t)e->n_vocab * sizeof(float) >= sizeof(backend_sample) + sizeof(int32_t));
+    SI_ASSERT((size_t)e->n_vocab * sizeof(float) >=
+              sizeof(backend_sample) + sizeof(int32_t) + sizeof(backend_logprobs));
     *smp = (backend_sample *)e->logits;
     *ids = (int32_t *)(*smp + n);
+    *lp = any_logprobs ? (backend_logprobs *)(*ids + n) : NULL;
     for (int32_t i = 0; i < n; i++) {
         backend_sample *q = &(*smp)[i];
-        *q = (backend_sample){0};
+        *q = (backend_sample){.logprobs = -1};
         if (b->logits_row[i] < 0) continue;
+        ereq *r = (ereq *)sched_scheduled(e->s, i);
         sampler_chain ch;
-        sampler_draw(((ereq *)sched_scheduled(e->s, i))->smp, &ch, &q->u);
+        sampler_draw(r->smp, &ch, &q->u);
         q->temperature = ch.temperature;
         q->top_k = ch.top_k;
         q->top_p = ch.top_p;
         q->min_p = ch.min_p;
+        if (r->logprobs) q->logprobs = r->top_logprobs;
     }
     return true;
 }
@@ -424,16 +422,20 @@ static void *engine_main(void *arg) {
             const int32_t n = sched_n_scheduled(e->s);
             backend_sample *smp = NULL;
             int32_t *ids = NULL;
-            const bool on_device = device_samples(e, b, n, &smp, &ids);
-            if (on_device) e->be->forward_sample(e->bs, b, smp, ids);
+            backend_logprobs *lp = NULL;
+            const bool on_device = device_samples(e, b, n, &smp, &ids, &lp);
+            if (on_device)
+                e->be->forward_sample(e->bs, b, smp, ids, lp);
             else e->be->forward(e->bs, b, e->logits);
             sched_update(e->s);
             e->steps++;
             for (int32_t i = 0; i < n; i++) {
                 if (b->logits_row[i] < 0) continue;
                 ereq *r = (ereq *)sched_scheduled(e->s, i); /* sq is ereq's first member */
-                if (on_device) sample_and_emit(e, r, NULL, ids[i]);
-                else sample_and_emit(e, r, e->logits + (size_t)i * e->n_vocab, -1);
+                if (on_device)
+                    sample_and_emit(e, r, NULL, ids[i], r->logprobs ? &lp[i] : NULL);
+                else
+                    sample_and_emit(e, r, e->logits + (size_t)i * e->n_vocab, -1, NULL);
             }
         }
 #ifndef NDEBUG

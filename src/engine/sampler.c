@@ -347,3 +347,30 @@ int32_t si_sampler_sample(si_sampler *s, const float *logits, const int32_t *his
     sampler_draw(s, &chain, &u);
     return sampler_pick(c, s->n_vocab, &chain, u);
 }
+
+int32_t sampler_logprobs(const float *logits, int32_t n_vocab, int32_t tok, int32_t k,
+                         float *logprob, si_token_logprob *top) {
+    float mx = logits[0];
+    for (int32_t i = 1; i < n_vocab; i++)
+        mx = logits[i] > mx ? logits[i] : mx;
+    double sum = 0.0;
+    for (int32_t i = 0; i < n_vocab; i++)
+        sum += exp((double)logits[i] - mx);
+    const float lse = mx + (float)log(sum);
+    *logprob = logits[tok] - lse;
+    /* top-k by insertion into a short sorted list: k <= 20, one pass over the vocabulary */
+    int32_t n = 0;
+    for (int32_t i = 0; i < n_vocab && k > 0; i++) {
+        if (n == k && logits[i] <= top[n - 1].logprob) continue;
+        int32_t j = n < k ? n++ : n - 1;
+        while (j > 0 && top[j - 1].logprob < logits[i]) {
+            top[j] = top[j - 1];
+            j--;
+        }
+        top[j].token = i;
+        top[j].logprob = logits[i];
+    }
+    for (int32_t i = 0; i < n; i++)
+        top[i].logprob -= lse;
+    return n;
+}

@@ -48,6 +48,14 @@ bool sampler_history_free(const si_sampler *s, int32_t n_history);
  * does (one draw when temperature > 0; none, and *u = 0, when greedy). */
 void sampler_draw(si_sampler *s, sampler_chain *chain, double *u);
 
+/* The engine's logprobs for token tok from raw logits[n_vocab] (before penalties and
+ * temperature): *logprob = logits[tok] - logsumexp(logits) (max + log of the double sum of
+ * exp(logit - max), rounded to float), and the k (<= SI_MAX_TOP_LOGPROBS) most likely tokens in
+ * top, most likely first, ties to the lower id. Returns how many entries top got (k, or n_vocab
+ * when smaller). A device that computes logprobs (cuda_logprobs_rows) is tested against it. */
+int32_t sampler_logprobs(const float *logits, int32_t n_vocab, int32_t tok, int32_t k,
+                         float *logprob, si_token_logprob *top);
+
 #ifdef __cplusplus
 }
 #endif

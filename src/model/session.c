@@ -100,7 +100,7 @@ static void session_forward(si_session *s, const int32_t *tokens, int32_t n, boo
         .logits_row = &logits_row,
     };
     if (smp)
-        s->be->forward_sample(s->bs, &b, smp, id);
+        s->be->forward_sample(s->bs, &b, smp, id, NULL);
     else
         s->be->forward(s->bs, &b, s->logits);
     s->n_past = seq_len;
@@ -152,7 +152,7 @@ si_status si_session_eval_sample(si_session *s, const int32_t *tokens, int32_t n
     if (st) return st;
     /* the draw si_sampler_sample would make, so that a seed picks the same tokens either way */
     sampler_chain ch;
-    backend_sample q = {0};
+    backend_sample q = {.logprobs = -1};
     sampler_draw(smp, &ch, &q.u);
     q.temperature = ch.temperature;
     q.top_k = ch.top_k;

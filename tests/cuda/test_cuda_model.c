@@ -27,10 +27,12 @@
  *    engine), both with steps of <= 8 tokens (test_preempt_prefix); and for prompts of 257-600
  *    tokens, whose attention rows are split by their length (test_long_rows).
  * 3. sampling on the GPU (temperature 0.8, top-k 40, top-p 0.9, a seed per request): 8 short
- *    requests, one at a time, sampled on the device (forward_sample) and again on the host from
- *    the same GPU logits (asking for logprobs makes the engine sample on the host): the ids
- *    must be identical, since both follow sampler_pick with the same u on bit-identical logits
- *    (prompts under one KV block: no prefix-cache hit makes the second run's batches differ).
+ *    requests, one at a time, sampled on the device (forward_sample; half of them with logprobs
+ *    and 5 top tokens, computed there too) and again on the host from the same GPU logits (a
+ *    presence penalty of 1e-30, which changes no logit, makes the engine sample on the host):
+ *    the ids must be identical, the logprobs within 1e-5 and the top ids the same, since both
+ *    follow sampler_pick with the same u on bit-identical logits (prompts under one KV block:
+ *    no prefix-cache hit makes the second run's batches differ).
  *    Against the CPU engine the logits differ by float rounding (up to TOL), so a draw close to
  *    a cumulative boundary can pick another token and the sequence then parts: asserted (for
  *    TOL <= 1e-2, the f16 models) is only that the first sampled token agrees for at least 7
@@ -142,8 +144,17 @@ static void test_logits(si_model *mc, si_model *mg, double tol) {
 #define N_REQ 8
 #define N_GEN 32
 
-/* Submits the first n requests at once and collects each one's tokens. */
-static void run_together(si_engine *e, si_request *rq, int n, int32_t out[][N_GEN]) {
+/* A token's logprobs as its event carried them (the first 5 top entries). */
+typedef struct tok_lp {
+    float logprob;
+    int32_t n_top;
+    si_token_logprob top[5];
+} tok_lp;
+
+/* Submits the first n requests at once and collects each one's tokens (and, when lps is not
+ * NULL, their logprobs). */
+static void run_together(si_engine *e, si_request *rq, int n, int32_t out[][N_GEN],
+                         tok_lp (*lps)[N_GEN]) {
     si_request_id id[N_REQ];
     for (int i = 0; i < n; i++)
         if (si_engine_submit(e, &rq[i], &id[i])) {
@@ -158,7 +169,15 @@ static void run_together(si_engine *e, si_request *rq, int n, int32_t out[][N_GE
                 fprintf(stderr, "next_event: %s\n", si_last_error());
                 exit(2);
             }
-            if (ev->type == SI_EVENT_TOKEN && k < N_GEN) out[i][k++] = ev->token;
+            if (ev->type == SI_EVENT_TOKEN && k < N_GEN) {
+                if (lps) {
+                    tok_lp *t = &lps[i][k];
+                    t->logprob = ev->logprob;
+                    t->n_top = ev->n_top < 5 ? ev->n_top : 5;
+                    memcpy(t->top, ev->top, (size_t)t->n_top * sizeof *t->top);
+                }
+                out[i][k++] = ev->token;
+            }
             if (ev->type == SI_EVENT_FINISH || ev->type == SI_EVENT_ERROR) break;
         }
         for (; k < N_GEN; k++) out[i][k] = -1;
@@ -198,32 +217,56 @@ static void test_sampling(si_engine *e, si_model *mc, const si_engine_params *ep
         rq[i].sampling.seed = 1000 + i;
     }
     static int32_t dev[N_REQ][N_GEN], host[N_REQ][N_GEN], cpu[N_REQ][N_GEN];
+    static tok_lp dev_lp[N_REQ][N_GEN], host_lp[N_REQ][N_GEN];
     const double t0 = now_s();
-    for (int i = 0; i < N_REQ; i++) run_together(e, &rq[i], 1, &dev[i]);
+    for (int i = 0; i < N_REQ; i++) { /* on the device, with logprobs (5 top) for the odd ones */
+        si_request r = rq[i];
+        r.logprobs = i % 2, r.top_logprobs = i % 2 ? 5 : 0;
+        run_together(e, &r, 1, &dev[i], &dev_lp[i]);
+    }
     const double t1 = now_s();
     for (int i = 0; i < N_REQ; i++) {
         si_request r = rq[i];
-        r.logprobs = true; /* the engine then samples on the host */
-        run_together(e, &r, 1, &host[i]);
+        r.logprobs = true, r.top_logprobs = 5;
+        /* a penalty reads the history, so the engine samples on the host; at 1e-30 it changes
+         * no float logit, so the ids and logprobs must be the device's */
+        r.sampling.presence_penalty = 1e-30f;
+        run_together(e, &r, 1, &host[i], &host_lp[i]);
     }
     const double t2 = now_s();
-    int same = 0, valid = 1;
+    int same = 0, valid = 1, lp_same = 0;
+    double lp_diff = 0.0;
     for (int i = 0; i < N_REQ; i++) {
         same += !memcmp(dev[i], host[i], sizeof dev[i]);
         for (int k = 0; k < N_GEN; k++) valid &= dev[i][k] >= 0;
+        if (!(i % 2)) continue;
+        bool row = true;
+        for (int k = 0; k < N_GEN && dev[i][k] >= 0; k++) {
+            const tok_lp *a = &dev_lp[i][k], *b = &host_lp[i][k];
+            double d = fabs((double)a->logprob - b->logprob);
+            row &= a->n_top == b->n_top;
+            for (int t = 0; row && t < a->n_top; t++) {
+                row &= a->top[t].token == b->top[t].token;
+                d = fmax(d, fabs((double)a->top[t].logprob - b->top[t].logprob));
+            }
+            lp_diff = fmax(lp_diff, d);
+        }
+        lp_same += row;
     }
-    const bool ok = same == N_REQ && valid;
+    const bool ok = same == N_REQ && valid && lp_same == N_REQ / 2 && lp_diff <= 1e-5;
     g_fail |= !ok;
     printf("%s sampling on the gpu (t 0.8, top-k 40, top-p 0.9, seeded): %d/%d requests give "
-           "identical ids sampled on the device and on the host from the same logits "
-           "(%d tokens each; %.3f s device-sampled, %.3f s host-sampled with logprobs)\n",
-           ok ? "PASS" : "FAIL", same, N_REQ, N_GEN, t1 - t0, t2 - t1);
+           "identical ids sampled on the device and on the host from the same logits; logprobs "
+           "(5 top) computed on the device: the host's top ids for %d/%d requests, max |logprob "
+           "diff| %.2e (tol 1e-5) (%d tokens each; %.3f s device-sampled, %.3f s host-sampled)\n",
+           ok ? "PASS" : "FAIL", same, N_REQ, lp_same, N_REQ / 2, lp_diff, N_GEN, t1 - t0, t2 - t1);
     si_engine *ec = NULL;
     if (si_engine_create(mc, ep, &ec)) {
         fprintf(stderr, "cpu engine: %s\n", si_last_error());
         exit(2);
     }
-    for (int i = 0; i < N_REQ; i++) run_together(ec, &rq[i], 1, &cpu[i]);
+    for (int i = 0; i < N_REQ; i++)
+        run_together(ec, &rq[i], 1, &cpu[i], NULL);
     si_engine_free(ec);
     int first;
     const int lead = leading_agree(dev, cpu, &first);
@@ -324,7 +367,7 @@ static void test_preempt_prefix(si_model *mg, const si_engine_params *ep8, si_re
     small.gpu_memory_fraction = 0.0f;
     si_engine *e = make_engine(mg, &small);
     static int32_t together[N_REQ][N_GEN];
-    run_together(e, rq, N_REQ, together);
+    run_together(e, rq, N_REQ, together, NULL);
     si_engine_stats st;
     si_engine_get_stats(e, &st);
     int same = 0;
@@ -386,8 +429,9 @@ static void test_long_rows(si_model *mg, const si_engine_params *ep8) {
         rq[i].ignore_eos = true;
     }
     si_engine *e = make_engine(mg, ep8);
-    for (int i = 0; i < N_LONG; i++) run_together(e, &rq[i], 1, &alone[i]);
-    run_together(e, rq, N_LONG, together);
+    for (int i = 0; i < N_LONG; i++)
+        run_together(e, &rq[i], 1, &alone[i], NULL);
+    run_together(e, rq, N_LONG, together, NULL);
     si_engine_free(e);
     int same = 0;
     for (int i = 0; i < N_LONG; i++) same += !memcmp(alone[i], together[i], sizeof alone[i]);
@@ -408,8 +452,9 @@ static void test_engine(si_model *mg, si_model *mc, double tol) {
     si_request rq[N_REQ];
     make_requests(si_model_n_vocab(mg), prompts, rq);
     static int32_t alone[N_REQ][N_GEN], together[N_REQ][N_GEN], cpu[N_REQ][N_GEN];
-    for (int i = 0; i < N_REQ; i++) run_together(e, &rq[i], 1, &alone[i]);
-    run_together(e, rq, N_REQ, together);
+    for (int i = 0; i < N_REQ; i++)
+        run_together(e, &rq[i], 1, &alone[i], NULL);
+    run_together(e, rq, N_REQ, together, NULL);
     int same = 0;
     for (int i = 0; i < N_REQ; i++) same += !memcmp(alone[i], together[i], sizeof alone[i]);
     const bool ok = same == N_REQ;
@@ -423,8 +468,9 @@ static void test_engine(si_model *mg, si_model *mc, double tol) {
 
     /* the same with 96-token steps: other matmul kernels, agreement not promised (see top) */
     e = make_engine(mg, &ep);
-    for (int i = 0; i < N_REQ; i++) run_together(e, &rq[i], 1, &alone[i]);
-    run_together(e, rq, N_REQ, together);
+    for (int i = 0; i < N_REQ; i++)
+        run_together(e, &rq[i], 1, &alone[i], NULL);
+    run_together(e, rq, N_REQ, together, NULL);
     int first;
     const int lead = leading_agree(alone, together, &first);
     same = 0;
@@ -439,7 +485,7 @@ static void test_engine(si_model *mg, si_model *mc, double tol) {
     /* for information: the same requests on the CPU engine (float rounding differs, so greedy
      * ids may part where two logits are close) */
     if (si_engine_create(mc, &ep, &e) == SI_OK) {
-        run_together(e, rq, N_REQ, cpu);
+        run_together(e, rq, N_REQ, cpu, NULL);
         int tok_same = 0;
         for (int i = 0; i < N_REQ; i++)
             for (int k = 0; k < N_GEN && cpu[i][k] == together[i][k]; k++) tok_same++;
@@ -632,8 +678,8 @@ static void test_kv_fp8(si_model *mg, si_model *mc) {
     static int32_t prompts[N_REQ][160], ids16[N_REQ][N_GEN], ids8[N_REQ][N_GEN];
     si_request rq[N_REQ];
     make_requests(nv, prompts, rq);
-    run_together(e16, rq, N_REQ, ids16);
-    run_together(e8, rq, N_REQ, ids8);
+    run_together(e16, rq, N_REQ, ids16, NULL);
+    run_together(e8, rq, N_REQ, ids8, NULL);
     int first;
     const int lead = leading_agree(ids16, ids8, &first);
     printf("INFO fp8 vs f16 kv on cuda: %d/%d leading greedy ids agree, first ids %d/%d\n", lead,

@@ -12,7 +12,9 @@
  * cumulative boundary (expf/logf may differ by an ulp between CUDA and glibc) — any mismatch is
  * reported as FAIL with its row. Then timings (median of 21, cudaEvent): one call for 1, 8, 24,
  * 32 and 64 rows (the cluster sizes' ranges on the H200: 8, 4, 2) at 128256 and 32000 for four
- * parameter sets. */
+ * parameter sets.
+ * Then cuda_logprobs_rows against sampler_logprobs (the engine's CPU logprobs) on rows of every
+ * kind, 0-20 top tokens or none (check_logprobs). */
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -125,6 +127,80 @@ static void check_vocab(int n, int calls) {
     CUDA_CHECK(cudaFree(d_ids));
 }
 
+static bool lp_close(float a, float b) { /* 1e-5, or the same infinity */
+    return a == b || std::fabs((double)a - (double)b) <= 1e-5;
+}
+
+/* cuda_logprobs_rows against sampler_logprobs (the engine's CPU logprobs) on the same rows: the
+ * picked token's logprob within 1e-5 (the double sum's order differs), the same top ids in the
+ * same order (ties to the lower id), theirs within 1e-5; rows that ask for none untouched. */
+static void check_logprobs(int n, int calls) {
+    const int R = 8, ks[] = {-1, 0, 1, 5, 20};
+    std::vector<float> h_l((size_t)R * n);
+    std::vector<cuda_sample_params> h_p(R);
+    std::vector<int32_t> h_ids(R);
+    std::vector<cuda_logprobs> h_o(R);
+    float *d_l;
+    cuda_sample_params *d_p;
+    int32_t *d_ids;
+    cuda_logprobs *d_o;
+    CUDA_CHECK(cudaMalloc(&d_l, h_l.size() * sizeof(float)));
+    CUDA_CHECK(cudaMalloc(&d_p, R * sizeof(cuda_sample_params)));
+    CUDA_CHECK(cudaMalloc(&d_ids, R * sizeof(int32_t)));
+    CUDA_CHECK(cudaMalloc(&d_o, R * sizeof(cuda_logprobs)));
+    int rows = 0, bad = 0, tops = 0;
+    for (int call = 0; call < calls; call++) {
+        int kinds[8];
+        for (int r = 0; r < R; r++) {
+            kinds[r] = (int)(rnd_u32() % ROW_KINDS);
+            fill_row(&h_l[(size_t)r * n], n, kinds[r]);
+            h_p[r] = random_params(n);
+            h_p[r].logprobs = ks[rnd_u32() % 5];
+            h_ids[r] = (int32_t)(rnd_u32() % (uint32_t)n);
+        }
+        CUDA_CHECK(cudaMemcpy(d_l, h_l.data(), h_l.size() * sizeof(float), cudaMemcpyHostToDevice));
+        CUDA_CHECK(
+            cudaMemcpy(d_p, h_p.data(), R * sizeof(cuda_sample_params), cudaMemcpyHostToDevice));
+        CUDA_CHECK(cudaMemcpy(d_ids, h_ids.data(), R * sizeof(int32_t), cudaMemcpyHostToDevice));
+        CUDA_CHECK(cudaMemset(d_o, 0x7F, R * sizeof(cuda_logprobs))); /* poison */
+        cuda_logprobs_rows(d_l, n, R, d_p, d_ids, d_o, 0);
+        CUDA_CHECK(cudaMemcpy(h_o.data(), d_o, R * sizeof(cuda_logprobs), cudaMemcpyDeviceToHost));
+        for (int r = 0; r < R; r++) {
+            const int k = h_p[r].logprobs;
+            const cuda_logprobs &o = h_o[r];
+            bool ok;
+            if (k < 0) {
+                cuda_logprobs poison;
+                memset(&poison, 0x7F, sizeof poison);
+                ok = !memcmp(&o, &poison, sizeof o);
+            } else {
+                float lp;
+                si_token_logprob top[SI_MAX_TOP_LOGPROBS];
+                const int nt = sampler_logprobs(&h_l[(size_t)r * n], n, h_ids[r], k, &lp, top);
+                ok = o.n_top == nt && lp_close(o.logprob, lp);
+                for (int t = 0; ok && t < nt; t++)
+                    ok = o.top_id[t] == top[t].token && lp_close(o.top_logprob[t], top[t].logprob);
+                tops += nt;
+            }
+            rows++;
+            if (!ok) {
+                bad++;
+                printf("FAIL logprobs n=%d call %d row %d (%s, %d top): gpu logprob %.9g n_top %d "
+                       "first id %d\n",
+                       n, call, r, ROW_NAMES[kinds[r]], k, (double)o.logprob, o.n_top, o.top_id[0]);
+            }
+        }
+    }
+    g_fail |= bad != 0;
+    printf("%s logprobs vocab %d: %d/%d rows give the CPU's logprob and top tokens (%d top entries "
+           "compared; rows asking none untouched); tolerance: ids exact, logprobs 1e-5\n",
+           bad ? "FAIL" : "PASS", n, rows - bad, rows, tops);
+    CUDA_CHECK(cudaFree(d_l));
+    CUDA_CHECK(cudaFree(d_p));
+    CUDA_CHECK(cudaFree(d_ids));
+    CUDA_CHECK(cudaFree(d_o));
+}
+
 static void time_sampler(int n) {
     const int max_rows = 64, reps = 21;
     std::vector<float> h_l((size_t)max_rows * n);
@@ -178,9 +254,12 @@ int main(int argc, char **argv) {
     if (small) {
         check_vocab(1000, 10);
         check_vocab(5000, 10);
+        check_logprobs(1000, 4);
     } else {
         check_vocab(32000, 40);
         check_vocab(128256, 40);
+        check_logprobs(32000, 10);
+        check_logprobs(128256, 10);
         time_sampler(128256);
         time_sampler(32000);
     }

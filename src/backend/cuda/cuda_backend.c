@@ -98,6 +98,7 @@ typedef struct cuda_state {
     int32_t *d_in;                /* the packed batch (layout: batch_layout) */
     cuda_sample_params *d_smp;    /* [max_seqs] per logits row */
     int32_t *d_ids;               /* [max_seqs] sampled ids */
+    cuda_logprobs *d_lp;          /* [max_seqs] their logprobs, for the rows that ask */
     /* pinned host copies */
     int32_t *h_in;
     float *h_logits; /* [max_seqs][n_vocab] */
@@ -260,6 +261,7 @@ static size_t scratch_layout(cuda_state *c, const si_model *m, const backend_par
     TAKE(d_in, layout_of(p, max_blocks).total * 4);
     TAKE(d_smp, S * sizeof(cuda_sample_params));
     TAKE(d_ids, S * 4);
+    TAKE(d_lp, S * sizeof(cuda_logprobs));
 #undef TAKE
     if (base) {
         c->x = c->x_main;
@@ -871,8 +873,8 @@ static int warm_decode(cuda_state *c, int *n_graphs) {
         CUDA_CHECK(cudaMemcpyAsync(c->d_in, h, bytes, cudaMemcpyHostToDevice, c->st));
         forward_launches(c, &sh);
         for (int i = 0; i < r; i++) /* greedy, and sampled through the whole chain */
-            c->h_smp[i] = i % 2 ? (cuda_sample_params){0.5f, 0.8f, 40, 0.9f, 0.05f}
-                                : (cuda_sample_params){0.5f, 0.0f, 0, 1.0f, 0.0f};
+            c->h_smp[i] = i % 2 ? (cuda_sample_params){0.5f, 0.8f, 40, 0.9f, 0.05f, -1}
+                                : (cuda_sample_params){0.5f, 0.0f, 0, 1.0f, 0.0f, -1};
         CUDA_CHECK(cudaMemcpyAsync(c->d_smp, c->h_smp, (size_t)r * sizeof *c->h_smp,
                                    cudaMemcpyHostToDevice, c->st));
         cuda_sample(c->logits, c->m->hp.n_vocab, r, c->d_smp, c->d_ids, c->st);
@@ -906,26 +908,45 @@ static void cuda_forward(void *state, const si_batch *b, float *logits) {
 }
 
 /* forward_sample: the forward pass, then the sampling kernel on the logits rows where they
- * are; only the ids come back. */
+ * are, and the logprobs kernel when a row asks; only the ids (and logprobs) come back (the
+ * logprobs through h_logits, which this step does not otherwise use). */
 static void cuda_forward_sample(void *state, const si_batch *b, const backend_sample *smp,
-                                int32_t *ids) {
+                                int32_t *ids, backend_logprobs *lp) {
     cuda_state *c = state;
     const int n_out = run_step(c, b);
+    bool any_lp = false;
     for (int i = 0; i < n_out; i++) {
         const backend_sample *q = &smp[c->out_seq[i]];
-        c->h_smp[i] = (cuda_sample_params){q->u, q->temperature, q->top_k, q->top_p, q->min_p};
+        c->h_smp[i] = (cuda_sample_params){q->u,     q->temperature, q->top_k,
+                                           q->top_p, q->min_p,       lp ? q->logprobs : -1};
+        any_lp |= c->h_smp[i].logprobs >= 0;
     }
+    cuda_logprobs *h_lp = (cuda_logprobs *)c->h_logits;
     if (n_out > 0) {
         CUDA_CHECK(cudaMemcpyAsync(c->d_smp, c->h_smp, (size_t)n_out * sizeof *c->h_smp,
                            cudaMemcpyHostToDevice, c->st));
         cuda_sample(c->logits, c->m->hp.n_vocab, n_out, c->d_smp, c->d_ids, c->st);
         CUDA_CHECK(cudaMemcpyAsync(c->h_ids, c->d_ids, (size_t)n_out * sizeof *c->h_ids,
                            cudaMemcpyDeviceToHost, c->st));
+        if (any_lp) {
+            cuda_logprobs_rows(c->logits, c->m->hp.n_vocab, n_out, c->d_smp, c->d_ids, c->d_lp,
+                               c->st);
+            CUDA_CHECK(cudaMemcpyAsync(h_lp, c->d_lp, (size_t)n_out * sizeof *h_lp,
+                                       cudaMemcpyDeviceToHost, c->st));
+        }
     }
     step_timing_end(&c->timing, c->st);
     CUDA_CHECK(cudaStreamSynchronize(c->st));
     for (int s = 0; s < b->n_seqs; s++) ids[s] = -1;
-    for (int i = 0; i < n_out; i++) ids[c->out_seq[i]] = c->h_ids[i];
+    for (int i = 0; i < n_out; i++) {
+        ids[c->out_seq[i]] = c->h_ids[i];
+        if (c->h_smp[i].logprobs < 0) continue;
+        backend_logprobs *o = &lp[c->out_seq[i]];
+        o->logprob = h_lp[i].logprob;
+        o->n_top = h_lp[i].n_top;
+        for (int t = 0; t < o->n_top; t++)
+            o->top[t] = (si_token_logprob){h_lp[i].top_id[t], h_lp[i].top_logprob[t]};
+    }
 }
 
 static void cuda_stats(const void *state, backend_stats *out) {

@@ -1,12 +1,15 @@
 /* cuda_sample.h — token sampling on the GPU (sample.cu): the CPU sampler's chain after the
  * penalties (src/engine/sampler_pick.h) on logits that never leave the device; only the ids come
- * back. C-callable; enqueues on `stream` and returns at once. */
+ * back (and, for requests that ask, their logprobs). C-callable; enqueues on `stream` and
+ * returns at once. */
 #ifndef SI_BACKEND_CUDA_SAMPLE_H
 #define SI_BACKEND_CUDA_SAMPLE_H
 
 #include <stdint.h>
 
 #include <cuda_runtime_api.h>
+
+#include "swiftinfer.h" /* SI_MAX_TOP_LOGPROBS */
 
 #ifdef __cplusplus
 extern "C" {
@@ -21,6 +24,7 @@ typedef struct cuda_sample_params {
     float temperature;
     int32_t top_k;
     float top_p, min_p;
+    int32_t logprobs; /* for cuda_logprobs_rows: < 0 none, else that many top tokens (<= 20) */
 } cuda_sample_params;
 
 /* ids[r] = the token sampled from logits row r (f32 [n_rows][n_vocab]) with params[r], for
@@ -28,6 +32,22 @@ typedef struct cuda_sample_params {
  * cut-offs are found by radix selection over the row (see sample.cu). */
 void cuda_sample(const float *logits, int n_vocab, int n_rows, const cuda_sample_params *params,
                  int32_t *ids, cudaStream_t stream);
+
+/* A row's logprobs (sampler_logprobs' on the CPU): the picked token's, and the most likely
+ * tokens' with theirs, most likely first, ties to the lower id. */
+typedef struct cuda_logprobs {
+    float logprob;
+    int32_t n_top;
+    int32_t top_id[SI_MAX_TOP_LOGPROBS];
+    float top_logprob[SI_MAX_TOP_LOGPROBS];
+} cuda_logprobs;
+
+/* out[r] = the logprobs of ids[r] in logits row r and the params[r].logprobs most likely
+ * tokens', for the rows r < n_rows whose params[r].logprobs >= 0 (others untouched); device
+ * pointers. One CTA a row: max, the double sum of exp, then one pass a top token. */
+void cuda_logprobs_rows(const float *logits, int n_vocab, int n_rows,
+                        const cuda_sample_params *params, const int32_t *ids, cuda_logprobs *out,
+                        cudaStream_t stream);
 
 #ifdef __cplusplus
 }

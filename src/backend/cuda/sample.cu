@@ -384,3 +384,54 @@ extern "C" void cuda_sample(const float *logits, int n_vocab, int n_rows,
     default: sample_launch<1>(logits, n_vocab, n_rows, params, ids, stream); break;
     }
 }
+
+/* ---- logprobs ------------------------------------------------------------------------------- */
+
+/* One CTA a row that wants logprobs: the CPU's sampler_logprobs in the same arithmetic (float
+ * max, double sum of exp(l - max), lse = max + (float)log(sum)); the sum's order differs (fixed:
+ * deterministic). The top tokens one pass each: the highest rank below the last one taken. */
+__global__ void __launch_bounds__(SMP_THREADS)
+    logprobs_kernel(const float *logits, int n, const cuda_sample_params *params,
+                    const int32_t *ids, cuda_logprobs *out) {
+    __shared__ smp_smem sm;
+    const int row = blockIdx.x, k = params[row].logprobs;
+    if (k < 0) return;
+    const float *l = logits + (size_t)row * n;
+    unsigned long long best = 0;
+    for (int i = threadIdx.x; i < n; i += SMP_THREADS) {
+        const unsigned long long r = smp_rank(l[i], i);
+        best = r > best ? r : best;
+    }
+    const float mx = l[smp_id(smp_cluster_ext<1, true>(best, sm))];
+    double s = 0.0;
+    for (int i = threadIdx.x; i < n; i += SMP_THREADS)
+        s += exp((double)l[i] - mx);
+    const float lse = mx + (float)log(smp_cluster_sum<1>(s, sm));
+    cuda_logprobs *o = &out[row];
+    if (threadIdx.x == 0) o->logprob = l[ids[row]] - lse;
+    unsigned long long prev = ~0ull;
+    int t = 0;
+    for (; t < k && t < SI_MAX_TOP_LOGPROBS; t++) {
+        unsigned long long b = 0; /* 0: none left */
+        for (int i = threadIdx.x; i < n; i += SMP_THREADS) {
+            const unsigned long long r = smp_rank(l[i], i);
+            if (r < prev && r > b) b = r;
+        }
+        b = smp_cluster_ext<1, true>(b, sm);
+        if (!b) break;
+        if (threadIdx.x == 0) {
+            o->top_id[t] = smp_id(b);
+            o->top_logprob[t] = l[smp_id(b)] - lse;
+        }
+        prev = b;
+    }
+    if (threadIdx.x == 0) o->n_top = t;
+}
+
+extern "C" void cuda_logprobs_rows(const float *logits, int n_vocab, int n_rows,
+                                   const cuda_sample_params *params, const int32_t *ids,
+                                   cuda_logprobs *out, cudaStream_t stream) {
+    if (n_rows <= 0 || n_vocab <= 0) return;
+    logprobs_kernel<<<n_rows, SMP_THREADS, 0, stream>>>(logits, n_vocab, params, ids, out);
+    CUDA_CHECK(cudaGetLastError());
+}
