@@ -15,6 +15,7 @@
  * (sampler_pick.h), a pure function that device samplers are tested against. */
 #include "engine/sampler_pick.h"
 
+#include "backend/backend.h"
 #include "core/error.h"
 
 #include <math.h>
@@ -248,6 +249,18 @@ void sampler_draw(si_sampler *s, sampler_chain *chain, double *u) {
     const si_sampling_params *p = &s->p;
     *chain = (sampler_chain){p->temperature, p->top_k, p->top_p, p->min_p};
     *u = p->temperature > 0.0f ? rng_uniform(s) : 0.0;
+}
+
+void sampler_draw_sample(si_sampler *s, backend_sample *q) {
+    sampler_chain ch;
+    double u;
+    sampler_draw(s, &ch, &u);
+    *q = (backend_sample){.temperature = ch.temperature,
+                          .top_k = ch.top_k,
+                          .top_p = ch.top_p,
+                          .min_p = ch.min_p,
+                          .u = u,
+                          .logprobs = -1};
 }
 
 /* The first candidate in the order (every one when called on all). */

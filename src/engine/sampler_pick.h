@@ -48,6 +48,11 @@ bool sampler_history_free(const si_sampler *s, int32_t n_history);
  * does (one draw when temperature > 0; none, and *u = 0, when greedy). */
 void sampler_draw(si_sampler *s, sampler_chain *chain, double *u);
 
+/* sampler_draw into *q, a backend_sample (src/backend/backend.h) for one step of the backend's
+ * forward_sample: s's chain and u; no logprobs (q->logprobs = -1). */
+struct backend_sample;
+void sampler_draw_sample(si_sampler *s, struct backend_sample *q);
+
 /* The engine's logprobs for token tok from raw logits[n_vocab] (before penalties and
  * temperature): *logprob = logits[tok] - logsumexp(logits) (max + log of the double sum of
  * exp(logit - max), rounded to float), and the k (<= SI_MAX_TOP_LOGPROBS) most likely tokens in

@@ -100,9 +100,9 @@ static void session_forward(si_session *s, const int32_t *tokens, int32_t n, boo
         .logits_row = &logits_row,
     };
     if (smp)
-        s->be->forward_sample(s->bs, &b, smp, id, NULL);
+        s->be->forward_sample(s->bs, &b, smp, id, NULL, NULL);
     else
-        s->be->forward(s->bs, &b, s->logits);
+        s->be->forward(s->bs, &b, s->logits, NULL);
     s->n_past = seq_len;
 }
 
@@ -151,13 +151,8 @@ si_status si_session_eval_sample(si_session *s, const int32_t *tokens, int32_t n
     si_status st = session_check(s, tokens, n);
     if (st) return st;
     /* the draw si_sampler_sample would make, so that a seed picks the same tokens either way */
-    sampler_chain ch;
-    backend_sample q = {.logprobs = -1};
-    sampler_draw(smp, &ch, &q.u);
-    q.temperature = ch.temperature;
-    q.top_k = ch.top_k;
-    q.top_p = ch.top_p;
-    q.min_p = ch.min_p;
+    backend_sample q;
+    sampler_draw_sample(smp, &q);
     session_run(s, tokens, n, &q, id);
     return SI_OK;
 }

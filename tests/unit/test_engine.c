@@ -577,6 +577,48 @@ static void test_callback_and_min_batch(void **state) {
     si_engine_free(e);
 }
 
+/* A callback may call the engine's API: one that cancels its own request at its third token
+ * gets every token made and then the cancellation's FINISH counting them. */
+typedef struct self_cancel {
+    si_engine *e;
+    atomic_int n, finished;
+    si_finish_reason why;
+    int32_t completion_tokens;
+} self_cancel;
+
+static void cancel_at_third(const si_event *ev, void *user) {
+    self_cancel *c = user;
+    if (ev->type == SI_EVENT_TOKEN) {
+        if (atomic_fetch_add(&c->n, 1) + 1 == 3)
+            assert_int_equal(si_engine_cancel(c->e, ev->id), SI_OK);
+        return;
+    }
+    c->why = ev->finish_reason;
+    c->completion_tokens = ev->usage.completion_tokens;
+    atomic_store(&c->finished, 1);
+}
+
+static void test_callback_cancels_itself(void **state) {
+    (void)state;
+    int32_t p[16];
+    make_prompt(p, 16, 9, si_model_n_vocab(g_m));
+    si_request r = greedy(p, 16);
+    r.max_tokens = 200;
+    self_cancel *c = calloc(1, sizeof *c);
+    c->e = engine(g_m, 64, 4, 64);
+    r.on_event = cancel_at_third;
+    r.user = c;
+    si_request_id id;
+    assert_int_equal(si_engine_submit(c->e, &r, &id), SI_OK);
+    while (!atomic_load(&c->finished))
+        usleep(1000);
+    assert_int_equal(c->why, SI_FINISH_CANCELLED);
+    assert_true(atomic_load(&c->n) >= 3 && atomic_load(&c->n) < 200);
+    assert_int_equal(c->completion_tokens, atomic_load(&c->n));
+    si_engine_free(c->e);
+    free(c);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_stop_scan),
@@ -584,6 +626,7 @@ int main(void) {
         cmocka_unit_test(test_prefix_skips_work),
         cmocka_unit_test(test_streaming_constant_memory),
         cmocka_unit_test(test_cancel_returns_output),
+        cmocka_unit_test(test_callback_cancels_itself),
         cmocka_unit_test(test_stops_and_logprobs),
         cmocka_unit_test(test_rejections),
         cmocka_unit_test(test_kv_cache_dtype),

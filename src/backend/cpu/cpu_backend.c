@@ -41,8 +41,9 @@ static si_status cpu_create(si_model *m, const backend_params *p, void **state) 
     return SI_OK;
 }
 
-static void cpu_forward(void *state, const si_batch *b, float *logits) {
+static void cpu_forward(void *state, const si_batch *b, float *logits, const backend_overlap *ov) {
     cpu_state *c = state;
+    backend_overlap_run(ov); /* the step runs on this thread: nothing to overlap with */
     forward_batch(c->m, c->kv, b, c->ws, logits);
 }
 
