@@ -45,15 +45,6 @@ typedef struct backend_sample {
                        * SI_MAX_TOP_LOGPROBS) most likely tokens' (sampler_logprobs) */
 } backend_sample;
 
-/* Host work to do while the device runs a step: forward and forward_sample call fn(arg) once,
- * after the step's work is queued on the device and before they wait for it (a backend that
- * computes on the calling thread calls it before computing). The engine delivers the last
- * step's events there, so that waking their readers overlaps the GPU's work. */
-typedef struct backend_overlap {
-    void (*fn)(void *arg);
-    void *arg;
-} backend_overlap;
-
 /* One sequence's logprobs from forward_sample (backend_sample.logprobs >= 0): sampler_logprobs'
  * result for the picked token. */
 typedef struct backend_logprobs {
@@ -75,16 +66,15 @@ typedef struct si_backend {
     /* forward_batch's contract (src/model/forward.h): writes each token's K/V, attends through
      * the block tables, and writes n_vocab logits to logits_host + s * n_vocab for each
      * sequence s with b->logits_row[s] >= 0 (host memory; the call returns when they are
-     * there). Rows of sequences that want no logits are unspecified. ov: NULL, or host work
-     * to overlap with the step (backend_overlap). */
-    void (*forward)(void *state, const si_batch *b, float *logits_host, const backend_overlap *ov);
+     * there). Rows of sequences that want no logits are unspecified. */
+    void (*forward)(void *state, const si_batch *b, float *logits_host);
     /* Optional (NULL: not offered). forward, then samples on the device: ids[s] = the token
      * sequence s picks from its logits with smp[s] (sampler_pick's result for the same logits),
      * -1 for sequences with b->logits_row[s] < 0; lp[s] its logprobs where smp[s].logprobs >= 0
      * (lp may be NULL when none asks). smp, ids, lp: [b->n_seqs], host memory; the logits stay
-     * on the device. ov: as forward's. */
+     * on the device. */
     void (*forward_sample)(void *state, const si_batch *b, const backend_sample *smp, int32_t *ids,
-                           backend_logprobs *lp, const backend_overlap *ov);
+                           backend_logprobs *lp);
     void (*stats)(const void *state, backend_stats *out);
     void (*free)(void *state);
     /* KV blocks of block_bytes that fit in `fraction` of the device's free memory once m's
@@ -93,11 +83,6 @@ typedef struct si_backend {
     si_status (*kv_blocks_for_fraction)(const si_model *m, const backend_params *p,
                                         double fraction, size_t block_bytes, int64_t *n_blocks);
 } si_backend;
-
-/* Runs ov's work (nothing when ov is NULL). */
-static inline void backend_overlap_run(const backend_overlap *ov) {
-    if (ov) ov->fn(ov->arg);
-}
 
 /* The backend tables. backend_cuda() is NULL when SwiftInfer was built without CUDA. */
 const si_backend *backend_cpu(void);

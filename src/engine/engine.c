@@ -9,13 +9,7 @@
  * Output: every sampled token gives one TOKEN event whose text is the detokeniser's delta
  * (whole UTF-8 characters only, src/tokenizer/detok.h) minus any tail that may still grow into
  * a stop string; that tail is released by a later event or dropped when the stop string
- * completes. The last event is FINISH (or ERROR) with the usage.
- *
- * Events reach their readers one step late in time but not in tokens: a step's events are
- * queued as they are made and handed over (waking si_engine_next_event's waiters, calling the
- * callbacks) by flush_events while the device runs the next step, or before the engine waits
- * for work. Waking a thread costs a system call and a contended lock; done between two steps
- * it would delay every token. */
+ * completes. The last event is FINISH (or ERROR) with the usage. */
 #include "engine/engine.h"
 
 #include <inttypes.h>
@@ -56,9 +50,7 @@ typedef struct ereq {
     char *pending; /* generated text not yet released (may start a stop string) */
     size_t n_pending;
     int32_t n_gen;
-    bool owed;          /* in the engine's owed list: has events for its callback */
-    struct ereq *olink; /* owed list */
-    /* under mu; a callback request's ring is the engine thread's only */
+    /* under mu */
     si_event *ring;
     int32_t r_head, r_n, r_cap;
     bool done;            /* its last event is queued or delivered */
@@ -80,9 +72,6 @@ struct si_engine {
     sched *s;
     si_event ev; /* the event being built (engine thread) */
     int64_t steps, idle_since_ms;
-    /* events queued, not yet handed over (engine thread; flush_events) */
-    bool wake_owed;              /* for readers of si_engine_next_event */
-    ereq *owed_head, *owed_tail; /* requests with events for their callbacks */
 
     pthread_t thread;
     pthread_mutex_t mu;
@@ -148,18 +137,22 @@ static void table_remove(si_engine *e, ereq *r) {
     *pp = r->hnext;
 }
 
-static bool event_is_last(const si_event *ev) {
-    return ev->type == SI_EVENT_FINISH || ev->type == SI_EVENT_ERROR;
-}
-
-/* Queues e->ev in r's ring for the next flush_events. After a terminal event (FINISH, ERROR)
- * r is done: the engine thread only hands its events over (a polled request is then freed by
- * its reader, a callback request by flush_events). Called on the engine thread without the
- * lock. */
+/* Queues or delivers e->ev for r. A terminal event (FINISH, ERROR) hands r over: the engine
+ * never touches it again. Called on the engine thread without the lock. */
 static void deliver(si_engine *e, ereq *r) {
     si_event *ev = &e->ev;
     ev->id = r->id;
-    const bool polled = !r->on_event; /* then r is its reader's once it has its last event */
+    const bool last = ev->type == SI_EVENT_FINISH || ev->type == SI_EVENT_ERROR;
+    if (r->on_event) {
+        r->on_event(ev, r->user);
+        if (last) {
+            pthread_mutex_lock(&e->mu);
+            table_remove(e, r);
+            pthread_mutex_unlock(&e->mu);
+            ereq_free(r);
+        }
+        return;
+    }
     pthread_mutex_lock(&e->mu);
     if (r->r_n == r->r_cap) {
         int32_t cap = r->r_cap ? 2 * r->r_cap : 8;
@@ -172,50 +165,9 @@ static void deliver(si_engine *e, ereq *r) {
         r->r_cap = cap;
     }
     r->ring[(r->r_head + r->r_n++) % r->r_cap] = *ev;
-    if (event_is_last(ev)) r->done = true;
+    if (last) r->done = true;
+    pthread_cond_broadcast(&e->events);
     pthread_mutex_unlock(&e->mu);
-    if (polled) {
-        e->wake_owed = true;
-    } else if (!r->owed) {
-        r->owed = true;
-        if (e->owed_tail)
-            e->owed_tail->olink = r;
-        else
-            e->owed_head = r;
-        e->owed_tail = r;
-    }
-}
-
-/* Hands the queued events over: wakes si_engine_next_event's waiters (a broadcast needs no
- * lock: the events went into the rings under it) and calls each owed request's callback for
- * its events in order; after a terminal one the request is forgotten and freed. Engine thread,
- * without the lock (a callback may call the engine's API); also a backend_overlap's fn. */
-static void flush_events(void *arg) {
-    si_engine *e = arg;
-    if (e->wake_owed) {
-        e->wake_owed = false;
-        pthread_cond_broadcast(&e->events);
-    }
-    while (e->owed_head) {
-        ereq *r = e->owed_head;
-        e->owed_head = r->olink;
-        r->olink = NULL;
-        r->owed = false;
-        while (r->r_n > 0) {
-            const si_event *ev = &r->ring[r->r_head];
-            r->r_head = (r->r_head + 1) % r->r_cap;
-            r->r_n--;
-            r->on_event(ev, r->user);
-            if (event_is_last(ev)) {
-                pthread_mutex_lock(&e->mu);
-                table_remove(e, r);
-                pthread_mutex_unlock(&e->mu);
-                ereq_free(r);
-                break;
-            }
-        }
-    }
-    e->owed_tail = NULL;
 }
 
 static void ev_reset(si_engine *e, si_event_type t) {
@@ -349,7 +301,6 @@ static void publish_stats(si_engine *e) {
 
 /* Takes new requests into the scheduler and finishes cancelled ones. Returns false on stop. */
 static bool intake(si_engine *e) {
-    if (sched_n_running(e->s) + sched_n_waiting(e->s) == 0) flush_events(e); /* it may wait */
     pthread_mutex_lock(&e->mu);
     for (;;) {
         if (e->stop) {
@@ -419,7 +370,6 @@ static bool hold_for_batch(si_engine *e) {
     int64_t ns = ts.tv_nsec + (deadline - now) * 1000000;
     ts.tv_sec += ns / 1000000000;
     ts.tv_nsec = ns % 1000000000;
-    flush_events(e);
     pthread_mutex_lock(&e->mu);
     if (!e->q_head && !e->stop && e->n_cancels == 0) pthread_cond_timedwait(&e->wake, &e->mu, &ts);
     pthread_mutex_unlock(&e->mu);
@@ -460,22 +410,18 @@ static bool device_samples(si_engine *e, const si_batch *b, int32_t n, backend_s
 
 static void *engine_main(void *arg) {
     si_engine *e = arg;
-    const backend_overlap ov = {flush_events, e}; /* the last step's events, while this runs */
     while (intake(e)) {
         if (hold_for_batch(e)) continue;
         const si_batch *b = sched_step(e->s);
-        if (b->n_tokens == 0) {
-            flush_events(e);
-        } else {
+        if (b->n_tokens > 0) {
             const int32_t n = sched_n_scheduled(e->s);
             backend_sample *smp = NULL;
             int32_t *ids = NULL;
             backend_logprobs *lp = NULL;
             const bool on_device = device_samples(e, b, n, &smp, &ids, &lp);
             if (on_device)
-                e->be->forward_sample(e->bs, b, smp, ids, lp, &ov);
-            else
-                e->be->forward(e->bs, b, e->logits, &ov);
+                e->be->forward_sample(e->bs, b, smp, ids, lp);
+            else e->be->forward(e->bs, b, e->logits);
             sched_update(e->s);
             e->steps++;
             for (int32_t i = 0; i < n; i++) {
@@ -492,7 +438,6 @@ static void *engine_main(void *arg) {
 #endif
         publish_stats(e);
     }
-    flush_events(e);
     return NULL;
 }
 
@@ -784,7 +729,7 @@ si_status si_engine_next_event(si_engine *e, si_request_id id, si_event *ev, int
         *ev = r->ring[r->r_head];
         r->r_head = (r->r_head + 1) % r->r_cap;
         r->r_n--;
-        if (event_is_last(ev)) {
+        if (ev->type == SI_EVENT_FINISH || ev->type == SI_EVENT_ERROR) {
             table_remove(e, r);
             ereq_free(r); /* done: the engine no longer references it */
         }

@@ -100,9 +100,9 @@ static void session_forward(si_session *s, const int32_t *tokens, int32_t n, boo
         .logits_row = &logits_row,
     };
     if (smp)
-        s->be->forward_sample(s->bs, &b, smp, id, NULL, NULL);
+        s->be->forward_sample(s->bs, &b, smp, id, NULL);
     else
-        s->be->forward(s->bs, &b, s->logits, NULL);
+        s->be->forward(s->bs, &b, s->logits);
     s->n_past = seq_len;
 }
 

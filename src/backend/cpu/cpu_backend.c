@@ -41,9 +41,8 @@ static si_status cpu_create(si_model *m, const backend_params *p, void **state) 
     return SI_OK;
 }
 
-static void cpu_forward(void *state, const si_batch *b, float *logits, const backend_overlap *ov) {
+static void cpu_forward(void *state, const si_batch *b, float *logits) {
     cpu_state *c = state;
-    backend_overlap_run(ov); /* the step runs on this thread: nothing to overlap with */
     forward_batch(c->m, c->kv, b, c->ws, logits);
 }
 

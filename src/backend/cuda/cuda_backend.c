@@ -893,14 +893,13 @@ static int warm_decode(cuda_state *c, int *n_graphs) {
     return r;
 }
 
-static void cuda_forward(void *state, const si_batch *b, float *logits, const backend_overlap *ov) {
+static void cuda_forward(void *state, const si_batch *b, float *logits) {
     cuda_state *c = state;
     const size_t nv = (size_t)c->m->hp.n_vocab;
     const int n_out = run_step(c, b);
     if (n_out > 0)
         CUDA_CHECK(cudaMemcpyAsync(c->h_logits, c->logits, (size_t)n_out * nv * sizeof(float),
                            cudaMemcpyDeviceToHost, c->st));
-    backend_overlap_run(ov); /* before step_timing_end, which waits for the step */
     step_timing_end(&c->timing, c->st);
     CUDA_CHECK(cudaStreamSynchronize(c->st));
     for (int i = 0; i < n_out; i++)
@@ -912,7 +911,7 @@ static void cuda_forward(void *state, const si_batch *b, float *logits, const ba
  * are, and the logprobs kernel when a row asks; only the ids (and logprobs) come back (the
  * logprobs through h_logits, which this step does not otherwise use). */
 static void cuda_forward_sample(void *state, const si_batch *b, const backend_sample *smp,
-                                int32_t *ids, backend_logprobs *lp, const backend_overlap *ov) {
+                                int32_t *ids, backend_logprobs *lp) {
     cuda_state *c = state;
     const int n_out = run_step(c, b);
     bool any_lp = false;
@@ -936,7 +935,6 @@ static void cuda_forward_sample(void *state, const si_batch *b, const backend_sa
                                        cudaMemcpyDeviceToHost, c->st));
         }
     }
-    backend_overlap_run(ov); /* before step_timing_end, which waits for the step */
     step_timing_end(&c->timing, c->st);
     CUDA_CHECK(cudaStreamSynchronize(c->st));
     for (int s = 0; s < b->n_seqs; s++) ids[s] = -1;
