@@ -769,6 +769,21 @@ static struct MHD_Daemon *start_daemon(const server_config *c) {
     return d;
 }
 
+/* The KV pool's share of a GPU when the command line sizes none (--kv-memory,
+ * --gpu-memory-fraction): vLLM's way, most of the memory, since a server's concurrency and its
+ * prefix cache are its KV blocks. The engine's own default (max-num-seqs contexts, at most
+ * 1 GiB) would hold 4,096 tokens of a 7B model's cache on a 141 GB H200. */
+#define SERVE_GPU_MEMORY_FRACTION 0.9f
+
+/* c's engine parameters for m, with the GPU default above where it applies */
+static si_engine_params serve_engine_params(const server_config *c, const si_model *m) {
+    si_engine_params ep = c->ep;
+    if (m->device == SI_DEVICE_CUDA && ep.kv_memory == 0 && ep.n_blocks == 0 &&
+        ep.gpu_memory_fraction <= 0)
+        ep.gpu_memory_fraction = SERVE_GPU_MEMORY_FRACTION;
+    return ep;
+}
+
 int server_run(const server_config *c) {
     memset(&S, 0, sizeof S);
     S.cfg = c;
@@ -793,7 +808,10 @@ int server_run(const server_config *c) {
 
     int rc = 0;
     si_status st = si_model_load(c->model_path, &c->mp, &S.m);
-    if (st == SI_OK) st = si_engine_create(S.m, &c->ep, &S.e);
+    if (st == SI_OK) {
+        const si_engine_params ep = serve_engine_params(c, S.m);
+        st = si_engine_create(S.m, &ep, &S.e);
+    }
     if (st != SI_OK) {
         fprintf(stderr, "swiftinfer: serve: %s\n", si_last_error());
         rc = 1;
