@@ -57,10 +57,10 @@ static cuda_sample_params random_params(int n) {
     static const float temps[] = {0.0f, 0.3f, 0.8f, 1.0f, 1.5f};
     static const float top_ps[] = {1.0f, 0.5f, 0.9f, 0.95f, 0.999f};
     static const float min_ps[] = {0.0f, 0.0f, 0.02f, 0.1f, 0.5f};
-    const int top_ks[] = {0, 0, 1, 40, 1000, n + 5};
+    const int top_ks[] = {0, 0, 1, 40, 128, 1000, n + 5}; /* 1-128: smp_finish_small */
     cuda_sample_params p;
     p.temperature = temps[rnd_u32() % 5];
-    p.top_k = top_ks[rnd_u32() % 6];
+    p.top_k = top_ks[rnd_u32() % 7];
     p.top_p = top_ps[rnd_u32() % 5];
     p.min_p = min_ps[rnd_u32() % 5];
     p.u = rnd_unit();

@@ -1,6 +1,7 @@
 /* sample.cu — token sampling on the GPU, the CPU sampler's chain after the penalties
  * (src/engine/sampler_pick.h): greedy, or top-k -> top-p -> min-p -> temperature -> softmax ->
- * draw with the host's u. One cluster of CTAs per row and no sort.
+ * draw with the host's u. One cluster of CTAs per row and no sort of the row (a top-k set of
+ * at most SMP_SMALL_K is sorted and finished by one thread: smp_finish_small).
  *
  * Every set the chain keeps is a prefix of one total order (higher logit first, then lower id),
  * so each is {i : rank(i) >= cut} for a 64-bit rank = (order-preserving bits of the logit) << 32
@@ -264,14 +265,104 @@ __device__ double smp_exp_sum(const float *l, int n, unsigned long long cut, flo
     return smp_cluster_sum<C>(s, sm);
 }
 
+/* A small top-k set (top_k <= SMP_SMALL_K, the usual 40 or 50) is finished by one thread in
+ * the CPU's own order rather than by more passes over the row: every CTA appends the set's ranks
+ * to CTA 0's shared memory, CTA 0 sorts them (a rank's position is the number of larger ones) and
+ * its thread 0 runs sampler_pick's chain after top-k over the sorted candidates, the same float
+ * and double arithmetic in the same order, except the top-k softmax total, which the CPU sums in
+ * its selection's order. Row passes cost ~1.5 us each (a cluster barrier or two); the full
+ * chain's selections take tens of them. */
+#define SMP_SMALL_K 128
+
+struct smp_small {
+    unsigned long long rank[SMP_SMALL_K]; /* the set, as appended */
+    unsigned long long sorted[SMP_SMALL_K];
+    float logit[SMP_SMALL_K]; /* sorted's logits */
+    int n;
+};
+
+/* sampler_pick after top-k over k candidates sorted best first (logits lg, ranks rk), max M */
+__device__ int smp_pick_sorted(const float *lg, const unsigned long long *rk, int k, float M,
+                               const cuda_sample_params &p) {
+    int n = k;
+    double total = 0.0;
+    for (int i = 0; i < k; i++)
+        total += expf(lg[i] - M);
+    float floor = -INFINITY;
+    if (p.top_p < 1.0f)
+        floor = M + logf((float)(total * (1.0 - (double)p.top_p) / k));
+    else if (p.min_p > 0.0f)
+        floor = M + logf(p.min_p);
+    while (n > 1 && !(lg[n - 1] >= floor)) /* sorted: the survivors are a prefix */
+        n--;
+    if (p.top_p < 1.0f) {
+        double cum = 0.0;
+        for (int i = 0; i < n; i++) {
+            cum += (float)((double)expf(lg[i] - M) / total);
+            if (cum >= p.top_p) {
+                n = i + 1;
+                break;
+            }
+        }
+    }
+    if (p.min_p > 0.0f) {
+        const float threshold = lg[0] + logf(p.min_p);
+        int keep = 1;
+        while (keep < n && lg[keep] >= threshold)
+            keep++;
+        n = keep;
+    }
+    const float mt = lg[0] / p.temperature;
+    double sum = 0.0;
+    for (int i = 0; i < n; i++)
+        sum += expf(lg[i] / p.temperature - mt);
+    double cum = 0.0;
+    for (int i = 0; i < n; i++) {
+        cum += (float)((double)expf(lg[i] / p.temperature - mt) / sum);
+        if (p.u < cum) return smp_id(rk[i]);
+    }
+    return smp_id(rk[n - 1]); /* rounding left u just above the total */
+}
+
+/* The draw from the k (<= SMP_SMALL_K) elements of {rank >= cut}; every CTA of the cluster
+ * calls it, CTA 0's thread 0 writes the id. */
+template <int C>
+__device__ void smp_finish_small(const float *l, int n, unsigned long long cut, int k, float M,
+                                 const cuda_sample_params &p, smp_small &sk, int32_t *id) {
+    const smp_span sp = smp_my_span<C>();
+    int *count = smp_cl<C>::at(&sk.n, 0);
+    unsigned long long *set = smp_cl<C>::at(sk.rank, 0);
+    for (int i = sp.first; i < n; i += sp.step) {
+        const unsigned long long r = smp_rank(l[i], i);
+        if (r >= cut) {
+            const int slot = atomicAdd(count, 1);
+            if (slot < SMP_SMALL_K) set[slot] = r;
+        }
+    }
+    smp_cl<C>::sync(); /* the set is in CTA 0; the others are done with it */
+    if (smp_cl<C>::rank() != 0) return;
+    for (int t = threadIdx.x; t < k; t += SMP_THREADS) {
+        const unsigned long long r = sk.rank[t];
+        int pos = 0;
+        for (int j = 0; j < k; j++)
+            pos += sk.rank[j] > r;
+        sk.sorted[pos] = r;
+        sk.logit[pos] = l[smp_id(r)];
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) *id = smp_pick_sorted(sk.logit, sk.sorted, k, M, p);
+}
+
 /* One cluster of C CTAs a row; every decision below is the same in all of its CTAs (they see
  * the same cluster-wide totals), so they leave together, and rank 0 writes the id. */
 template <int C>
 __global__ void __launch_bounds__(SMP_THREADS)
     sample_kernel(const float *logits, int n, const cuda_sample_params *params, int32_t *ids) {
     __shared__ smp_smem sm;
+    __shared__ smp_small sk;
     const int row = blockIdx.x / C;
     const bool writer = smp_cl<C>::rank() == 0 && threadIdx.x == 0;
+    if (threadIdx.x == 0) sk.n = 0; /* before the first cluster barrier below */
     const float *l = logits + (size_t)row * n;
     const cuda_sample_params p = params[row];
     const smp_span sp = smp_my_span<C>();
@@ -291,6 +382,10 @@ __global__ void __launch_bounds__(SMP_THREADS)
     if (p.top_k > 0 && p.top_k < n) {
         cut = smp_select<C, true>(l, n, 0, smp_weight{1.0f, 0.0f, 1.0}, (double)p.top_k, false, sm);
         n_set = p.top_k;
+        if (n_set <= SMP_SMALL_K) {
+            smp_finish_small<C>(l, n, cut, n_set, M, p, sk, &ids[row]);
+            return;
+        }
     }
     if (p.top_p < 1.0f) {
         const double total = smp_exp_sum<C>(l, n, cut, 1.0f, M, sm);
