@@ -7,34 +7,34 @@
 #include "server/server.h"
 
 static void usage(FILE *f) {
-    fprintf(
-        f,
-        "usage: swiftinfer serve -m FILE [options]\n\n"
-        "Serves the model through an OpenAI-compatible API: POST /v1/chat/completions,\n"
-        "POST /v1/completions, GET /v1/models, GET /health, GET /metrics, a chat page at /.\n\n"
-        "  -m, --model FILE          GGUF model file (required)\n"
-        "  -c, --ctx-size N          context window in tokens (default: the model's, at most "
-        "4096)\n"
-        "  -t, --threads N           CPU threads (default: all cores)\n"
-        "      --host ADDR           address to bind (default 127.0.0.1)\n"
-        "      --port N              port (default 8000; 0: any free port)\n"
-        "      --api-key KEY         require 'Authorization: Bearer KEY' on /v1/*\n"
-        "      --served-model-name NAME  the model's name in the API (default: file name)\n"
-        "      --max-queue N         requests waiting for the engine before 429 (default 1024;\n"
-        "                            0: unbounded)\n"
-        "      --max-body-mib N      request body limit in MiB (default 4)\n"
-        "      --shutdown-timeout S  on SIGINT/SIGTERM, seconds in-flight requests may take\n"
-        "                            before they are cancelled (default 10)\n"
-        "      --max-num-seqs N      sequences per engine step (default 64)\n"
-        "      --max-batched-tokens N  tokens per engine step (default 512)\n"
-        "      --max-wait-ms N       when idle, wait up to N ms for --min-batch requests (0)\n"
-        "      --min-batch N         (default 1)\n"
-        "      --kv-memory MIB       KV cache budget in MiB (default: CUDA, see below; CPU,\n"
-        "                            max-num-seqs contexts, at most 1024)\n"
-        "      --device cuda|cpu     where the model runs (default: cuda when a GPU is present)\n"
-        "      --gpu-memory-fraction F  CUDA: KV pool = F x free GPU memory - weights - scratch\n"
-        "                            (default 0.9 unless --kv-memory is "
-        "given)\n" CLI_KV_CACHE_DTYPE_HELP);
+    /* clang-format off */
+    fprintf(f,
+            "usage: swiftinfer serve -m FILE [options]\n\n"
+            "Serves the model through an OpenAI-compatible API: POST /v1/chat/completions,\n"
+            "POST /v1/completions, GET /v1/models, GET /health, GET /metrics, a chat page at /.\n\n"
+            "  -m, --model FILE          GGUF model file (required)\n"
+            "  -c, --ctx-size N          context window in tokens (default: the model's, at most 4096)\n"
+            "  -t, --threads N           CPU threads (default: all cores)\n"
+            "      --host ADDR           address to bind (default 127.0.0.1)\n"
+            "      --port N              port (default 8000; 0: any free port)\n"
+            "      --api-key KEY         require 'Authorization: Bearer KEY' on /v1/*\n"
+            "      --served-model-name NAME  the model's name in the API (default: file name)\n"
+            "      --max-queue N         requests waiting for the engine before 429 (default 1024;\n"
+            "                            0: unbounded)\n"
+            "      --max-body-mib N      request body limit in MiB (default 4)\n"
+            "      --shutdown-timeout S  on SIGINT/SIGTERM, seconds in-flight requests may take\n"
+            "                            before they are cancelled (default 10)\n"
+            "      --max-num-seqs N      sequences per engine step (default 64)\n"
+            "      --max-batched-tokens N  tokens per engine step (default 512)\n"
+            "      --max-wait-ms N       when idle, wait up to N ms for --min-batch requests (0)\n"
+            "      --min-batch N         (default 1)\n"
+            "      --kv-memory MIB       KV cache budget in MiB (default: CUDA, see below; CPU,\n"
+            "                            max-num-seqs contexts, at most 1024)\n"
+            "      --device cuda|cpu     where the model runs (default: cuda when a GPU is present)\n"
+            "      --gpu-memory-fraction F  CUDA: KV pool = F x free GPU memory - weights - scratch\n"
+            "                            (default 0.9 unless --kv-memory is given)\n"
+            CLI_KV_CACHE_DTYPE_HELP);
+    /* clang-format on */
 }
 
 int cmd_serve(int argc, char **argv) {
