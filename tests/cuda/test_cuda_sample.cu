@@ -74,34 +74,61 @@ static int32_t cpu_pick(const float *l, int n, const cuda_sample_params &p,
     return sampler_pick(c.data(), n, &ch, p.u);
 }
 
-static void check_vocab(int n, int calls) {
-    const int R = 8;
-    std::vector<float> h_l((size_t)R * n);
-    std::vector<cuda_sample_params> h_p(R);
-    std::vector<int32_t> h_ids(R);
-    std::vector<sampler_cand> cands(n);
+/* One call's R rows of n logits, each of a random kind with random parameters (draw), on the
+ * host and, after upload, the device (ids too: the logprobs kernel reads them). */
+struct test_rows {
+    static const int R = 8;
+    int n;
+    int kinds[R];
+    std::vector<float> h_l;
+    std::vector<cuda_sample_params> h_p;
+    std::vector<int32_t> h_ids;
     float *d_l;
     cuda_sample_params *d_p;
     int32_t *d_ids;
-    CUDA_CHECK(cudaMalloc(&d_l, h_l.size() * sizeof(float)));
-    CUDA_CHECK(cudaMalloc(&d_p, R * sizeof(cuda_sample_params)));
-    CUDA_CHECK(cudaMalloc(&d_ids, R * sizeof(int32_t)));
-    int rows = 0, bad = 0, by_kind[ROW_KINDS] = {0}, beyond_argmax = 0;
-    for (int call = 0; call < calls; call++) {
-        int kinds[8];
+
+    explicit test_rows(int n_) : n(n_), h_l((size_t)R * n_), h_p(R), h_ids(R) {
+        CUDA_CHECK(cudaMalloc(&d_l, h_l.size() * sizeof(float)));
+        CUDA_CHECK(cudaMalloc(&d_p, R * sizeof(cuda_sample_params)));
+        CUDA_CHECK(cudaMalloc(&d_ids, R * sizeof(int32_t)));
+    }
+    ~test_rows() {
+        CUDA_CHECK(cudaFree(d_l));
+        CUDA_CHECK(cudaFree(d_p));
+        CUDA_CHECK(cudaFree(d_ids));
+    }
+    const float *row(int r) const { return &h_l[(size_t)r * n]; }
+    void draw() {
         for (int r = 0; r < R; r++) {
             kinds[r] = (int)(rnd_u32() % ROW_KINDS);
             fill_row(&h_l[(size_t)r * n], n, kinds[r]);
             h_p[r] = random_params(n);
         }
+    }
+    void upload() {
         CUDA_CHECK(cudaMemcpy(d_l, h_l.data(), h_l.size() * sizeof(float), cudaMemcpyHostToDevice));
         CUDA_CHECK(cudaMemcpy(d_p, h_p.data(), R * sizeof(cuda_sample_params),
                               cudaMemcpyHostToDevice));
-        CUDA_CHECK(cudaMemset(d_ids, 0xFF, R * sizeof(int32_t))); /* poison: -1 */
-        cuda_sample(d_l, n, R, d_p, d_ids, 0);
-        CUDA_CHECK(cudaMemcpy(h_ids.data(), d_ids, R * sizeof(int32_t), cudaMemcpyDeviceToHost));
+        CUDA_CHECK(cudaMemcpy(d_ids, h_ids.data(), R * sizeof(int32_t), cudaMemcpyHostToDevice));
+    }
+};
+
+static void check_vocab(int n, int calls) {
+    test_rows t(n);
+    const int R = test_rows::R;
+    std::vector<cuda_sample_params> &h_p = t.h_p;
+    std::vector<int32_t> &h_ids = t.h_ids;
+    const int *kinds = t.kinds;
+    std::vector<sampler_cand> cands(n);
+    int rows = 0, bad = 0, by_kind[ROW_KINDS] = {0}, beyond_argmax = 0;
+    for (int call = 0; call < calls; call++) {
+        t.draw();
+        t.upload();
+        CUDA_CHECK(cudaMemset(t.d_ids, 0xFF, R * sizeof(int32_t))); /* poison: -1 */
+        cuda_sample(t.d_l, n, R, t.d_p, t.d_ids, 0);
+        CUDA_CHECK(cudaMemcpy(h_ids.data(), t.d_ids, R * sizeof(int32_t), cudaMemcpyDeviceToHost));
         for (int r = 0; r < R; r++) {
-            const float *l = &h_l[(size_t)r * n];
+            const float *l = t.row(r);
             const int32_t want = cpu_pick(l, n, h_p[r], cands);
             cuda_sample_params greedy = h_p[r];
             greedy.temperature = 0.0f;
@@ -122,9 +149,6 @@ static void check_vocab(int n, int calls) {
            "constant %d, half -inf %d rows; %d draws not the argmax); tolerance: exact\n",
            bad ? "FAIL" : "PASS", n, rows - bad, rows, by_kind[0], by_kind[1], by_kind[2],
            by_kind[3], by_kind[4], beyond_argmax);
-    CUDA_CHECK(cudaFree(d_l));
-    CUDA_CHECK(cudaFree(d_p));
-    CUDA_CHECK(cudaFree(d_ids));
 }
 
 static bool lp_close(float a, float b) { /* 1e-5, or the same infinity */
@@ -135,35 +159,25 @@ static bool lp_close(float a, float b) { /* 1e-5, or the same infinity */
  * picked token's logprob within 1e-5 (the double sum's order differs), the same top ids in the
  * same order (ties to the lower id), theirs within 1e-5; rows that ask for none untouched. */
 static void check_logprobs(int n, int calls) {
-    const int R = 8, ks[] = {-1, 0, 1, 5, 20};
-    std::vector<float> h_l((size_t)R * n);
-    std::vector<cuda_sample_params> h_p(R);
-    std::vector<int32_t> h_ids(R);
+    const int ks[] = {-1, 0, 1, 5, 20};
+    test_rows t(n);
+    const int R = test_rows::R;
+    std::vector<cuda_sample_params> &h_p = t.h_p;
+    std::vector<int32_t> &h_ids = t.h_ids;
+    const int *kinds = t.kinds;
     std::vector<cuda_logprobs> h_o(R);
-    float *d_l;
-    cuda_sample_params *d_p;
-    int32_t *d_ids;
     cuda_logprobs *d_o;
-    CUDA_CHECK(cudaMalloc(&d_l, h_l.size() * sizeof(float)));
-    CUDA_CHECK(cudaMalloc(&d_p, R * sizeof(cuda_sample_params)));
-    CUDA_CHECK(cudaMalloc(&d_ids, R * sizeof(int32_t)));
     CUDA_CHECK(cudaMalloc(&d_o, R * sizeof(cuda_logprobs)));
     int rows = 0, bad = 0, tops = 0;
     for (int call = 0; call < calls; call++) {
-        int kinds[8];
+        t.draw();
         for (int r = 0; r < R; r++) {
-            kinds[r] = (int)(rnd_u32() % ROW_KINDS);
-            fill_row(&h_l[(size_t)r * n], n, kinds[r]);
-            h_p[r] = random_params(n);
             h_p[r].logprobs = ks[rnd_u32() % 5];
             h_ids[r] = (int32_t)(rnd_u32() % (uint32_t)n);
         }
-        CUDA_CHECK(cudaMemcpy(d_l, h_l.data(), h_l.size() * sizeof(float), cudaMemcpyHostToDevice));
-        CUDA_CHECK(
-            cudaMemcpy(d_p, h_p.data(), R * sizeof(cuda_sample_params), cudaMemcpyHostToDevice));
-        CUDA_CHECK(cudaMemcpy(d_ids, h_ids.data(), R * sizeof(int32_t), cudaMemcpyHostToDevice));
+        t.upload();
         CUDA_CHECK(cudaMemset(d_o, 0x7F, R * sizeof(cuda_logprobs))); /* poison */
-        cuda_logprobs_rows(d_l, n, R, d_p, d_ids, d_o, 0);
+        cuda_logprobs_rows(t.d_l, n, R, t.d_p, t.d_ids, d_o, 0);
         CUDA_CHECK(cudaMemcpy(h_o.data(), d_o, R * sizeof(cuda_logprobs), cudaMemcpyDeviceToHost));
         for (int r = 0; r < R; r++) {
             const int k = h_p[r].logprobs;
@@ -176,7 +190,7 @@ static void check_logprobs(int n, int calls) {
             } else {
                 float lp;
                 si_token_logprob top[SI_MAX_TOP_LOGPROBS];
-                const int nt = sampler_logprobs(&h_l[(size_t)r * n], n, h_ids[r], k, &lp, top);
+                const int nt = sampler_logprobs(t.row(r), n, h_ids[r], k, &lp, top);
                 ok = o.n_top == nt && lp_close(o.logprob, lp);
                 for (int t = 0; ok && t < nt; t++)
                     ok = o.top_id[t] == top[t].token && lp_close(o.top_logprob[t], top[t].logprob);
@@ -195,9 +209,6 @@ static void check_logprobs(int n, int calls) {
     printf("%s logprobs vocab %d: %d/%d rows give the CPU's logprob and top tokens (%d top entries "
            "compared; rows asking none untouched); tolerance: ids exact, logprobs 1e-5\n",
            bad ? "FAIL" : "PASS", n, rows - bad, rows, tops);
-    CUDA_CHECK(cudaFree(d_l));
-    CUDA_CHECK(cudaFree(d_p));
-    CUDA_CHECK(cudaFree(d_ids));
     CUDA_CHECK(cudaFree(d_o));
 }
 
