@@ -233,16 +233,17 @@ static void select_top_k(sampler_cand *c, int32_t n, int32_t k) {
     }
 }
 
-/* Fills c[].p with the softmax of c[].logit; c must be sorted, best first. */
-static void softmax_sorted(sampler_cand *c, int32_t n) {
-    float max = c[0].logit;
-    double sum = 0.0;
-    for (int32_t i = 0; i < n; i++) {
-        c[i].p = expf(c[i].logit - max);
-        sum += c[i].p;
-    }
+static int cand_cmp_id(const void *pa, const void *pb) {
+    const sampler_cand *a = pa, *b = pb;
+    return (a->id > b->id) - (a->id < b->id);
+}
+
+/* Keeps the candidates of c[0..n) whose logit is >= floor, in their order; returns how many. */
+static int32_t keep_at_least(sampler_cand *c, int32_t n, float floor) {
+    int32_t kept = 0;
     for (int32_t i = 0; i < n; i++)
-        c[i].p = (float)(c[i].p / sum);
+        if (c[i].logit >= floor) c[kept++] = c[i];
+    return kept;
 }
 
 void sampler_draw(si_sampler *s, sampler_chain *chain, double *u) {
@@ -274,14 +275,12 @@ static int32_t first_in_order(const sampler_cand *c, int32_t n) {
 int32_t sampler_pick(sampler_cand *c, int32_t n, const sampler_chain *p, double u) {
     if (p->temperature <= 0.0f) return first_in_order(c, n);
 
-    /* top-k, leaving c[0..n) sorted best first */
+    bool by_id = true; /* c[0..n) in id order (as the caller filled it) */
     if (p->top_k > 0 && p->top_k < n) {
         select_top_k(c, n, p->top_k);
         n = p->top_k;
+        by_id = false;
     }
-    /* NOTE: sorting the whole vocabulary for every token dominates a step when top-k is off
-     * (the OpenAI default). Tokens that top-p or min-p must drop anyway are removed first, by
-     * exact bounds, so only the survivors are sorted. */
     float max = -INFINITY;
     for (int32_t i = 0; i < n; i++)
         if (c[i].logit > max) max = c[i].logit;
@@ -289,49 +288,40 @@ int32_t sampler_pick(sampler_cand *c, int32_t n, const sampler_chain *p, double 
     double total = 0.0; /* softmax denominator over the top-k candidates */
     for (int32_t i = 0; i < n; i++)
         total += expf(c[i].logit - max);
-    float floor = -INFINITY;
-    if (p->top_p < 1.0f) /* tokens below (1 - top_p) / n together hold < 1 - top_p of the mass */
-        floor = max + logf((float)(total * (1.0 - p->top_p) / n));
-    else if (p->min_p > 0.0f)
-        floor = max + logf(p->min_p);
-    if (floor > -INFINITY) {
-        int32_t kept = 0;
-        for (int32_t i = 0; i < n; i++)
-            if (c[i].logit >= floor) c[kept++] = c[i];
-        n = kept; /* the best token always survives: floor <= max */
-    }
-    qsort(c, (size_t)n, sizeof *c, cand_cmp);
-
-    /* top-p (nucleus, Holtzman et al. 2019): the shortest prefix whose mass reaches top_p */
+    /* NOTE: sorting the whole vocabulary for every token would dominate a step when top-k is
+     * off (the OpenAI default). Only top-p needs the order; tokens it must drop anyway are
+     * removed first, by an exact bound, so only the survivors are sorted. The best token
+     * survives every filter: each bound is <= max. */
     if (p->top_p < 1.0f) {
-        for (int32_t i = 0; i < n; i++)
-            c[i].p = (float)(expf(c[i].logit - max) / total);
+        /* tokens below (1 - top_p) / n together hold < 1 - top_p of the mass */
+        n = keep_at_least(c, n, max + logf((float)(total * (1.0 - p->top_p) / n)));
+        qsort(c, (size_t)n, sizeof *c, cand_cmp);
+        by_id = false;
+        /* top-p (nucleus, Holtzman et al. 2019): the shortest prefix whose mass reaches top_p */
         double cum = 0.0;
         for (int32_t i = 0; i < n; i++) {
-            cum += c[i].p;
+            cum += (float)(expf(c[i].logit - max) / total);
             if (cum >= p->top_p) {
                 n = i + 1;
                 break;
             }
         }
     }
-
     /* min-p: keep tokens with p >= min_p * p_max, i.e. logit >= max_logit + log(min_p) */
-    if (p->min_p > 0.0f) {
-        float threshold = c[0].logit + logf(p->min_p);
-        int32_t keep = 1;
-        while (keep < n && c[keep].logit >= threshold)
-            keep++;
-        n = keep;
+    if (p->min_p > 0.0f) n = keep_at_least(c, n, max + logf(p->min_p));
+
+    /* temperature, softmax and the draw, over the kept tokens in id order: the order of the
+     * walk does not change the distribution, and id order needs no sort of the vocabulary */
+    if (!by_id) qsort(c, (size_t)n, sizeof *c, cand_cmp_id);
+    const float mt = max / p->temperature;
+    double sum = 0.0;
+    for (int32_t i = 0; i < n; i++) {
+        c[i].p = expf(c[i].logit / p->temperature - mt);
+        sum += c[i].p;
     }
-
-    for (int32_t i = 0; i < n; i++)
-        c[i].logit /= p->temperature;
-    softmax_sorted(c, n);
-
     double cum = 0.0;
     for (int32_t i = 0; i < n; i++) {
-        cum += c[i].p;
+        cum += (float)(c[i].p / sum);
         if (u < cum) return c[i].id;
     }
     return c[n - 1].id; /* rounding left u just above the total */

@@ -30,14 +30,14 @@ typedef struct sampler_chain {
     float min_p;       /* 0: off */
 } sampler_chain;
 
-/* The token picked from the n candidates c[0..n) (every token's id and logit; c is used as
- * scratch and reordered). Order: higher logit first, then lower id.
+/* The token picked from the n candidates c[0..n) (every token's id and logit, in id order; c is
+ * used as scratch and reordered). Order: higher logit first, then lower id.
  * temperature <= 0: the first token in that order (argmax, ties to the lowest id).
  * Otherwise: top-k (the first top_k tokens) -> top-p (the shortest prefix whose probabilities,
  * softmax before temperature, sum to >= top_p) -> min-p (logit >= max + log(min_p)) ->
- * temperature -> softmax -> the first token at which the cumulative probability exceeds u
- * (u uniform in [0, 1); the last kept token if rounding leaves u above the total). When every
- * logit is -inf: the first token in the order. */
+ * temperature -> softmax -> walking the kept tokens in id order, the first token at which the
+ * cumulative probability exceeds u (u uniform in [0, 1); the kept token with the highest id if
+ * rounding leaves u above the total). When every logit is -inf: the first token in the order. */
 int32_t sampler_pick(sampler_cand *c, int32_t n, const sampler_chain *p, double u);
 
 /* True when s's penalties leave the logits unchanged for a history of n_history tokens (none

@@ -76,6 +76,15 @@ if [ "${SI_SKIP_KERNEL_TESTS:-0}" != 1 ]; then
             echo "$kt $tool: $(tail -1 "$LOG/sanitize.log")"
         done
     done
+    # the sampler at every cluster size (the checks above run 8 rows: 8 CTAs a row)
+    if [ -x "$BD/test_cuda_sample" ]; then
+        for c in 1 2 4; do
+            echo "== test_cuda_sample --no-bench, SI_CUDA_SAMPLE_CLUSTER=$c"
+            SI_CUDA_SAMPLE_CLUSTER=$c "$BD/test_cuda_sample" --no-bench > "$LOG/sample_c$c.log" 2>&1 \
+                || { fail=1; echo "sample (cluster $c) FAILED"; }
+            grep -E "^(FAIL|PASS)" "$LOG/sample_c$c.log" | head -20
+        done
+    fi
     # the norm-inside GEMVs in two CTAs of 8 warps an SM, not one of 16 (SI_CUDA_GEMV_Q8X_NORM_WIDE=0)
     if [ -x "$BD/test_cuda_fused" ]; then
         echo "== test_cuda_fused, SI_CUDA_GEMV_Q8X_NORM_WIDE=0"

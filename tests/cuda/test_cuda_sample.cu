@@ -1,7 +1,7 @@
 /* test_cuda_sample.cu — the GPU sampler (cuda_sample, sample.cu) against the CPU chain itself
  * (sampler_pick of src/engine/sampler.c, linked in: one implementation of the reference).
  *
- *   test_cuda_sample [--small]
+ *   test_cuda_sample [--small | --no-bench]
  *
  * Vocabularies of 32000 and 128256 (--small: 1000 and 5000), 8 rows a call, 40 calls each:
  * every row gets its own logits (spread, peaked, heavy ties, constant, half -inf), its own
@@ -12,7 +12,7 @@
  * cumulative boundary (expf/logf may differ by an ulp between CUDA and glibc) — any mismatch is
  * reported as FAIL with its row. Then timings (median of 21, cudaEvent): one call for 1, 8, 24,
  * 32 and 64 rows (the cluster sizes' ranges on the H200: 8, 4, 2) at 128256 and 32000 for four
- * parameter sets.
+ * parameter sets (--no-bench: none; tests/cuda/run.sh runs that at each SI_CUDA_SAMPLE_CLUSTER).
  * Then cuda_logprobs_rows against sampler_logprobs (the engine's CPU logprobs) on rows of every
  * kind, 0-20 top tokens or none (check_logprobs). */
 #include <algorithm>
@@ -262,6 +262,7 @@ static void time_sampler(int n) {
 
 int main(int argc, char **argv) {
     const bool small = argc > 1 && !strcmp(argv[1], "--small");
+    const bool bench = !(argc > 1 && !strcmp(argv[1], "--no-bench"));
     if (small) {
         check_vocab(1000, 10);
         check_vocab(5000, 10);
@@ -271,8 +272,10 @@ int main(int argc, char **argv) {
         check_vocab(128256, 40);
         check_logprobs(32000, 10);
         check_logprobs(128256, 10);
-        time_sampler(128256);
-        time_sampler(32000);
+        if (bench) {
+            time_sampler(128256);
+            time_sampler(32000);
+        }
     }
     printf("%s\n", g_fail ? "TEST_CUDA_SAMPLE: FAILED" : "TEST_CUDA_SAMPLE: PASSED");
     return g_fail;

@@ -40,6 +40,11 @@ static int by_order(const void *pa, const void *pb) {
     return a->id < b->id ? -1 : a->id > b->id;
 }
 
+static int by_id(const void *pa, const void *pb) {
+    const sampler_cand *a = pa, *b = pb;
+    return (a->id > b->id) - (a->id < b->id);
+}
+
 /* The chain's definition on a fully sorted vocabulary. */
 static int32_t pick_slow(const float *l, int n, const sampler_chain *p, double u) {
     static sampler_cand c[NV];
@@ -65,6 +70,7 @@ static int32_t pick_slow(const float *l, int n, const sampler_chain *p, double u
                 k = i;
                 break;
             }
+    qsort(c, (size_t)k, sizeof *c, by_id); /* the draw walks the kept tokens in id order */
     double sum = 0.0, cum = 0.0;
     for (int i = 0; i < k; i++) sum += expf(c[i].logit / p->temperature - max / p->temperature);
     for (int i = 0; i < k; i++) {

@@ -1,16 +1,17 @@
 /* sample.cu — token sampling on the GPU, the CPU sampler's chain after the penalties
  * (src/engine/sampler_pick.h): greedy, or top-k -> top-p -> min-p -> temperature -> softmax ->
  * draw with the host's u. One cluster of CTAs per row and no sort of the row (a top-k set of
- * at most SMP_SMALL_K is sorted and finished by one thread: smp_finish_small).
+ * at most SMP_SMALL_K is sorted and finished in one CTA: smp_finish_small).
  *
  * Every set the chain keeps is a prefix of one total order (higher logit first, then lower id),
  * so each is {i : rank(i) >= cut} for a 64-bit rank = (order-preserving bits of the logit) << 32
- * | (2^32 - 1 - id), and each cut is found by a radix selection over the row (4-bit digits, most
- * significant first): a pass sums, per digit, the count and the weight of the elements still in
- * the current bucket, and the bucket where the running total reaches the target is refined until
- * it holds one element. The weights are the CPU's own float values (count 1 for top-k,
- * p = expf(l - max) / total for top-p, the tempered softmax for the draw), summed in double as
- * the CPU's cumulative sums are; only the summation order differs, so ids can differ from the
+ * | (2^32 - 1 - id), and the top-k and top-p cuts are found by a radix selection over the row
+ * (4-bit digits, most significant first): a pass sums, per digit, the count and the weight of the
+ * elements still in the current bucket, and the bucket where the running total reaches the target
+ * is refined until it holds one element. The draw walks the kept set in id order, as the CPU
+ * does: one prefix-sum pass (smp_draw). The weights are the CPU's own float values (count 1 for
+ * top-k, p = expf(l - max) / total for top-p, the tempered softmax for the draw), summed in double
+ * as the CPU's cumulative sums are; only the summation order differs, so ids can differ from the
  * CPU's only when u or top_p falls within rounding (~1e-16 relative) of a cumulative boundary.
  *
  * A row is a cluster of C CTAs (thread block clusters, sm_90; on the H200 C = 8 for up to 16
@@ -147,12 +148,10 @@ struct smp_weight {
 };
 
 /* The rank of the first element, in the order, of {i : rank(i) >= lo} at which the running sum
- * of the weights (COUNT: 1 each, else w) reaches target (sum >= target, or sum > target when
- * strict); 0 when it never does. */
+ * of the weights (COUNT: 1 each, else w) reaches target (sum >= target); 0 when it never does. */
 template <int C, bool COUNT>
 __device__ unsigned long long smp_select(const float *l, int n, unsigned long long lo,
-                                         const smp_weight &w, double target, bool strict,
-                                         smp_smem &sm) {
+                                         const smp_weight &w, double target, smp_smem &sm) {
     const smp_span sp = smp_my_span<C>();
     unsigned long long prefix = 0;
     int shift = 64; /* bits below the known prefix */
@@ -223,7 +222,7 @@ __device__ unsigned long long smp_select(const float *l, int n, unsigned long lo
             if (!sm.cnt[d]) continue;
             last = d;
             const double c = before + sm.acc[d];
-            if (strict ? c > target : c >= target) {
+            if (c >= target) {
                 pick = d;
                 break;
             }
@@ -265,64 +264,145 @@ __device__ double smp_exp_sum(const float *l, int n, unsigned long long cut, flo
     return smp_cluster_sum<C>(s, sm);
 }
 
-/* A small top-k set (top_k <= SMP_SMALL_K, the usual 40 or 50) is finished by one thread in
- * the CPU's own order rather than by more passes over the row: every CTA appends the set's ranks
- * to CTA 0's shared memory, CTA 0 sorts them (a rank's position is the number of larger ones) and
- * its thread 0 runs sampler_pick's chain after top-k over the sorted candidates, the same float
- * and double arithmetic in the same order, except the top-k softmax total, which the CPU sums in
- * its selection's order. Row passes cost ~1.5 us each (a cluster barrier or two); the full
+/* ---- the draw: the kept set walked in id order ----------------------------------------------
+ * The CPU walks the kept tokens in id order (sampler_pick), so the draw is a prefix sum, not a
+ * selection: CTA r of the cluster takes the r-th of C contiguous chunks of the row, its thread t
+ * the t-th contiguous run of that chunk, and one pass sums each run's weights. Then one thread
+ * walks those sums in id order: the CTAs' totals (every CTA's thread 0, the same sums, so they
+ * agree on the CTA), then in that CTA its warps', its lanes', the run's elements. Each level
+ * enters the first part at which the running sum would exceed u; rounding (the parts are summed
+ * in another order than the CPU's single running sum) can leave u above a part's last element,
+ * and then the level enters its last part that has weight: u sits within rounding of a boundary,
+ * where the CPU may pick either side too. */
+struct smp_scan {
+    double run[SMP_THREADS]; /* each thread's run: its weights summed in id order */
+    double warp[SMP_WARPS];  /* each warp's runs, summed in lane order */
+    int warp_last[SMP_WARPS];
+    int last; /* the CTA's kept element with the highest id; -1: none */
+};
+
+/* The part of part[0..m) in which the running sum from *cum first exceeds u (u >= *cum); *cum
+ * becomes the sum before it. Rounding past them all: the last part with weight. */
+__device__ int smp_walk(const double *part, int m, double u, double *cum) {
+    int fallback = -1;
+    double before = *cum;
+    for (int q = 0; q < m; q++) {
+        if (part[q] > 0.0) {
+            if (u < *cum + part[q]) return q;
+            fallback = q;
+            before = *cum;
+        }
+        *cum += part[q];
+    }
+    *cum = before;
+    return fallback;
+}
+
+/* Element i's place: CTA rank r's chunk of the row, thread t's run of it, [*lo, *hi). */
+template <int C> __device__ void smp_run_bounds(int n, int r, int t, int *lo, int *hi) {
+    const int chunk = (n + C - 1) / C, len = (chunk + SMP_THREADS - 1) / SMP_THREADS;
+    const int end = min(n, (r + 1) * chunk);
+    *lo = min(end, r * chunk + t * len);
+    *hi = min(end, *lo + len);
+}
+
+/* The id drawn from {rank >= cut} with weights w: the first element, in id order, at which the
+ * running sum exceeds u; the kept element with the highest id when rounding leaves u at or above
+ * the total. Every CTA of the cluster calls it; one thread writes *id. */
+template <int C>
+__device__ void smp_draw(const float *l, int n, unsigned long long cut, const smp_weight &w,
+                         double u, smp_smem &sm, smp_scan &sc, int32_t *id) {
+    const int r = smp_cl<C>::rank(), lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    int lo, hi;
+    smp_run_bounds<C>(n, r, threadIdx.x, &lo, &hi);
+    double s = 0.0;
+    int last = -1;
+    for (int i = lo; i < hi; i++) {
+        const float v = l[i];
+        if (smp_rank(v, i) >= cut) {
+            s += w(v);
+            last = i;
+        }
+    }
+    sc.run[threadIdx.x] = s;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+        last = max(last, __shfl_xor_sync(0xffffffffu, last, o));
+    if (lane == 0) sc.warp_last[warp] = last;
+    __syncthreads();
+    if (threadIdx.x < SMP_WARPS) {
+        double t = 0.0;
+        for (int j = 0; j < 32; j++)
+            t += sc.run[threadIdx.x * 32 + j];
+        sc.warp[threadIdx.x] = t;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        double t = 0.0;
+        int lst = -1;
+        for (int q = 0; q < SMP_WARPS; q++) {
+            t += sc.warp[q];
+            lst = max(lst, sc.warp_last[q]);
+        }
+        sm.blk_d = t;
+        sc.last = lst;
+    }
+    smp_cl<C>::sync(); /* every CTA's total is written */
+    double cum = 0.0;
+    int cta = -1, kept_last = -1;
+    if (threadIdx.x == 0) {
+        double total[C];
+        for (int q = 0; q < C; q++) {
+            total[q] = *smp_cl<C>::at(&sm.blk_d, q);
+            kept_last = max(kept_last, *smp_cl<C>::at(&sc.last, q));
+        }
+        cta = smp_walk(total, C, u, &cum);
+        if (cta >= 0 && u >= cum + total[cta]) cta = -1; /* u at or above the total */
+    }
+    smp_cl<C>::sync(); /* every CTA has read the others' totals */
+    if (threadIdx.x != 0) return;
+    if (cta < 0) { /* the set's last element; CTA 0 writes it */
+        if (r == 0) *id = kept_last;
+        return;
+    }
+    if (cta != r) return;
+    const int wq = smp_walk(sc.warp, SMP_WARPS, u, &cum);
+    const int t = wq * 32 + smp_walk(&sc.run[wq * 32], 32, u, &cum);
+    smp_run_bounds<C>(n, r, t, &lo, &hi);
+    int pick = -1;
+    for (int i = lo; i < hi; i++) {
+        const float v = l[i];
+        if (smp_rank(v, i) < cut) continue;
+        const double x = w(v);
+        if (x > 0.0) {
+            pick = i;
+            if (u < cum + x) break;
+            cum += x;
+        }
+    }
+    *id = pick;
+}
+
+/* A small top-k set (top_k <= SMP_SMALL_K, the usual 40 or 50) is finished in CTA 0 in the
+ * CPU's own order rather than by more passes over the row: every CTA appends the set's ranks to
+ * CTA 0's shared memory, CTA 0 sorts them and finds their id order (a place is the number of
+ * larger ranks, or smaller ids), and runs sampler_pick's top-p, min-p and draw over them: each
+ * term (an expf, a division) computed by its own thread, each sum by thread 0 in the CPU's order
+ * with the CPU's float and double roundings, except the top-k softmax total, which the CPU sums
+ * in its selection's order. Row passes cost ~1.5 us each (a cluster barrier or two); the full
  * chain's selections take tens of them. */
 #define SMP_SMALL_K 128
+static_assert(SMP_SMALL_K <= SMP_THREADS, "smp_finish_small: one thread a candidate");
 
 struct smp_small {
     unsigned long long rank[SMP_SMALL_K]; /* the set, as appended */
     unsigned long long sorted[SMP_SMALL_K];
     float logit[SMP_SMALL_K]; /* sorted's logits */
-    int n;
+    int by_id[SMP_SMALL_K];   /* places in sorted, in id order */
+    double term[SMP_SMALL_K]; /* the terms of the current sum */
+    double total;
+    int n; /* the set's size as appended; then how many of sorted are kept */
 };
-
-/* sampler_pick after top-k over k candidates sorted best first (logits lg, ranks rk), max M */
-__device__ int smp_pick_sorted(const float *lg, const unsigned long long *rk, int k, float M,
-                               const cuda_sample_params &p) {
-    int n = k;
-    double total = 0.0;
-    for (int i = 0; i < k; i++)
-        total += expf(lg[i] - M);
-    float floor = -INFINITY;
-    if (p.top_p < 1.0f)
-        floor = M + logf((float)(total * (1.0 - (double)p.top_p) / k));
-    else if (p.min_p > 0.0f)
-        floor = M + logf(p.min_p);
-    while (n > 1 && !(lg[n - 1] >= floor)) /* sorted: the survivors are a prefix */
-        n--;
-    if (p.top_p < 1.0f) {
-        double cum = 0.0;
-        for (int i = 0; i < n; i++) {
-            cum += (float)((double)expf(lg[i] - M) / total);
-            if (cum >= p.top_p) {
-                n = i + 1;
-                break;
-            }
-        }
-    }
-    if (p.min_p > 0.0f) {
-        const float threshold = lg[0] + logf(p.min_p);
-        int keep = 1;
-        while (keep < n && lg[keep] >= threshold)
-            keep++;
-        n = keep;
-    }
-    const float mt = lg[0] / p.temperature;
-    double sum = 0.0;
-    for (int i = 0; i < n; i++)
-        sum += expf(lg[i] / p.temperature - mt);
-    double cum = 0.0;
-    for (int i = 0; i < n; i++) {
-        cum += (float)((double)expf(lg[i] / p.temperature - mt) / sum);
-        if (p.u < cum) return smp_id(rk[i]);
-    }
-    return smp_id(rk[n - 1]); /* rounding left u just above the total */
-}
 
 /* The draw from the k (<= SMP_SMALL_K) elements of {rank >= cut}; every CTA of the cluster
  * calls it, CTA 0's thread 0 writes the id. */
@@ -341,16 +421,86 @@ __device__ void smp_finish_small(const float *l, int n, unsigned long long cut, 
     }
     smp_cl<C>::sync(); /* the set is in CTA 0; the others are done with it */
     if (smp_cl<C>::rank() != 0) return;
-    for (int t = threadIdx.x; t < k; t += SMP_THREADS) {
+    const int t = threadIdx.x; /* k <= SMP_SMALL_K < SMP_THREADS: one thread a candidate */
+    if (t < k) {
         const unsigned long long r = sk.rank[t];
-        int pos = 0;
-        for (int j = 0; j < k; j++)
+        int pos = 0, pos_id = 0;
+        for (int j = 0; j < k; j++) {
             pos += sk.rank[j] > r;
+            pos_id += smp_id(sk.rank[j]) < smp_id(r);
+        }
+        const float v = l[smp_id(r)];
         sk.sorted[pos] = r;
-        sk.logit[pos] = l[smp_id(r)];
+        sk.logit[pos] = v;
+        sk.by_id[pos_id] = pos;
+        sk.term[pos] = expf(v - M); /* the top-k softmax's */
     }
     __syncthreads();
-    if (threadIdx.x == 0) *id = smp_pick_sorted(sk.logit, sk.sorted, k, M, p);
+    if (t == 0) { /* top-p's exact pre-filter: the survivors are a prefix */
+        double total = 0.0;
+        for (int i = 0; i < k; i++)
+            total += sk.term[i];
+        int kept = k;
+        if (p.top_p < 1.0f) {
+            const float floor = M + logf((float)(total * (1.0 - (double)p.top_p) / k));
+            while (kept > 1 && !(sk.logit[kept - 1] >= floor))
+                kept--;
+        }
+        sk.total = total;
+        sk.n = kept;
+    }
+    __syncthreads();
+    if (p.top_p < 1.0f) {
+        if (t < sk.n) sk.term[t] = (float)(sk.term[t] / sk.total);
+        __syncthreads();
+        if (t == 0) { /* top-p: the shortest prefix whose mass reaches top_p */
+            double cum = 0.0;
+            for (int i = 0; i < sk.n; i++) {
+                cum += sk.term[i];
+                if (cum >= p.top_p) {
+                    sk.n = i + 1;
+                    break;
+                }
+            }
+        }
+        __syncthreads();
+    }
+    int kept = sk.n;
+    if (p.min_p > 0.0f) { /* every thread alike: logit >= max + log(min_p), a prefix */
+        const float threshold = M + logf(p.min_p);
+        int keep = 1;
+        while (keep < kept && sk.logit[keep] >= threshold)
+            keep++;
+        kept = keep;
+    }
+    /* temperature, softmax and the draw over the kept ones in id order (terms of the others 0,
+     * which leave every sum as it is) */
+    const float mt = M / p.temperature;
+    if (t < k) {
+        const int j = sk.by_id[t];
+        sk.term[t] = j < kept ? (double)expf(sk.logit[j] / p.temperature - mt) : 0.0;
+    }
+    __syncthreads();
+    if (t == 0) {
+        double sum = 0.0;
+        for (int i = 0; i < k; i++)
+            sum += sk.term[i];
+        sk.total = sum;
+    }
+    __syncthreads();
+    if (t < k) sk.term[t] = (float)(sk.term[t] / sk.total);
+    __syncthreads();
+    if (t == 0) {
+        double cum = 0.0;
+        int last = -1;
+        for (int i = 0; i < k; i++) {
+            if (sk.by_id[i] >= kept) continue;
+            last = i;
+            cum += sk.term[i];
+            if (p.u < cum) break;
+        }
+        *id = smp_id(sk.sorted[sk.by_id[last]]); /* the last kept if rounding left u above */
+    }
 }
 
 /* One cluster of C CTAs a row; every decision below is the same in all of its CTAs (they see
@@ -360,6 +510,7 @@ __global__ void __launch_bounds__(SMP_THREADS)
     sample_kernel(const float *logits, int n, const cuda_sample_params *params, int32_t *ids) {
     __shared__ smp_smem sm;
     __shared__ smp_small sk;
+    __shared__ smp_scan sc;
     const int row = blockIdx.x / C;
     const bool writer = smp_cl<C>::rank() == 0 && threadIdx.x == 0;
     if (threadIdx.x == 0) sk.n = 0; /* before the first cluster barrier below */
@@ -380,7 +531,7 @@ __global__ void __launch_bounds__(SMP_THREADS)
     unsigned long long cut = 0; /* the kept set: {rank >= cut} */
     int n_set = n;
     if (p.top_k > 0 && p.top_k < n) {
-        cut = smp_select<C, true>(l, n, 0, smp_weight{1.0f, 0.0f, 1.0}, (double)p.top_k, false, sm);
+        cut = smp_select<C, true>(l, n, 0, smp_weight{1.0f, 0.0f, 1.0}, (double)p.top_k, sm);
         n_set = p.top_k;
         if (n_set <= SMP_SMALL_K) {
             smp_finish_small<C>(l, n, cut, n_set, M, p, sk, &ids[row]);
@@ -393,7 +544,7 @@ __global__ void __launch_bounds__(SMP_THREADS)
         const float floor = M + logf((float)(total * (1.0 - (double)p.top_p) / n_set));
         const unsigned long long lo = smp_cut_at(floor) > cut ? smp_cut_at(floor) : cut;
         const unsigned long long r =
-            smp_select<C, false>(l, n, lo, smp_weight{1.0f, M, total}, (double)p.top_p, false, sm);
+            smp_select<C, false>(l, n, lo, smp_weight{1.0f, M, total}, (double)p.top_p, sm);
         cut = r ? r : lo;
     }
     if (p.min_p > 0.0f) {
@@ -402,17 +553,7 @@ __global__ void __launch_bounds__(SMP_THREADS)
     }
     const float mt = M / p.temperature;
     const double sum = smp_exp_sum<C>(l, n, cut, p.temperature, mt, sm);
-    unsigned long long r =
-        smp_select<C, false>(l, n, cut, smp_weight{p.temperature, mt, sum}, p.u, true, sm);
-    if (!r) { /* rounding left u at or above the total: the set's last element */
-        unsigned long long lowest = ~0ull;
-        for (int i = sp.first; i < n; i += sp.step) {
-            const unsigned long long x = smp_rank(l[i], i);
-            if (x >= cut && x < lowest) lowest = x;
-        }
-        r = smp_cluster_ext<C, false>(lowest, sm);
-    }
-    if (writer) ids[row] = smp_id(r);
+    smp_draw<C>(l, n, cut, smp_weight{p.temperature, mt, sum}, p.u, sm, sc, &ids[row]);
 }
 
 /* n_rows rows at C CTAs a row (cfg's attr: room for the cluster attribute) */
