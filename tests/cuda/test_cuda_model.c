@@ -234,6 +234,17 @@ static void test_sampling(si_engine *e, si_model *mc, const si_engine_params *ep
         run_together(e, &r, 1, &host[i], &host_lp[i]);
     }
     const double t2 = now_s();
+    /* the OpenAI default, t 1.0 alone: the draw walks the whole vocabulary (smp_draw) */
+    int whole_same = 0;
+    for (int i = 0; i < N_REQ / 2; i++) {
+        static int32_t d[1][N_GEN], h[1][N_GEN];
+        si_request r = rq[i];
+        r.sampling.temperature = 1.0f, r.sampling.top_k = 0, r.sampling.top_p = 1.0f;
+        run_together(e, &r, 1, d, NULL);
+        r.sampling.presence_penalty = 1e-30f;
+        run_together(e, &r, 1, h, NULL);
+        whole_same += !memcmp(d, h, sizeof d);
+    }
     int same = 0, valid = 1, lp_same = 0;
     double lp_diff = 0.0;
     for (int i = 0; i < N_REQ; i++) {
@@ -253,13 +264,16 @@ static void test_sampling(si_engine *e, si_model *mc, const si_engine_params *ep
         }
         lp_same += row;
     }
-    const bool ok = same == N_REQ && valid && lp_same == N_REQ / 2 && lp_diff <= 1e-5;
+    const bool ok = same == N_REQ && whole_same == N_REQ / 2 && valid && lp_same == N_REQ / 2 &&
+                    lp_diff <= 1e-5;
     g_fail |= !ok;
-    printf("%s sampling on the gpu (t 0.8, top-k 40, top-p 0.9, seeded): %d/%d requests give "
+    printf("%s sampling on the gpu (seeded): t 1.0 alone, %d/%d requests, and t 0.8, top-k 40, "
+           "top-p 0.9, %d/%d requests give "
            "identical ids sampled on the device and on the host from the same logits; logprobs "
            "(5 top) computed on the device: the host's top ids for %d/%d requests, max |logprob "
            "diff| %.2e (tol 1e-5) (%d tokens each; %.3f s device-sampled, %.3f s host-sampled)\n",
-           ok ? "PASS" : "FAIL", same, N_REQ, lp_same, N_REQ / 2, lp_diff, N_GEN, t1 - t0, t2 - t1);
+           ok ? "PASS" : "FAIL", whole_same, N_REQ / 2, same, N_REQ, lp_same, N_REQ / 2, lp_diff,
+           N_GEN, t1 - t0, t2 - t1);
     si_engine *ec = NULL;
     if (si_engine_create(mc, ep, &ec)) {
         fprintf(stderr, "cpu engine: %s\n", si_last_error());
@@ -587,18 +601,21 @@ static void test_session_fp8(si_model *mg, const int32_t *p, int n, const si_tok
 /* The single-sequence path's device sampling (si_session_eval_sample, as `run` and `chat`
  * generate): a session that picks on the GPU (only the id comes back) against one that brings
  * the logits back and picks with si_sampler_sample, same seed, 32 tokens after a 40-token
- * prompt, greedy and t 0.8 / top-k 40 / top-p 0.9: the ids must be identical (the same forward
- * pass, sampler_pick's chain with the same u). With a repetition penalty it must sample on the
- * host (its logits readable afterwards) and agree too. */
+ * prompt, greedy, t 0.8 / top-k 40 / top-p 0.9 and t 1.0 alone: the ids must be identical (the same
+ * forward pass, sampler_pick's chain with the same u). With a repetition penalty it must sample on
+ * the host (its logits readable afterwards) and agree too. */
 static void test_session_sample(si_model *mg, const int32_t *p, int n) {
-    si_sampling_params ps[3] = {si_sampling_default_params(), si_sampling_default_params(),
-                                si_sampling_default_params()};
-    const char *name[3] = {"greedy", "t 0.8 top-k 40 top-p 0.9", "t 1.0 repetition penalty 1.3"};
+    si_sampling_params ps[4] = {si_sampling_default_params(), si_sampling_default_params(),
+                                si_sampling_default_params(), si_sampling_default_params()};
+    const char *name[4] = {"greedy", "t 0.8 top-k 40 top-p 0.9", "t 1.0 alone (whole vocabulary)",
+                           "t 1.0 repetition penalty 1.3"};
     ps[0].temperature = 0.0f;
     ps[1].temperature = 0.8f, ps[1].top_k = 40, ps[1].top_p = 0.9f, ps[1].seed = 11;
-    ps[2].temperature = 1.0f, ps[2].repetition_penalty = 1.3f, ps[2].seed = 12;
+    ps[2].temperature = 1.0f, ps[2].top_k = 0, ps[2].top_p = 1.0f, ps[2].min_p = 0.0f;
+    ps[2].seed = 13;
+    ps[3].temperature = 1.0f, ps[3].repetition_penalty = 1.3f, ps[3].seed = 12;
     const int nv = si_model_n_vocab(mg);
-    for (int c = 0; c < 3; c++) {
+    for (int c = 0; c < 4; c++) {
         si_session *sh = NULL, *sd = NULL;
         si_sampler *mh = NULL, *md = NULL;
         int32_t hist[40 + N_GEN + 1], nh = n, id = -1, same = 0;
@@ -609,7 +626,7 @@ static void test_session_sample(si_model *mg, const int32_t *p, int n) {
             fprintf(stderr, "session sampling: %s\n", si_last_error());
             exit(2);
         }
-        const bool on_device = c < 2;
+        const bool on_device = c < 3;
         bool where_ok = (si_session_logits(sd) == NULL) == on_device;
         for (int step = 0; step < N_GEN; step++) {
             const int32_t want = si_sampler_sample(mh, si_session_logits(sh), hist, nh);
