@@ -4,14 +4,14 @@
  *   test_cuda_sample [--small | --no-bench]
  *
  * Vocabularies of 32000 and 128256 (--small: 1000 and 5000), 8 rows a call, 40 calls each:
- * every row gets its own logits (spread, peaked, heavy ties, constant, half -inf), its own
+ * every row gets its own logits (spread, peaked, heavy ties, constant, half -inf, sharp), its own
  * parameters (greedy; top-k, top-p, min-p, temperature alone and combined; top_k >= vocab) and
  * its own u. The ids (output poisoned first) must equal sampler_pick's on the same logits, row
  * for row: both follow the same chain on the same float probabilities and differ only in the
  * order of the double sums, so a legitimate mismatch needs u or top_p within ~1e-7 of a
  * cumulative boundary (expf/logf may differ by an ulp between CUDA and glibc) — any mismatch is
  * reported as FAIL with its row. Then timings (median of 21, cudaEvent): one call for 1, 8, 24,
- * 32 and 64 rows (the cluster sizes' ranges on the H200: 8, 4, 2) at 128256 and 32000 for four
+ * 32 and 64 rows (the cluster sizes' ranges on the H200: 8, 4, 2) at 128256 and 32000 for five
  * parameter sets (--no-bench: none; tests/cuda/run.sh runs that at each SI_CUDA_SAMPLE_CLUSTER).
  * Then cuda_logprobs_rows against sampler_logprobs (the engine's CPU logprobs) on rows of every
  * kind, 0-20 top tokens or none (check_logprobs). */
@@ -38,8 +38,9 @@ static float rnd_normal() {                                    /* Box-Muller */
     return (float)(std::sqrt(-2.0 * std::log(a)) * std::cos(6.283185307179586 * b));
 }
 
-enum { ROW_SPREAD, ROW_PEAKED, ROW_TIES, ROW_CONSTANT, ROW_MASKED, ROW_KINDS };
-static const char *ROW_NAMES[ROW_KINDS] = {"spread", "peaked", "ties", "constant", "half -inf"};
+enum { ROW_SPREAD, ROW_PEAKED, ROW_TIES, ROW_CONSTANT, ROW_MASKED, ROW_SHARP, ROW_KINDS };
+static const char *ROW_NAMES[ROW_KINDS] = {"spread",   "peaked",    "ties",
+                                           "constant", "half -inf", "sharp"};
 
 static void fill_row(float *l, int n, int kind) {
     for (int i = 0; i < n; i++) {
@@ -51,6 +52,9 @@ static void fill_row(float *l, int n, int kind) {
     }
     if (kind == ROW_PEAKED)
         for (int j = 0; j < 4; j++) l[rnd_u32() % n] += 12.0f;
+    if (kind == ROW_SHARP) /* a language model's usual row: a few tokens hold nearly all the mass */
+        for (int j = 0; j < 3; j++)
+            l[rnd_u32() % n] += 24.0f + 2.0f * j;
 }
 
 static cuda_sample_params random_params(int n) {
@@ -146,9 +150,9 @@ static void check_vocab(int n, int calls) {
     }
     g_fail |= bad != 0;
     printf("%s sample vocab %d: %d/%d rows give the CPU's id (spread %d, peaked %d, ties %d, "
-           "constant %d, half -inf %d rows; %d draws not the argmax); tolerance: exact\n",
+           "constant %d, half -inf %d, sharp %d rows; %d draws not the argmax); tolerance: exact\n",
            bad ? "FAIL" : "PASS", n, rows - bad, rows, by_kind[0], by_kind[1], by_kind[2],
-           by_kind[3], by_kind[4], beyond_argmax);
+           by_kind[3], by_kind[4], by_kind[5], beyond_argmax);
 }
 
 static bool lp_close(float a, float b) { /* 1e-5, or the same infinity */
@@ -215,24 +219,35 @@ static void check_logprobs(int n, int calls) {
 static void time_sampler(int n) {
     const int max_rows = 64, reps = 21;
     std::vector<float> h_l((size_t)max_rows * n);
-    for (int r = 0; r < max_rows; r++) fill_row(&h_l[(size_t)r * n], n, ROW_SPREAD);
     float *d_l;
     cuda_sample_params *d_p;
     int32_t *d_ids;
     CUDA_CHECK(cudaMalloc(&d_l, h_l.size() * sizeof(float)));
     CUDA_CHECK(cudaMalloc(&d_p, max_rows * sizeof(cuda_sample_params)));
     CUDA_CHECK(cudaMalloc(&d_ids, max_rows * sizeof(int32_t)));
-    CUDA_CHECK(cudaMemcpy(d_l, h_l.data(), h_l.size() * sizeof(float), cudaMemcpyHostToDevice));
-    struct { const char *name; cuda_sample_params p; } sets[] = {
-        {"greedy", {0.5, 0.0f, 0, 1.0f, 0.0f}},
-        {"t 0.8 top-k 40 top-p 0.9", {0.5, 0.8f, 40, 0.9f, 0.0f}},
-        {"t 0.8 top-p 0.95 (top-k off)", {0.5, 0.8f, 0, 0.95f, 0.0f}},
-        {"t 1.0 only (whole vocabulary)", {0.5, 1.0f, 0, 1.0f, 0.0f}},
+    struct {
+        const char *name;
+        cuda_sample_params p;
+        int kind;
+    } sets[] = {
+        {"greedy", {0.5, 0.0f, 0, 1.0f, 0.0f}, ROW_SPREAD},
+        {"t 0.8 top-k 40 top-p 0.9", {0.5, 0.8f, 40, 0.9f, 0.0f}, ROW_SPREAD},
+        {"t 0.8 top-p 0.95 (top-k off)", {0.5, 0.8f, 0, 0.95f, 0.0f}, ROW_SPREAD},
+        {"t 1.0 only (whole vocabulary)", {0.5, 1.0f, 0, 1.0f, 0.0f}, ROW_SPREAD},
+        {"t 0.7 top-p 0.9, sharp rows", {0.5, 0.7f, 0, 0.9f, 0.0f}, ROW_SHARP},
     };
     cudaEvent_t e0, e1;
     CUDA_CHECK(cudaEventCreate(&e0));
     CUDA_CHECK(cudaEventCreate(&e1));
+    int uploaded = -1; /* the kind of the rows on the device */
     for (auto &s : sets) {
+        if (s.kind != uploaded) {
+            for (int r = 0; r < max_rows; r++)
+                fill_row(&h_l[(size_t)r * n], n, s.kind);
+            CUDA_CHECK(
+                cudaMemcpy(d_l, h_l.data(), h_l.size() * sizeof(float), cudaMemcpyHostToDevice));
+            uploaded = s.kind;
+        }
         std::vector<cuda_sample_params> h_p(max_rows, s.p);
         CUDA_CHECK(cudaMemcpy(d_p, h_p.data(), max_rows * sizeof(cuda_sample_params),
                               cudaMemcpyHostToDevice));

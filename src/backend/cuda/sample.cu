@@ -1,7 +1,8 @@
 /* sample.cu — token sampling on the GPU, the CPU sampler's chain after the penalties
  * (src/engine/sampler_pick.h): greedy, or top-k -> top-p -> min-p -> temperature -> softmax ->
- * draw with the host's u. One cluster of CTAs per row and no sort of the row (a top-k set of
- * at most SMP_SMALL_K is sorted and finished in one CTA: smp_finish_small).
+ * draw with the host's u. One cluster of CTAs per row and no sort of the row (a top-k set, or
+ * what top-p's pre-filter leaves, of at most SMP_SMALL_K is sorted and finished in one CTA:
+ * smp_finish_small).
  *
  * Every set the chain keeps is a prefix of one total order (higher logit first, then lower id),
  * so each is {i : rank(i) >= cut} for a 64-bit rank = (order-preserving bits of the logit) << 32
@@ -264,6 +265,16 @@ __device__ double smp_exp_sum(const float *l, int n, unsigned long long cut, flo
     return smp_cluster_sum<C>(s, sm);
 }
 
+/* How many elements have rank >= cut. */
+template <int C>
+__device__ int smp_count(const float *l, int n, unsigned long long cut, smp_smem &sm) {
+    const smp_span sp = smp_my_span<C>();
+    int c = 0;
+    for (int i = sp.first; i < n; i += sp.step)
+        c += smp_rank(l[i], i) >= cut;
+    return (int)smp_cluster_sum<C>((double)c, sm); /* integers: exact in double */
+}
+
 /* ---- the draw: the kept set walked in id order ----------------------------------------------
  * The CPU walks the kept tokens in id order (sampler_pick), so the draw is a prefix sum, not a
  * selection: CTA r of the cluster takes the r-th of C contiguous chunks of the row, its thread t
@@ -383,8 +394,9 @@ __device__ void smp_draw(const float *l, int n, unsigned long long cut, const sm
     *id = pick;
 }
 
-/* A small top-k set (top_k <= SMP_SMALL_K, the usual 40 or 50) is finished in CTA 0 in the
- * CPU's own order rather than by more passes over the row: every CTA appends the set's ranks to
+/* A small set, top-k's (top_k <= SMP_SMALL_K, the usual 40 or 50) or what top-p's pre-filter
+ * leaves of a peaked row, is finished in CTA 0 in the CPU's own order rather than by more passes
+ * over the row: every CTA appends the set's ranks to
  * CTA 0's shared memory, CTA 0 sorts them and finds their id order (a place is the number of
  * larger ranks, or smaller ids), and runs sampler_pick's top-p, min-p and draw over them: each
  * term (an expf, a division) computed by its own thread, each sum by thread 0 in the CPU's order
@@ -404,11 +416,14 @@ struct smp_small {
     int n; /* the set's size as appended; then how many of sorted are kept */
 };
 
-/* The draw from the k (<= SMP_SMALL_K) elements of {rank >= cut}; every CTA of the cluster
- * calls it, CTA 0's thread 0 writes the id. */
+/* The draw from the k (<= SMP_SMALL_K) elements of {rank >= cut}: top-k's set (total < 0: its
+ * softmax total and top-p's pre-filter are computed here), or the survivors of top-p's
+ * pre-filter, total the softmax total it used. Every CTA of the cluster calls it, CTA 0's
+ * thread 0 writes the id. */
 template <int C>
 __device__ void smp_finish_small(const float *l, int n, unsigned long long cut, int k, float M,
-                                 const cuda_sample_params &p, smp_small &sk, int32_t *id) {
+                                 double total, const cuda_sample_params &p, smp_small &sk,
+                                 int32_t *id) {
     const smp_span sp = smp_my_span<C>();
     int *count = smp_cl<C>::at(&sk.n, 0);
     unsigned long long *set = smp_cl<C>::at(sk.rank, 0);
@@ -436,7 +451,10 @@ __device__ void smp_finish_small(const float *l, int n, unsigned long long cut, 
         sk.term[pos] = expf(v - M); /* the top-k softmax's */
     }
     __syncthreads();
-    if (t == 0) { /* top-p's exact pre-filter: the survivors are a prefix */
+    if (t == 0 && total >= 0.0) { /* the pre-filtered survivors */
+        sk.total = total;
+        sk.n = k;
+    } else if (t == 0) { /* top-k's set; top-p's exact pre-filter: the survivors are a prefix */
         double total = 0.0;
         for (int i = 0; i < k; i++)
             total += sk.term[i];
@@ -534,7 +552,7 @@ __global__ void __launch_bounds__(SMP_THREADS)
         cut = smp_select<C, true>(l, n, 0, smp_weight{1.0f, 0.0f, 1.0}, (double)p.top_k, sm);
         n_set = p.top_k;
         if (n_set <= SMP_SMALL_K) {
-            smp_finish_small<C>(l, n, cut, n_set, M, p, sk, &ids[row]);
+            smp_finish_small<C>(l, n, cut, n_set, M, -1.0, p, sk, &ids[row]);
             return;
         }
     }
@@ -543,6 +561,11 @@ __global__ void __launch_bounds__(SMP_THREADS)
         /* the CPU's exact pre-filter (tokens below it cannot be in the nucleus) */
         const float floor = M + logf((float)(total * (1.0 - (double)p.top_p) / n_set));
         const unsigned long long lo = smp_cut_at(floor) > cut ? smp_cut_at(floor) : cut;
+        const int n_lo = smp_count<C>(l, n, lo, sm);
+        if (n_lo <= SMP_SMALL_K) { /* a peaked row: few survive (the nucleus, and then some) */
+            smp_finish_small<C>(l, n, lo, n_lo, M, total, p, sk, &ids[row]);
+            return;
+        }
         const unsigned long long r =
             smp_select<C, false>(l, n, lo, smp_weight{1.0f, M, total}, (double)p.top_p, sm);
         cut = r ? r : lo;
