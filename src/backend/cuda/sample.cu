@@ -17,7 +17,7 @@
  *
  * A row is a cluster of C CTAs (thread block clusters, sm_90; on the H200 C = 8 for up to 16
  * rows, 4 up to 33, 2 up to 66, else 1): each CTA takes every C-th run of SMP_THREADS elements, and
- * every reduction (a pass's digit totals, the sums, the extremes) adds the CTAs' block totals
+ * every reduction (a pass's digit totals, the sums, the maxima) adds the CTAs' block totals
  * through distributed shared memory in rank order, so that every CTA makes the same choice and the
  * result does not depend on timing. The passes are instruction-bound (a weighted pass costs an expf
  * and a double division an element), so more CTAs a row pay while their clusters fit on the GPU at
@@ -111,29 +111,23 @@ template <int C> __device__ double smp_cluster_sum(double v, smp_smem &sm) {
     return t;
 }
 
-template <bool MAX>
-__device__ __forceinline__ unsigned long long smp_ext(unsigned long long a, unsigned long long b) {
-    return MAX ? (b > a ? b : a) : (b < a ? b : a);
-}
-
-/* The maximum (MAX) or minimum of v over the cluster's threads, to every thread of it. */
-template <int C, bool MAX>
-__device__ unsigned long long smp_cluster_ext(unsigned long long v, smp_smem &sm) {
+/* The maximum of v over the cluster's threads, to every thread of it. */
+template <int C> __device__ unsigned long long smp_cluster_max(unsigned long long v, smp_smem &sm) {
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1)
-        v = smp_ext<MAX>(v, __shfl_xor_sync(0xffffffffu, v, o));
+        v = max(v, __shfl_xor_sync(0xffffffffu, v, o));
     if (threadIdx.x % 32 == 0) sm.red_u[threadIdx.x / 32] = v;
     __syncthreads();
     if (threadIdx.x == 0) {
         unsigned long long t = sm.red_u[0];
         for (int w = 1; w < SMP_WARPS; w++)
-            t = smp_ext<MAX>(t, sm.red_u[w]);
+            t = max(t, sm.red_u[w]);
         sm.blk_u = t;
     }
     smp_cl<C>::sync();
     unsigned long long t = *smp_cl<C>::at(&sm.blk_u, 0);
     for (int r = 1; r < C; r++)
-        t = smp_ext<MAX>(t, *smp_cl<C>::at(&sm.blk_u, r));
+        t = max(t, *smp_cl<C>::at(&sm.blk_u, r));
     smp_cl<C>::sync();
     return t;
 }
@@ -249,7 +243,7 @@ __device__ unsigned long long smp_select(const float *l, int n, unsigned long lo
         const unsigned long long r = smp_rank(l[i], i);
         if (r >= lo && (shift == 64 || (r >> shift) == (prefix >> shift)) && r > found) found = r;
     }
-    return smp_cluster_ext<C, true>(found, sm);
+    return smp_cluster_max<C>(found, sm);
 }
 
 /* Sum over {rank >= cut} of expf(l / t - m), in double. */
@@ -540,7 +534,7 @@ __global__ void __launch_bounds__(SMP_THREADS)
         const unsigned long long r = smp_rank(l[i], i);
         best = r > best ? r : best;
     }
-    best = smp_cluster_ext<C, true>(best, sm);
+    best = smp_cluster_max<C>(best, sm);
     const float M = l[smp_id(best)];
     if (p.temperature <= 0.0f || M == -INFINITY) { /* greedy; or nothing possible to draw */
         if (writer) ids[row] = smp_id(best);
@@ -661,7 +655,7 @@ __global__ void __launch_bounds__(SMP_THREADS)
         const unsigned long long r = smp_rank(l[i], i);
         best = r > best ? r : best;
     }
-    const float mx = l[smp_id(smp_cluster_ext<1, true>(best, sm))];
+    const float mx = l[smp_id(smp_cluster_max<1>(best, sm))];
     double s = 0.0;
     for (int i = threadIdx.x; i < n; i += SMP_THREADS)
         s += exp((double)l[i] - mx);
@@ -676,7 +670,7 @@ __global__ void __launch_bounds__(SMP_THREADS)
             const unsigned long long r = smp_rank(l[i], i);
             if (r < prev && r > b) b = r;
         }
-        b = smp_cluster_ext<1, true>(b, sm);
+        b = smp_cluster_max<1>(b, sm);
         if (!b) break;
         if (threadIdx.x == 0) {
             o->top_id[t] = smp_id(b);
