@@ -73,6 +73,24 @@ template <int C> __device__ __forceinline__ smp_span smp_my_span() {
     return smp_span{smp_cl<C>::rank() * SMP_THREADS + (int)threadIdx.x, SMP_THREADS * C};
 }
 
+/* f(v, i) with v = l[i] for i = first, first + step, ... below end, in that order, the loads
+ * issued SMP_AHEAD at a time ahead of their uses. A pass over a row is a few dozen loads a
+ * thread, each an L2 hit of several hundred cycles (the logits were just written); loops whose
+ * bodies branch kept them one at a time, so every pass was bound by their latency. */
+#define SMP_AHEAD 8
+template <class F>
+__device__ __forceinline__ void smp_each(const float *l, int first, int end, int step, F f) {
+    for (int i0 = first; i0 < end; i0 += SMP_AHEAD * step) {
+        float v[SMP_AHEAD];
+#pragma unroll
+        for (int j = 0; j < SMP_AHEAD; j++)
+            v[j] = i0 + j * step < end ? l[i0 + j * step] : 0.0f;
+#pragma unroll
+        for (int j = 0; j < SMP_AHEAD; j++)
+            if (i0 + j * step < end) f(v[j], i0 + j * step);
+    }
+}
+
 /* Logit bits ordered as the floats are (-0 counted as +0, which compares equal on the CPU). */
 __device__ __forceinline__ uint32_t smp_key(float f) {
     const uint32_t b = __float_as_uint(f + 0.0f);
@@ -160,10 +178,9 @@ __device__ unsigned long long smp_select(const float *l, int n, unsigned long lo
             acc[j] = 0.0;
             cnt[j] = 0;
         }
-        for (int i = sp.first; i < n; i += sp.step) {
-            const float v = l[i];
+        smp_each(l, sp.first, n, sp.step, [&](float v, int i) {
             const unsigned long long r = smp_rank(v, i);
-            if (r < lo || (shift < 64 && (r >> shift) != (prefix >> shift))) continue;
+            if (r < lo || (shift < 64 && (r >> shift) != (prefix >> shift))) return;
             const int d = (int)(r >> sh) & (SMP_DIGITS - 1);
             const double wt = COUNT ? 0.0 : w(v);
 #pragma unroll
@@ -172,7 +189,7 @@ __device__ unsigned long long smp_select(const float *l, int n, unsigned long lo
                     if (!COUNT) acc[j] += wt;
                     cnt[j]++;
                 }
-        }
+        });
         const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
 #pragma unroll
         for (int j = 0; j < SMP_DIGITS; j++) {
@@ -239,10 +256,10 @@ __device__ unsigned long long smp_select(const float *l, int n, unsigned long lo
         if (n_in == 1 || shift == 0) break;
     }
     unsigned long long found = 0;
-    for (int i = sp.first; i < n; i += sp.step) {
-        const unsigned long long r = smp_rank(l[i], i);
+    smp_each(l, sp.first, n, sp.step, [&](float v, int i) {
+        const unsigned long long r = smp_rank(v, i);
         if (r >= lo && (shift == 64 || (r >> shift) == (prefix >> shift)) && r > found) found = r;
-    }
+    });
     return smp_cluster_max<C>(found, sm);
 }
 
@@ -252,10 +269,9 @@ __device__ double smp_exp_sum(const float *l, int n, unsigned long long cut, flo
                               smp_smem &sm) {
     const smp_span sp = smp_my_span<C>();
     double s = 0.0;
-    for (int i = sp.first; i < n; i += sp.step) {
-        const float v = l[i];
+    smp_each(l, sp.first, n, sp.step, [&](float v, int i) {
         if (smp_rank(v, i) >= cut) s += (double)expf(v / t - m);
-    }
+    });
     return smp_cluster_sum<C>(s, sm);
 }
 
@@ -264,8 +280,7 @@ template <int C>
 __device__ int smp_count(const float *l, int n, unsigned long long cut, smp_smem &sm) {
     const smp_span sp = smp_my_span<C>();
     int c = 0;
-    for (int i = sp.first; i < n; i += sp.step)
-        c += smp_rank(l[i], i) >= cut;
+    smp_each(l, sp.first, n, sp.step, [&](float v, int i) { c += smp_rank(v, i) >= cut; });
     return (int)smp_cluster_sum<C>((double)c, sm); /* integers: exact in double */
 }
 
@@ -322,13 +337,12 @@ __device__ void smp_draw(const float *l, int n, unsigned long long cut, const sm
     smp_run_bounds<C>(n, r, threadIdx.x, &lo, &hi);
     double s = 0.0;
     int last = -1;
-    for (int i = lo; i < hi; i++) {
-        const float v = l[i];
+    smp_each(l, lo, hi, 1, [&](float v, int i) {
         if (smp_rank(v, i) >= cut) {
             s += w(v);
             last = i;
         }
-    }
+    });
     sc.run[threadIdx.x] = s;
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1)
@@ -375,16 +389,16 @@ __device__ void smp_draw(const float *l, int n, unsigned long long cut, const sm
     const int t = wq * 32 + smp_walk(&sc.run[wq * 32], 32, u, &cum);
     smp_run_bounds<C>(n, r, t, &lo, &hi);
     int pick = -1;
-    for (int i = lo; i < hi; i++) {
-        const float v = l[i];
-        if (smp_rank(v, i) < cut) continue;
+    bool found = false;
+    smp_each(l, lo, hi, 1, [&](float v, int i) {
+        if (found || smp_rank(v, i) < cut) return;
         const double x = w(v);
         if (x > 0.0) {
             pick = i;
-            if (u < cum + x) break;
+            found = u < cum + x;
             cum += x;
         }
-    }
+    });
     *id = pick;
 }
 
@@ -421,13 +435,13 @@ __device__ void smp_finish_small(const float *l, int n, unsigned long long cut, 
     const smp_span sp = smp_my_span<C>();
     int *count = smp_cl<C>::at(&sk.n, 0);
     unsigned long long *set = smp_cl<C>::at(sk.rank, 0);
-    for (int i = sp.first; i < n; i += sp.step) {
-        const unsigned long long r = smp_rank(l[i], i);
+    smp_each(l, sp.first, n, sp.step, [&](float v, int i) {
+        const unsigned long long r = smp_rank(v, i);
         if (r >= cut) {
             const int slot = atomicAdd(count, 1);
             if (slot < SMP_SMALL_K) set[slot] = r;
         }
-    }
+    });
     smp_cl<C>::sync(); /* the set is in CTA 0; the others are done with it */
     if (smp_cl<C>::rank() != 0) return;
     const int t = threadIdx.x; /* k <= SMP_SMALL_K < SMP_THREADS: one thread a candidate */
@@ -530,10 +544,10 @@ __global__ void __launch_bounds__(SMP_THREADS)
     const cuda_sample_params p = params[row];
     const smp_span sp = smp_my_span<C>();
     unsigned long long best = 0;
-    for (int i = sp.first; i < n; i += sp.step) {
-        const unsigned long long r = smp_rank(l[i], i);
+    smp_each(l, sp.first, n, sp.step, [&](float v, int i) {
+        const unsigned long long r = smp_rank(v, i);
         best = r > best ? r : best;
-    }
+    });
     best = smp_cluster_max<C>(best, sm);
     const float M = l[smp_id(best)];
     if (p.temperature <= 0.0f || M == -INFINITY) { /* greedy; or nothing possible to draw */
@@ -650,15 +664,15 @@ __global__ void __launch_bounds__(SMP_THREADS)
     const int row = blockIdx.x, k = params[row].logprobs;
     if (k < 0) return;
     const float *l = logits + (size_t)row * n;
+    const smp_span sp = smp_my_span<1>();
     unsigned long long best = 0;
-    for (int i = threadIdx.x; i < n; i += SMP_THREADS) {
-        const unsigned long long r = smp_rank(l[i], i);
+    smp_each(l, sp.first, n, sp.step, [&](float v, int i) {
+        const unsigned long long r = smp_rank(v, i);
         best = r > best ? r : best;
-    }
+    });
     const float mx = l[smp_id(smp_cluster_max<1>(best, sm))];
     double s = 0.0;
-    for (int i = threadIdx.x; i < n; i += SMP_THREADS)
-        s += exp((double)l[i] - mx);
+    smp_each(l, sp.first, n, sp.step, [&](float v, int) { s += exp((double)v - mx); });
     const float lse = mx + (float)log(smp_cluster_sum<1>(s, sm));
     cuda_logprobs *o = &out[row];
     if (threadIdx.x == 0) o->logprob = l[ids[row]] - lse;
@@ -666,10 +680,10 @@ __global__ void __launch_bounds__(SMP_THREADS)
     int t = 0;
     for (; t < k && t < SI_MAX_TOP_LOGPROBS; t++) {
         unsigned long long b = 0; /* 0: none left */
-        for (int i = threadIdx.x; i < n; i += SMP_THREADS) {
-            const unsigned long long r = smp_rank(l[i], i);
+        smp_each(l, sp.first, n, sp.step, [&](float v, int i) {
+            const unsigned long long r = smp_rank(v, i);
             if (r < prev && r > b) b = r;
-        }
+        });
         b = smp_cluster_max<1>(b, sm);
         if (!b) break;
         if (threadIdx.x == 0) {
