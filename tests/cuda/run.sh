@@ -76,9 +76,10 @@ if [ "${SI_SKIP_KERNEL_TESTS:-0}" != 1 ]; then
             echo "$kt $tool: $(tail -1 "$LOG/sanitize.log")"
         done
     done
-    # the sampler at every cluster size (the checks above run 8 rows: 8 CTAs a row)
+    # the sampler at every cluster size (the checks above run 8 rows: 8 CTAs a row; 16 is taken
+    # by up to 4 rows)
     if [ -x "$BD/test_cuda_sample" ]; then
-        for c in 1 2 4; do
+        for c in 1 2 4 16; do
             echo "== test_cuda_sample --no-bench, SI_CUDA_SAMPLE_CLUSTER=$c"
             SI_CUDA_SAMPLE_CLUSTER=$c "$BD/test_cuda_sample" --no-bench > "$LOG/sample_c$c.log" 2>&1 \
                 || { fail=1; echo "sample (cluster $c) FAILED"; }

@@ -1,7 +1,7 @@
 /* test_cuda_sample.cu — the GPU sampler (cuda_sample, sample.cu) against the CPU chain itself
  * (sampler_pick of src/engine/sampler.c, linked in: one implementation of the reference).
  *
- *   test_cuda_sample [--small | --no-bench]
+ *   test_cuda_sample [--small | --no-bench | --time-only]
  *
  * Vocabularies of 32000 and 128256 (--small: 1000 and 5000), 8 rows a call, 40 calls each:
  * every row gets its own logits (spread, peaked, heavy ties, constant, half -inf, sharp), its own
@@ -14,7 +14,8 @@
  * 32 and 64 rows (the cluster sizes' ranges on the H200: 8, 4, 2) at 128256 and 32000 for five
  * parameter sets (--no-bench: none; tests/cuda/run.sh runs that at each SI_CUDA_SAMPLE_CLUSTER).
  * Then cuda_logprobs_rows against sampler_logprobs (the engine's CPU logprobs) on rows of every
- * kind, 0-20 top tokens or none (check_logprobs). */
+ * kind, 0-20 top tokens or none (check_logprobs). First, div_to_float against the division
+ * (check_div_to_float). --time-only: the timings alone (for ncu). */
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -24,6 +25,7 @@
 
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_sample.h"
+#include "backend/cuda/div_to_float.cuh"
 #include "engine/sampler_pick.h"
 
 static int g_fail = 0;
@@ -162,6 +164,65 @@ static bool lp_close(float a, float b) { /* 1e-5, or the same infinity */
 /* cuda_logprobs_rows against sampler_logprobs (the engine's CPU logprobs) on the same rows: the
  * picked token's logprob within 1e-5 (the double sum's order differs), the same top ids in the
  * same order (ties to the lower id), theirs within 1e-5; rows that ask for none untouched. */
+__global__ void div_to_float_kernel(const double *x, const double *d, int n, float *fast,
+                                    float *exact) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    fast[i] = div_to_float(x[i], d[i], 1.0 / d[i]);
+    exact[i] = (float)(x[i] / d[i]);
+}
+
+/* div_to_float (the sampler's weights' division as a multiplication) against the division, bit
+ * for bit: quotients a probability's size (a float x, as expf gives, over a larger total), and
+ * quotients placed within a few double ulps of a midpoint between two floats (x = the midpoint
+ * times d: the cases where the product's rounding could differ), and some below float's normal
+ * range. */
+static void check_div_to_float() {
+    const int n = 1 << 20;
+    std::vector<double> x(n), d(n);
+    for (int i = 0; i < n; i++) {
+        d[i] = 1.0 + rnd_unit() * 1e5;
+        const int kind = i % 4;
+        if (kind == 0) { /* a float over a larger total */
+            x[i] = (double)(float)(rnd_unit() * d[i]);
+        } else if (kind == 3) { /* tiny: float subnormal or zero quotients */
+            x[i] = rnd_unit() * 2e-38 * d[i];
+        } else { /* near the midpoint above a random float q, within +-8 double ulps */
+            const float q = (float)(rnd_unit() * 0.999 + 1e-7);
+            const double mid = ((double)q + (double)std::nextafter(q, 2.0f)) / 2.0;
+            const double near = mid + (double)((int)(rnd_u32() % 17) - 8) * std::ldexp(mid, -52);
+            x[i] = near * d[i];
+        }
+    }
+    double *d_x, *d_d;
+    float *d_fast, *d_exact;
+    CUDA_CHECK(cudaMalloc(&d_x, n * sizeof(double)));
+    CUDA_CHECK(cudaMalloc(&d_d, n * sizeof(double)));
+    CUDA_CHECK(cudaMalloc(&d_fast, n * sizeof(float)));
+    CUDA_CHECK(cudaMalloc(&d_exact, n * sizeof(float)));
+    CUDA_CHECK(cudaMemcpy(d_x, x.data(), n * sizeof(double), cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(d_d, d.data(), n * sizeof(double), cudaMemcpyHostToDevice));
+    div_to_float_kernel<<<n / 256, 256>>>(d_x, d_d, n, d_fast, d_exact);
+    CUDA_CHECK(cudaGetLastError());
+    std::vector<float> fast(n), exact(n);
+    CUDA_CHECK(cudaMemcpy(fast.data(), d_fast, n * sizeof(float), cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpy(exact.data(), d_exact, n * sizeof(float), cudaMemcpyDeviceToHost));
+    int bad = 0, host_bad = 0;
+    for (int i = 0; i < n; i++) {
+        bad += memcmp(&fast[i], &exact[i], sizeof(float)) != 0;
+        const float h = (float)(x[i] / d[i]); /* the CPU's rounding: the device's division agrees */
+        host_bad += memcmp(&h, &exact[i], sizeof(float)) != 0;
+    }
+    g_fail |= bad != 0 || host_bad != 0;
+    printf("%s div_to_float: %d/%d quotients as the division rounds them (%d differ between the "
+           "device's and the host's division); tolerance: exact\n",
+           bad || host_bad ? "FAIL" : "PASS", n - bad, n, host_bad);
+    CUDA_CHECK(cudaFree(d_x));
+    CUDA_CHECK(cudaFree(d_d));
+    CUDA_CHECK(cudaFree(d_fast));
+    CUDA_CHECK(cudaFree(d_exact));
+}
+
 static void check_logprobs(int n, int calls) {
     const int ks[] = {-1, 0, 1, 5, 20};
     test_rows t(n);
@@ -278,6 +339,12 @@ static void time_sampler(int n) {
 int main(int argc, char **argv) {
     const bool small = argc > 1 && !strcmp(argv[1], "--small");
     const bool bench = !(argc > 1 && !strcmp(argv[1], "--no-bench"));
+    if (argc > 1 && !strcmp(argv[1], "--time-only")) { /* for a profiler: the timings alone */
+        time_sampler(128256);
+        time_sampler(32000);
+        return 0;
+    }
+    check_div_to_float();
     if (small) {
         check_vocab(1000, 10);
         check_vocab(5000, 10);

@@ -15,25 +15,27 @@
  * as the CPU's cumulative sums are; only the summation order differs, so ids can differ from the
  * CPU's only when u or top_p falls within rounding (~1e-16 relative) of a cumulative boundary.
  *
- * A row is a cluster of C CTAs (thread block clusters, sm_90; on the H200 C = 8 for up to 16
- * rows, 4 up to 33, 2 up to 66, else 1): each CTA takes every C-th run of SMP_THREADS elements, and
- * every reduction (a pass's digit totals, the sums, the maxima) adds the CTAs' block totals
- * through distributed shared memory in rank order, so that every CTA makes the same choice and the
- * result does not depend on timing. The passes are instruction-bound (a weighted pass costs an expf
- * and a double division an element), so more CTAs a row pay while their clusters fit on the GPU at
- * once: a 128256-entry row, one row, sampled 690-1,360 us at one CTA against 120-236 us at eight
- * (test_cuda_sample's timings, bench/RESULTS.md 2026-12-03 s32). */
+ * A row is a cluster of C CTAs (thread block clusters, sm_90; on the H200 C = 16 for up to 4
+ * rows, 8 up to 16, 4 up to 33, 2 up to 66, else 1): each CTA takes every C-th run of SMP_THREADS
+ * elements, and every reduction (a pass's digit totals, the sums, the maxima) adds the CTAs' block
+ * totals through distributed shared memory in rank order, so that every CTA makes the same choice
+ * and the result does not depend on timing. The passes are instruction-bound (a weighted pass costs
+ * an expf and a double division an element), so more CTAs a row pay while their clusters fit on the
+ * GPU at once: a 128256-entry row, one row, sampled 690-1,360 us at one CTA against 120-236 us at
+ * eight (test_cuda_sample's timings, bench/RESULTS.md 2026-12-03 s32). */
 #include <cooperative_groups.h>
 
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_sample.h"
+#include "backend/cuda/div_to_float.cuh"
 
 namespace cg = cooperative_groups;
 
 #define SMP_THREADS 512
 #define SMP_WARPS (SMP_THREADS / 32)
 #define SMP_DIGITS 16 /* 4-bit digits */
-#define SMP_CLUSTER_MAX 8 /* CTAs a row at most: the portable cluster size */
+#define SMP_CLUSTER_PORTABLE 8 /* the portable cluster size */
+#define SMP_CLUSTER_MAX 16     /* CTAs a row at most: sm_90's non-portable cluster size */
 
 struct smp_smem {
     double wacc[SMP_WARPS][SMP_DIGITS];
@@ -151,50 +153,57 @@ template <int C> __device__ unsigned long long smp_cluster_max(unsigned long lon
 }
 
 /* An element's weight in a mass selection: the CPU's float probability
- * (float)(expf(l / t - m) / total). */
+ * (float)(expf(l / t - m) / total), the division by total made a multiplication
+ * (div_to_float.cuh). */
 struct smp_weight {
     float t, m;
-    double total;
-    __device__ double operator()(float l) const {
-        return (double)(float)((double)expf(l / t - m) / total);
+    double total, rinv;
+    __device__ smp_weight(float t_, float m_, double total_)
+        : t(t_), m(m_), total(total_), rinv(1.0 / total_) {}
+    __device__ double operator()(float l) const { /* l / 1 is l: no division (top-p's) */
+        return (double)div_to_float((double)expf((t == 1.0f ? l : l / t) - m), total, rinv);
     }
+};
+
+/* Each thread's digit totals of a selection pass, in shared memory (a column a thread: no bank
+ * conflicts): an element adds to its digit's with a load, an add and a store, where totals in
+ * registers took a compare and a predicated add for every digit (ncu, s36: the passes were
+ * bound by instruction issue). Dynamic shared memory: more than the static 48 KB. */
+struct smp_hist {
+    double acc[SMP_DIGITS][SMP_THREADS];
+    int cnt[SMP_DIGITS][SMP_THREADS];
 };
 
 /* The rank of the first element, in the order, of {i : rank(i) >= lo} at which the running sum
  * of the weights (COUNT: 1 each, else w) reaches target (sum >= target); 0 when it never does. */
 template <int C, bool COUNT>
 __device__ unsigned long long smp_select(const float *l, int n, unsigned long long lo,
-                                         const smp_weight &w, double target, smp_smem &sm) {
+                                         const smp_weight &w, double target, smp_smem &sm,
+                                         smp_hist &h) {
     const smp_span sp = smp_my_span<C>();
+    const int t = threadIdx.x;
     unsigned long long prefix = 0;
     int shift = 64; /* bits below the known prefix */
     double before = 0.0; /* weight of the elements before the current bucket */
     for (;;) {
         const int sh = shift - 4;
-        double acc[SMP_DIGITS];
-        int cnt[SMP_DIGITS];
 #pragma unroll
         for (int j = 0; j < SMP_DIGITS; j++) {
-            acc[j] = 0.0;
-            cnt[j] = 0;
+            if (!COUNT) h.acc[j][t] = 0.0;
+            h.cnt[j][t] = 0;
         }
         smp_each(l, sp.first, n, sp.step, [&](float v, int i) {
             const unsigned long long r = smp_rank(v, i);
             if (r < lo || (shift < 64 && (r >> shift) != (prefix >> shift))) return;
             const int d = (int)(r >> sh) & (SMP_DIGITS - 1);
-            const double wt = COUNT ? 0.0 : w(v);
-#pragma unroll
-            for (int j = 0; j < SMP_DIGITS; j++)
-                if (d == j) {
-                    if (!COUNT) acc[j] += wt;
-                    cnt[j]++;
-                }
+            if (!COUNT) h.acc[d][t] += w(v);
+            h.cnt[d][t]++;
         });
         const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
 #pragma unroll
         for (int j = 0; j < SMP_DIGITS; j++) {
-            double a = acc[j];
-            int c = cnt[j];
+            double a = COUNT ? 0.0 : h.acc[j][t];
+            int c = h.cnt[j][t];
 #pragma unroll
             for (int o = 16; o > 0; o >>= 1) {
                 if (!COUNT) a += __shfl_xor_sync(0xffffffffu, a, o);
@@ -537,6 +546,8 @@ __global__ void __launch_bounds__(SMP_THREADS)
     __shared__ smp_smem sm;
     __shared__ smp_small sk;
     __shared__ smp_scan sc;
+    extern __shared__ __align__(16) unsigned char smp_dyn[];
+    smp_hist &h = *(smp_hist *)smp_dyn;
     const int row = blockIdx.x / C;
     const bool writer = smp_cl<C>::rank() == 0 && threadIdx.x == 0;
     if (threadIdx.x == 0) sk.n = 0; /* before the first cluster barrier below */
@@ -557,7 +568,7 @@ __global__ void __launch_bounds__(SMP_THREADS)
     unsigned long long cut = 0; /* the kept set: {rank >= cut} */
     int n_set = n;
     if (p.top_k > 0 && p.top_k < n) {
-        cut = smp_select<C, true>(l, n, 0, smp_weight{1.0f, 0.0f, 1.0}, (double)p.top_k, sm);
+        cut = smp_select<C, true>(l, n, 0, smp_weight{1.0f, 0.0f, 1.0}, (double)p.top_k, sm, h);
         n_set = p.top_k;
         if (n_set <= SMP_SMALL_K) {
             smp_finish_small<C>(l, n, cut, n_set, M, -1.0, p, sk, &ids[row]);
@@ -575,7 +586,7 @@ __global__ void __launch_bounds__(SMP_THREADS)
             return;
         }
         const unsigned long long r =
-            smp_select<C, false>(l, n, lo, smp_weight{1.0f, M, total}, (double)p.top_p, sm);
+            smp_select<C, false>(l, n, lo, smp_weight{1.0f, M, total}, (double)p.top_p, sm, h);
         cut = r ? r : lo;
     }
     if (p.min_p > 0.0f) {
@@ -594,6 +605,7 @@ static cudaLaunchConfig_t sample_config(int n_rows, cudaStream_t stream,
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = dim3(n_rows * C);
     cfg.blockDim = dim3(SMP_THREADS);
+    cfg.dynamicSmemBytes = sizeof(smp_hist);
     cfg.stream = stream;
     cfg.attrs = attr;
     if (C > 1) {
@@ -601,6 +613,30 @@ static cudaLaunchConfig_t sample_config(int n_rows, cudaStream_t stream,
         cfg.numAttrs = 1;
     }
     return cfg;
+}
+
+/* The kernel for C CTAs a row allowed its dynamic shared memory (and, at 16, the non-portable
+ * cluster size); then how many such clusters (of one row) the device can hold at once, 0 where
+ * none can be. */
+template <int C> static int sample_prepare(void) {
+    CUDA_CHECK(cudaFuncSetAttribute(sample_kernel<C>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    (int)sizeof(smp_hist)));
+    if (C == 1) return 1;
+    if (C > SMP_CLUSTER_PORTABLE &&
+        cudaFuncSetAttribute(sample_kernel<C>, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) !=
+            cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    cudaLaunchAttribute attr[1];
+    const cudaLaunchConfig_t cfg = sample_config<C>(1, 0, attr);
+    int fits = 0;
+    if (cudaOccupancyMaxActiveClusters(&fits, (const void *)sample_kernel<C>, &cfg) !=
+        cudaSuccess) {
+        (void)cudaGetLastError();
+        fits = 0;
+    }
+    return fits;
 }
 
 template <int C>
@@ -611,33 +647,34 @@ static void sample_launch(const float *logits, int n_vocab, int n_rows,
     CUDA_CHECK(cudaLaunchKernelEx(&cfg, sample_kernel<C>, logits, n_vocab, params, ids));
 }
 
-/* CTAs a row: the most of 8, 4, 2 at which every row's cluster fits on the GPU at once (one CTA
- * a multiprocessor), else one: a second wave of clusters costs more than it saves (the cluster's
- * barriers, ~2 a pass). On the H200 (132 multiprocessors; test_cuda_sample's timings, same
- * device call, bench/RESULTS.md 2026-12-03 s32): 1 and 8 rows at 8 CTAs 2.2-5.8x faster than
- * at one, 64 rows at 2 1.3-1.9x faster (but top-k 40 + top-p over 32000 entries 8 % slower) and
- * at 8 (four waves) up to 2.5x slower. Knob SI_CUDA_SAMPLE_CLUSTER=1|2|4|8 (read at the first
- * call): that many, always. */
+/* CTAs a row: the most of 16, 8, 4, 2 at which every row's cluster fits on the GPU at once (one
+ * CTA a multiprocessor; 16, a non-portable size, only while the rows take at most half of the
+ * multiprocessors, so that the GPCs' shapes cannot leave a cluster waiting), else one: a second
+ * wave of clusters costs more than it saves (the cluster's barriers, ~2 a pass). On the H200 (132
+ * multiprocessors; test_cuda_sample's timings, same device call, bench/RESULTS.md 2026-12-03
+ * s32): 1 and 8 rows at 8 CTAs 2.2-5.8x faster than at one, 64 rows at 2 1.3-1.9x faster (but
+ * top-k 40 + top-p over 32000 entries 8 % slower) and at 8 (four waves) up to 2.5x slower; s36:
+ * one 128256-entry row at 16 against 8, top-p 0.95 114-116 -> 88 us, t 1.0 32-33 -> 22. Knob
+ * SI_CUDA_SAMPLE_CLUSTER=1|2|4|8|16 (read at the first call): that many, always. */
 static int sample_cluster_size(int n_rows) {
-    static int n_sm = 0, knob = -1, fits = 0;
+    static int n_sm = 0, knob = -1, fits[SMP_CLUSTER_MAX + 1];
     if (!n_sm) {
         int dev;
         CUDA_CHECK(cudaGetDevice(&dev));
         CUDA_CHECK(cudaDeviceGetAttribute(&n_sm, cudaDevAttrMultiProcessorCount, dev));
         const char *e = getenv("SI_CUDA_SAMPLE_CLUSTER");
         knob = e ? atoi(e) : 0;
-        cudaLaunchAttribute attr[1];
-        const cudaLaunchConfig_t cfg = sample_config<SMP_CLUSTER_MAX>(1, 0, attr);
-        /* a device (or partition) where no such cluster can be resident keeps one CTA a row */
-        if (cudaOccupancyMaxActiveClusters(&fits, (const void *)sample_kernel<SMP_CLUSTER_MAX>,
-                                           &cfg) != cudaSuccess) {
-            (void)cudaGetLastError();
-            fits = 0;
-        }
+        fits[1] = sample_prepare<1>();
+        fits[2] = sample_prepare<2>();
+        fits[4] = sample_prepare<4>();
+        fits[8] = sample_prepare<8>();
+        fits[16] = sample_prepare<16>();
     }
-    if (knob == 1 || knob == 2 || knob == 4 || knob == 8) return knob;
-    for (int c = SMP_CLUSTER_MAX; fits > 0 && c > 1; c /= 2)
-        if ((long long)n_rows * c <= n_sm) return c;
+    if (knob == 1 || knob == 2 || knob == 4 || knob == 8 || knob == 16) return knob;
+    for (int c = SMP_CLUSTER_MAX; c > 1; c /= 2) {
+        const long long ctas = (long long)n_rows * c;
+        if (fits[c] >= n_rows && (c > SMP_CLUSTER_PORTABLE ? 2 * ctas : ctas) <= n_sm) return c;
+    }
     return 1;
 }
 
@@ -645,6 +682,7 @@ extern "C" void cuda_sample(const float *logits, int n_vocab, int n_rows,
                             const cuda_sample_params *params, int32_t *ids, cudaStream_t stream) {
     if (n_rows <= 0 || n_vocab <= 0) return;
     switch (sample_cluster_size(n_rows)) {
+    case 16: sample_launch<16>(logits, n_vocab, n_rows, params, ids, stream); break;
     case 8: sample_launch<8>(logits, n_vocab, n_rows, params, ids, stream); break;
     case 4: sample_launch<4>(logits, n_vocab, n_rows, params, ids, stream); break;
     case 2: sample_launch<2>(logits, n_vocab, n_rows, params, ids, stream); break;
