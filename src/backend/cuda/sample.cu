@@ -37,18 +37,27 @@ namespace cg = cooperative_groups;
 #define SMP_CLUSTER_PORTABLE 8 /* the portable cluster size */
 #define SMP_CLUSTER_MAX 16     /* CTAs a row at most: sm_90's non-portable cluster size */
 
+/* What the whole cluster reads of a CTA (blk_*) alternates between two slots, one reduction to
+ * the next (smp_slot): a reduction writes its slot, a cluster barrier, every CTA reads; the next
+ * reduction writes the other slot, and this one is written again only after the next barrier,
+ * which no CTA reaches before it has read. So one barrier a reduction, not two (a CTA leaves
+ * only after a barrier that follows its last read of another's: smp_draw's, smp_finish_small's,
+ * or the greedy path's). */
 struct smp_smem {
     double wacc[SMP_WARPS][SMP_DIGITS];
     int wcnt[SMP_WARPS][SMP_DIGITS];
-    double blk_acc[SMP_DIGITS]; /* this CTA's digit totals, read by the whole cluster */
-    int blk_cnt[SMP_DIGITS];
+    double blk_acc[2][SMP_DIGITS]; /* this CTA's digit totals, read by the whole cluster */
+    int blk_cnt[2][SMP_DIGITS];
     double acc[SMP_DIGITS]; /* the cluster's */
     int cnt[SMP_DIGITS];
     double red_d[SMP_WARPS];
     unsigned long long red_u[SMP_WARPS];
-    double blk_d; /* this CTA's total, read by the whole cluster */
-    unsigned long long blk_u;
+    double blk_d[2]; /* this CTA's total, read by the whole cluster */
+    unsigned long long blk_u[2];
+    int turn[SMP_THREADS]; /* each thread's reductions so far (every thread makes the same) */
 };
+/* The slot of this reduction; every thread calls it once a reduction. */
+__device__ __forceinline__ int smp_slot(smp_smem &sm) { return sm.turn[threadIdx.x]++ & 1; }
 
 /* A row's cluster of C CTAs: its barrier, this CTA's rank, a CTA's shared memory by rank. C = 1
  * is a plain CTA (no cluster launch): a CTA barrier, its own shared memory. */
@@ -113,6 +122,7 @@ __device__ __forceinline__ unsigned long long smp_cut_at(float thr) {
 /* The sum of v over the cluster's threads: warps, then the CTA's warps in order, then the CTAs
  * in rank order (fixed orders: deterministic). Every thread of the cluster gets it. */
 template <int C> __device__ double smp_cluster_sum(double v, smp_smem &sm) {
+    const int slot = smp_slot(sm);
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
     if (threadIdx.x % 32 == 0) sm.red_d[threadIdx.x / 32] = v;
@@ -121,18 +131,18 @@ template <int C> __device__ double smp_cluster_sum(double v, smp_smem &sm) {
         double t = 0.0;
         for (int w = 0; w < SMP_WARPS; w++)
             t += sm.red_d[w];
-        sm.blk_d = t;
+        sm.blk_d[slot] = t;
     }
     smp_cl<C>::sync(); /* every CTA's total is written */
     double t = 0.0;
     for (int r = 0; r < C; r++)
-        t += *smp_cl<C>::at(&sm.blk_d, r);
-    smp_cl<C>::sync(); /* read everywhere before the next reduction overwrites it */
+        t += smp_cl<C>::at(sm.blk_d, r)[slot];
     return t;
 }
 
 /* The maximum of v over the cluster's threads, to every thread of it. */
 template <int C> __device__ unsigned long long smp_cluster_max(unsigned long long v, smp_smem &sm) {
+    const int slot = smp_slot(sm);
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1)
         v = max(v, __shfl_xor_sync(0xffffffffu, v, o));
@@ -142,13 +152,12 @@ template <int C> __device__ unsigned long long smp_cluster_max(unsigned long lon
         unsigned long long t = sm.red_u[0];
         for (int w = 1; w < SMP_WARPS; w++)
             t = max(t, sm.red_u[w]);
-        sm.blk_u = t;
+        sm.blk_u[slot] = t;
     }
     smp_cl<C>::sync();
-    unsigned long long t = *smp_cl<C>::at(&sm.blk_u, 0);
+    unsigned long long t = smp_cl<C>::at(sm.blk_u, 0)[slot];
     for (int r = 1; r < C; r++)
-        t = max(t, *smp_cl<C>::at(&sm.blk_u, r));
-    smp_cl<C>::sync();
+        t = max(t, smp_cl<C>::at(sm.blk_u, r)[slot]);
     return t;
 }
 
@@ -186,7 +195,7 @@ __device__ unsigned long long smp_select(const float *l, int n, unsigned long lo
     int shift = 64; /* bits below the known prefix */
     double before = 0.0; /* weight of the elements before the current bucket */
     for (;;) {
-        const int sh = shift - 4;
+        const int sh = shift - 4, slot = smp_slot(sm);
 #pragma unroll
         for (int j = 0; j < SMP_DIGITS; j++) {
             if (!COUNT) h.acc[j][t] = 0.0;
@@ -222,16 +231,16 @@ __device__ unsigned long long smp_select(const float *l, int n, unsigned long lo
                 a += sm.wacc[k][threadIdx.x];
                 c += sm.wcnt[k][threadIdx.x];
             }
-            sm.blk_acc[threadIdx.x] = COUNT ? (double)c : a;
-            sm.blk_cnt[threadIdx.x] = c;
+            sm.blk_acc[slot][threadIdx.x] = COUNT ? (double)c : a;
+            sm.blk_cnt[slot][threadIdx.x] = c;
         }
         smp_cl<C>::sync(); /* every CTA's digit totals are written */
         if (threadIdx.x < SMP_DIGITS) {
             double a = 0.0;
             int c = 0;
             for (int r = 0; r < C; r++) { /* rank order: the same in every CTA */
-                a += smp_cl<C>::at(sm.blk_acc, r)[threadIdx.x];
-                c += smp_cl<C>::at(sm.blk_cnt, r)[threadIdx.x];
+                a += smp_cl<C>::at(sm.blk_acc, r)[slot][threadIdx.x];
+                c += smp_cl<C>::at(sm.blk_cnt, r)[slot][threadIdx.x];
             }
             sm.acc[threadIdx.x] = a;
             sm.cnt[threadIdx.x] = c;
@@ -259,7 +268,6 @@ __device__ unsigned long long smp_select(const float *l, int n, unsigned long lo
             before -= sm.acc[last];
         }
         const int n_in = sm.cnt[pick];
-        smp_cl<C>::sync(); /* sm is reused by the next pass, the totals read by every CTA */
         prefix |= (unsigned long long)pick << sh;
         shift = sh;
         if (n_in == 1 || shift == 0) break;
@@ -342,6 +350,7 @@ template <int C>
 __device__ void smp_draw(const float *l, int n, unsigned long long cut, const smp_weight &w,
                          double u, smp_smem &sm, smp_scan &sc, int32_t *id) {
     const int r = smp_cl<C>::rank(), lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    const int slot = smp_slot(sm);
     int lo, hi;
     smp_run_bounds<C>(n, r, threadIdx.x, &lo, &hi);
     double s = 0.0;
@@ -372,7 +381,7 @@ __device__ void smp_draw(const float *l, int n, unsigned long long cut, const sm
             t += sc.warp[q];
             lst = max(lst, sc.warp_last[q]);
         }
-        sm.blk_d = t;
+        sm.blk_d[slot] = t;
         sc.last = lst;
     }
     smp_cl<C>::sync(); /* every CTA's total is written */
@@ -381,7 +390,7 @@ __device__ void smp_draw(const float *l, int n, unsigned long long cut, const sm
     if (threadIdx.x == 0) {
         double total[C];
         for (int q = 0; q < C; q++) {
-            total[q] = *smp_cl<C>::at(&sm.blk_d, q);
+            total[q] = smp_cl<C>::at(sm.blk_d, q)[slot];
             kept_last = max(kept_last, *smp_cl<C>::at(&sc.last, q));
         }
         cta = smp_walk(total, C, u, &cum);
@@ -551,6 +560,7 @@ __global__ void __launch_bounds__(SMP_THREADS)
     const int row = blockIdx.x / C;
     const bool writer = smp_cl<C>::rank() == 0 && threadIdx.x == 0;
     if (threadIdx.x == 0) sk.n = 0; /* before the first cluster barrier below */
+    sm.turn[threadIdx.x] = 0;
     const float *l = logits + (size_t)row * n;
     const cuda_sample_params p = params[row];
     const smp_span sp = smp_my_span<C>();
@@ -563,6 +573,7 @@ __global__ void __launch_bounds__(SMP_THREADS)
     const float M = l[smp_id(best)];
     if (p.temperature <= 0.0f || M == -INFINITY) { /* greedy; or nothing possible to draw */
         if (writer) ids[row] = smp_id(best);
+        smp_cl<C>::sync(); /* the others have read this CTA's maximum (smp_smem) */
         return;
     }
     unsigned long long cut = 0; /* the kept set: {rank >= cut} */
@@ -701,6 +712,7 @@ __global__ void __launch_bounds__(SMP_THREADS)
     __shared__ smp_smem sm;
     const int row = blockIdx.x, k = params[row].logprobs;
     if (k < 0) return;
+    sm.turn[threadIdx.x] = 0;
     const float *l = logits + (size_t)row * n;
     const smp_span sp = smp_my_span<1>();
     unsigned long long best = 0;
