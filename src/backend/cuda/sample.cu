@@ -427,8 +427,8 @@ __device__ void smp_draw(const float *l, int n, unsigned long long cut, const sm
  * larger ranks, or smaller ids), and runs sampler_pick's top-p, min-p and draw over them: each
  * term (an expf, a division) computed by its own thread, each sum by thread 0 in the CPU's order
  * with the CPU's float and double roundings, except the top-k softmax total, which the CPU sums
- * in its selection's order. Row passes cost ~1.5 us each (a cluster barrier and the loads); the full
- * chain's selections take tens of them. */
+ * in its selection's order. Row passes cost ~1.5 us each (a cluster barrier and the loads); the
+ * full chain's selections take tens of them. */
 #define SMP_SMALL_K 128
 static_assert(SMP_SMALL_K <= SMP_THREADS, "smp_finish_small: one thread a candidate");
 
