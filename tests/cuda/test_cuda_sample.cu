@@ -11,8 +11,9 @@
  * order of the double sums, so a legitimate mismatch needs u or top_p within ~1e-7 of a
  * cumulative boundary (expf/logf may differ by an ulp between CUDA and glibc) — any mismatch is
  * reported as FAIL with its row. Then timings (median of 21, cudaEvent): one call for 1, 8, 24,
- * 32 and 64 rows (the cluster sizes' ranges on the H200: 8, 4, 2) at 128256 and 32000 for five
- * parameter sets (--no-bench: none; tests/cuda/run.sh runs that at each SI_CUDA_SAMPLE_CLUSTER).
+ * 32 and 64 rows (the cluster sizes' ranges on the H200: 16, 8, 4, 2) at 128256 and 32000 for
+ * five parameter sets (--no-bench: none; tests/cuda/run.sh runs that at each
+ * SI_CUDA_SAMPLE_CLUSTER).
  * Then cuda_logprobs_rows against sampler_logprobs (the engine's CPU logprobs) on rows of every
  * kind, 0-20 top tokens or none (check_logprobs). First, div_to_float against the division
  * (check_div_to_float). --time-only: the timings alone (for ncu). */
@@ -145,8 +146,9 @@ static void check_vocab(int n, int calls) {
                 bad++;
                 const cuda_sample_params &p = h_p[r];
                 printf("FAIL sample n=%d call %d row %d (%s): gpu %d cpu %d (t %g top_k %d "
-                       "top_p %g min_p %g u %.17g)\n", n, call, r, ROW_NAMES[kinds[r]], h_ids[r], want,
-                       (double)p.temperature, p.top_k, (double)p.top_p, (double)p.min_p, p.u);
+                       "top_p %g min_p %g u %.17g)\n",
+                       n, call, r, ROW_NAMES[kinds[r]], h_ids[r], want, (double)p.temperature,
+                       p.top_k, (double)p.top_p, (double)p.min_p, p.u);
             }
         }
     }
@@ -161,9 +163,6 @@ static bool lp_close(float a, float b) { /* 1e-5, or the same infinity */
     return a == b || std::fabs((double)a - (double)b) <= 1e-5;
 }
 
-/* cuda_logprobs_rows against sampler_logprobs (the engine's CPU logprobs) on the same rows: the
- * picked token's logprob within 1e-5 (the double sum's order differs), the same top ids in the
- * same order (ties to the lower id), theirs within 1e-5; rows that ask for none untouched. */
 __global__ void div_to_float_kernel(const double *x, const double *d, int n, float *fast,
                                     float *exact) {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -223,6 +222,9 @@ static void check_div_to_float() {
     CUDA_CHECK(cudaFree(d_exact));
 }
 
+/* cuda_logprobs_rows against sampler_logprobs (the engine's CPU logprobs) on the same rows: the
+ * picked token's logprob within 1e-5 (the double sum's order differs), the same top ids in the
+ * same order (ties to the lower id), theirs within 1e-5; rows that ask for none untouched. */
 static void check_logprobs(int n, int calls) {
     const int ks[] = {-1, 0, 1, 5, 20};
     test_rows t(n);

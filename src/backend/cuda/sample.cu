@@ -19,10 +19,11 @@
  * rows, 8 up to 16, 4 up to 33, 2 up to 66, else 1): each CTA takes every C-th run of SMP_THREADS
  * elements, and every reduction (a pass's digit totals, the sums, the maxima) adds the CTAs' block
  * totals through distributed shared memory in rank order, so that every CTA makes the same choice
- * and the result does not depend on timing. The passes are instruction-bound (a weighted pass costs
- * an expf and a double division an element), so more CTAs a row pay while their clusters fit on the
- * GPU at once: a 128256-entry row, one row, sampled 690-1,360 us at one CTA against 120-236 us at
- * eight (test_cuda_sample's timings, bench/RESULTS.md 2026-12-03 s32). */
+ * and the result does not depend on timing. The passes are bound by their instructions and their
+ * latency (a weighted pass costs an expf and a division, made a multiplication, an element), so
+ * more CTAs a row pay while their clusters fit on the GPU at once: a 128256-entry row, one row,
+ * sampled 690-1,360 us at one CTA against 120-236 us at eight (test_cuda_sample's timings,
+ * bench/RESULTS.md 2026-12-03 s32), at 16 (s36) top-p 0.95 86-88 us against 114-116 at 8. */
 #include <cooperative_groups.h>
 
 #include "backend/cuda/cuda_common.cuh"
@@ -661,7 +662,7 @@ static void sample_launch(const float *logits, int n_vocab, int n_rows,
 /* CTAs a row: the most of 16, 8, 4, 2 at which every row's cluster fits on the GPU at once (one
  * CTA a multiprocessor; 16, a non-portable size, only while the rows take at most half of the
  * multiprocessors, so that the GPCs' shapes cannot leave a cluster waiting), else one: a second
- * wave of clusters costs more than it saves (the cluster's barriers, ~2 a pass). On the H200 (132
+ * wave of clusters costs more than it saves (the cluster's barriers, one a pass). On the H200 (132
  * multiprocessors; test_cuda_sample's timings, same device call, bench/RESULTS.md 2026-12-03
  * s32): 1 and 8 rows at 8 CTAs 2.2-5.8x faster than at one, 64 rows at 2 1.3-1.9x faster (but
  * top-k 40 + top-p over 32000 entries 8 % slower) and at 8 (four waves) up to 2.5x slower; s36:
