@@ -56,6 +56,8 @@ struct smp_smem {
     double blk_d[2]; /* this CTA's total, read by the whole cluster */
     unsigned long long blk_u[2];
     int turn[SMP_THREADS]; /* each thread's reductions so far (every thread makes the same) */
+    int gather_n;          /* CTA 0's: elements a selection's last bucket gathered (smp_select) */
+    unsigned long long gather_rank; /* CTA 0's: what the selection found in them */
 };
 /* The slot of this reduction; every thread calls it once a reduction. */
 __device__ __forceinline__ int smp_slot(smp_smem &sm) { return sm.turn[threadIdx.x]++ & 1; }
@@ -184,8 +186,21 @@ struct smp_hist {
     int cnt[SMP_DIGITS][SMP_THREADS];
 };
 
+/* A selection's last bucket, in CTA 0's smp_hist (free by then): at most SMP_SELECT_SMALL
+ * elements, walked in the order by one thread there instead of more passes over the row (a cluster
+ * barrier each, ~4 more for a bucket of 512). */
+#define SMP_SELECT_SMALL SMP_THREADS /* one thread a candidate */
+struct smp_gather {
+    unsigned long long rank[SMP_SELECT_SMALL]; /* as gathered */
+    unsigned long long sorted[SMP_SELECT_SMALL];
+    double term[SMP_SELECT_SMALL]; /* sorted's weights */
+};
+static_assert(sizeof(smp_gather) <= sizeof(smp_hist), "the gather fits the digit totals' room");
+
 /* The rank of the first element, in the order, of {i : rank(i) >= lo} at which the running sum
- * of the weights (COUNT: 1 each, else w) reaches target (sum >= target); 0 when it never does. */
+ * of the weights (COUNT: 1 each, else w) reaches target (sum >= target); 0 when it never does.
+ * Radix passes narrow it to a bucket of at most SMP_SELECT_SMALL elements, which CTA 0 sorts and
+ * walks from the weight before the bucket. */
 template <int C, bool COUNT>
 __device__ unsigned long long smp_select(const float *l, int n, unsigned long long lo,
                                          const smp_weight &w, double target, smp_smem &sm,
@@ -271,14 +286,42 @@ __device__ unsigned long long smp_select(const float *l, int n, unsigned long lo
         const int n_in = sm.cnt[pick];
         prefix |= (unsigned long long)pick << sh;
         shift = sh;
-        if (n_in == 1 || shift == 0) break;
+        if (n_in <= SMP_SELECT_SMALL || shift == 0) break;
     }
-    unsigned long long found = 0;
+    /* the bucket's elements into CTA 0 (whose threads are done with its smp_hist: they read it
+     * before the last barrier) */
+    smp_gather &g0 = *(smp_gather *)smp_cl<C>::at(&h, 0);
+    int *count = smp_cl<C>::at(&sm.gather_n, 0);
     smp_each(l, sp.first, n, sp.step, [&](float v, int i) {
         const unsigned long long r = smp_rank(v, i);
-        if (r >= lo && (shift == 64 || (r >> shift) == (prefix >> shift)) && r > found) found = r;
+        if (r >= lo && (r >> shift) == (prefix >> shift)) g0.rank[atomicAdd(count, 1)] = r;
     });
-    return smp_cluster_max<C>(found, sm);
+    smp_cl<C>::sync(); /* the bucket is in CTA 0 */
+    if (smp_cl<C>::rank() == 0) {
+        smp_gather &g = *(smp_gather *)&h;
+        const int k = sm.gather_n; /* the bucket's count: 1 .. SMP_SELECT_SMALL */
+        if (t < k) {               /* its place in the order: the larger ranks before it */
+            const unsigned long long r = g.rank[t];
+            int pos = 0;
+            for (int j = 0; j < k; j++)
+                pos += g.rank[j] > r;
+            g.sorted[pos] = r;
+            g.term[pos] = COUNT ? 1.0 : w(l[smp_id(r)]);
+        }
+        __syncthreads();
+        if (t == 0) { /* the last one when rounding left the sum short of the target */
+            double cum = before;
+            int i = 0;
+            for (; i < k - 1; i++) {
+                cum += g.term[i];
+                if (cum >= target) break;
+            }
+            sm.gather_rank = g.sorted[i];
+            sm.gather_n = 0; /* for the next selection's gather, after the barrier below */
+        }
+    }
+    smp_cl<C>::sync(); /* CTA 0's answer is written */
+    return *smp_cl<C>::at(&sm.gather_rank, 0);
 }
 
 /* Sum over {rank >= cut} of expf(l / t - m), in double. */
@@ -560,7 +603,7 @@ __global__ void __launch_bounds__(SMP_THREADS)
     smp_hist &h = *(smp_hist *)smp_dyn;
     const int row = blockIdx.x / C;
     const bool writer = smp_cl<C>::rank() == 0 && threadIdx.x == 0;
-    if (threadIdx.x == 0) sk.n = 0; /* before the first cluster barrier below */
+    if (threadIdx.x == 0) sk.n = sm.gather_n = 0; /* before the first cluster barrier below */
     sm.turn[threadIdx.x] = 0;
     const float *l = logits + (size_t)row * n;
     const cuda_sample_params p = params[row];
