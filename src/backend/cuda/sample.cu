@@ -9,7 +9,8 @@
  * | (2^32 - 1 - id), and the top-k and top-p cuts are found by a radix selection over the row
  * (4-bit digits, most significant first): a pass sums, per digit, the count and the weight of the
  * elements still in the current bucket, and the bucket where the running total reaches the target
- * is refined until it holds one element. The draw walks the kept set in id order, as the CPU
+ * is refined until it holds at most SMP_SELECT_SMALL elements, which one CTA sorts and walks. The
+ * draw walks the kept set in id order, as the CPU
  * does: one prefix-sum pass (smp_draw). The weights are the CPU's own float values (count 1 for
  * top-k, p = expf(l - max) / total for top-p, the tempered softmax for the draw), summed in double
  * as the CPU's cumulative sums are; only the summation order differs, so ids can differ from the
