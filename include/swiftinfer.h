@@ -179,6 +179,10 @@ typedef struct si_sampler si_sampler; /* a sampling chain with its RNG (below) *
  * Where the backend samples on the device (CUDA) and smp's penalties cannot change the logits
  * for this history, only the id comes back from the GPU, not n_vocab logits: the way to
  * generate one sequence. history: the tokens so far, these included (for the penalties).
+ * There, before it returns, it also starts the next step on the device, fed the id it returns
+ * and sampled with smp's next draw, which the next call uses when it evaluates that id with
+ * that draw (else it is dropped; the ids are the same either way; SI_SESSION_AHEAD=0 at
+ * session creation turns it off): the GPU does not wait while the caller handles the token.
  * si_session_eval's errors, and SI_ERR_INVALID_ARG when smp or id is NULL. */
 si_status si_session_eval_sample(si_session *s, const int32_t *tokens, int32_t n, si_sampler *smp,
                                  const int32_t *history, int32_t n_history, int32_t *id);

@@ -75,6 +75,16 @@ typedef struct si_backend {
      * on the device. */
     void (*forward_sample)(void *state, const si_batch *b, const backend_sample *smp, int32_t *ids,
                            backend_logprobs *lp);
+    /* Optional (NULL: not offered): forward_sample in two halves for batches of one sequence
+     * without logprobs, so that the next step can run while the host takes the last one's id
+     * (si_session's step ahead). sample_begin enqueues b's forward pass and the sampling with
+     * smp and returns at once; with feed_back, b's (only) token is the id the step begun
+     * before it picks, taken on the device (b->token[0] is then a placeholder). sample_end
+     * waits for the oldest begun step and returns its id. At most two steps are begun and not
+     * ended; every sample_begin has its sample_end, and neither forward nor forward_sample is
+     * called while one is outstanding. */
+    void (*sample_begin)(void *state, const si_batch *b, const backend_sample *smp, bool feed_back);
+    int32_t (*sample_end)(void *state);
     void (*stats)(const void *state, backend_stats *out);
     void (*free)(void *state);
     /* KV blocks of block_bytes that fit in `fraction` of the device's free memory once m's

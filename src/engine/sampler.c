@@ -264,6 +264,11 @@ void sampler_draw_sample(si_sampler *s, backend_sample *q) {
                           .logprobs = -1};
 }
 
+void sampler_peek_sample(const si_sampler *s, backend_sample *q) {
+    si_sampler copy = *s; /* the draw touches only the RNG state, which the copy owns */
+    sampler_draw_sample(&copy, q);
+}
+
 /* The first candidate in the order (every one when called on all). */
 static int32_t first_in_order(const sampler_cand *c, int32_t n) {
     int32_t best = 0;

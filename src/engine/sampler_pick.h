@@ -52,6 +52,9 @@ void sampler_draw(si_sampler *s, sampler_chain *chain, double *u);
  * forward_sample: s's chain and u; no logprobs (q->logprobs = -1). */
 struct backend_sample;
 void sampler_draw_sample(si_sampler *s, struct backend_sample *q);
+/* The draw sampler_draw_sample would make next, s unchanged: for a step run ahead (si_session),
+ * which the next real draw confirms or not. */
+void sampler_peek_sample(const si_sampler *s, struct backend_sample *q);
 
 /* The engine's logprobs for token tok from raw logits[n_vocab] (before penalties and
  * temperature): *logprob = logits[tok] - logsumexp(logits) (max + log of the double sum of

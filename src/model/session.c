@@ -2,9 +2,20 @@
  * the model's backend (backend/backend.h). All memory is allocated at creation (KV cache for
  * n_ctx tokens, scratch for n_batch tokens). si_session_eval_sample lets the backend pick the
  * next token where it can (forward_sample), as the engine does, with the sampler's own chain
- * and draw (engine/sampler_pick.h), so the choice is si_sampler_sample's either way. */
+ * and draw (engine/sampler_pick.h), so the choice is si_sampler_sample's either way.
+ *
+ * The step ahead: where the backend offers sample_begin (CUDA), si_session_eval_sample begins,
+ * before it waits for the id it returns, the next step, which feeds that id back on the device
+ * at the next position and samples with the draw the sampler would make next (peeked, not
+ * made). The GPU then never idles while the host takes the id, streams its text and calls
+ * again (about 20 us a token, bench/RESULTS.md). The next call uses that step when it
+ * evaluates the same token and its own draw (now made) is the peeked one; anything else (another
+ * token, si_session_eval, si_session_truncate, a sampler with other draws) ends it unused: its
+ * only effect, the K/V it wrote at position n_past, is written again by whatever comes there.
+ * So the ids are the ones without the step ahead (SI_SESSION_AHEAD=0), token for token. */
 #include "model/session.h"
 
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -64,12 +75,17 @@ si_status si_session_create_params(si_model *m, const si_session_params *params,
         return si_error(SI_ERR_NOMEM, "session: out of memory");
     }
     for (int32_t i = 0; i < n_blocks; i++) s->block_table[i] = i;
+    const char *ahead = getenv("SI_SESSION_AHEAD");
+    s->ahead_enabled = be->sample_begin && !(ahead && !strcmp(ahead, "0"));
     *out = s;
     return SI_OK;
 }
 
+static void ahead_drop(si_session *s);
+
 void si_session_free(si_session *s) {
     if (!s) return;
+    ahead_drop(s);
     if (s->bs) s->be->free(s->bs);
     free(s->block_table);
     free(s->pos);
@@ -78,14 +94,23 @@ void si_session_free(si_session *s) {
     free(s);
 }
 
-/* Runs n <= n_batch tokens at positions n_past.. as a one-sequence batch. want_logits: the last
- * token's logits to s->logits; or, with smp, the token smp picks from them on the device to *id
- * (the logits stay there); or neither. */
-static void session_forward(si_session *s, const int32_t *tokens, int32_t n, bool want_logits,
+/* What a pass does with its last token's logits */
+typedef enum session_out {
+    OUT_NONE,     /* nothing (a prompt chunk before the last) */
+    OUT_LOGITS,   /* to s->logits */
+    OUT_SAMPLE,   /* the token smp picks from them on the device to *id (forward_sample) */
+    OUT_BEGIN,    /* the same begun (sample_begin): sample_end gives the id */
+    OUT_BEGIN_FED /* the step ahead: OUT_BEGIN on the id the step begun before picks (tokens is
+                   * a placeholder), at position n_past, which it does not advance */
+} session_out;
+
+/* Runs n <= n_batch tokens at positions n_past.. as a one-sequence batch, ending as out says;
+ * the logits stay on the device unless OUT_LOGITS. */
+static void session_forward(si_session *s, const int32_t *tokens, int32_t n, session_out out,
                             const backend_sample *smp, int32_t *id) {
     for (int32_t t = 0; t < n; t++) s->pos[t] = s->n_past + t;
     const int32_t seq_len = s->n_past + n;
-    const int32_t logits_row = want_logits || smp ? n - 1 : -1;
+    const int32_t logits_row = out == OUT_NONE ? -1 : n - 1;
     const uint8_t rope_on_read = 0;
     const si_batch b = {
         .n_tokens = n,
@@ -99,11 +124,13 @@ static void session_forward(si_session *s, const int32_t *tokens, int32_t n, boo
         .rope_on_read = &rope_on_read,
         .logits_row = &logits_row,
     };
-    if (smp)
+    if (out == OUT_SAMPLE)
         s->be->forward_sample(s->bs, &b, smp, id, NULL);
+    else if (out == OUT_BEGIN || out == OUT_BEGIN_FED)
+        s->be->sample_begin(s->bs, &b, smp, out == OUT_BEGIN_FED);
     else
         s->be->forward(s->bs, &b, s->logits);
-    s->n_past = seq_len;
+    if (out != OUT_BEGIN_FED) s->n_past = seq_len;
 }
 
 /* SI_OK when n tokens fit the context and are in the vocabulary; else the error, naming it */
@@ -120,22 +147,48 @@ static si_status session_check(const si_session *s, const int32_t *tokens, int32
     return SI_OK;
 }
 
-/* session_check's tokens in chunks of n_batch; the last chunk ends as session_forward's
- * want_logits / smp say */
-static void session_run(si_session *s, const int32_t *tokens, int32_t n, const backend_sample *smp,
-                        int32_t *id) {
+/* session_check's tokens in chunks of n_batch; the last chunk ends as `out` says */
+static void session_run(si_session *s, const int32_t *tokens, int32_t n, session_out out,
+                        const backend_sample *smp, int32_t *id) {
     for (int32_t done = 0; done < n;) {
         const int32_t chunk = n - done < s->n_batch ? n - done : s->n_batch;
         const bool last = done + chunk == n;
-        session_forward(s, tokens + done, chunk, last && !smp, last ? smp : NULL, id);
+        session_forward(s, tokens + done, chunk, last ? out : OUT_NONE, smp, id);
         done += chunk;
     }
-    s->logits_on_device = smp != NULL;
+    s->logits_on_device = out != OUT_LOGITS;
+}
+
+/* Ends the step ahead, if one runs, unused. */
+static void ahead_drop(si_session *s) {
+    if (!s->ahead_on) return;
+    (void)s->be->sample_end(s->bs);
+    s->ahead_on = false;
+}
+
+/* After a sampled step was begun (OUT_BEGIN, n_past advanced past it): begins the step ahead
+ * with the draw smp would make next, where it fits and smp's penalties leave the next
+ * history's logits alone, then waits for the sampled step; returns its id. */
+static int32_t ahead_begin_then_end(si_session *s, const si_sampler *smp, int32_t n_history_next) {
+    if (s->n_past < s->m->n_ctx && sampler_history_free(smp, n_history_next)) {
+        const int32_t placeholder = 0;
+        sampler_peek_sample(smp, &s->ahead_q);
+        session_forward(s, &placeholder, 1, OUT_BEGIN_FED, &s->ahead_q, NULL);
+        s->ahead_on = true;
+    }
+    s->ahead_token = s->be->sample_end(s->bs);
+    return s->ahead_token;
+}
+
+static bool same_draw(const backend_sample *a, const backend_sample *b) {
+    return a->temperature == b->temperature && a->top_k == b->top_k && a->top_p == b->top_p &&
+           a->min_p == b->min_p && a->u == b->u && a->logprobs == b->logprobs;
 }
 
 si_status si_session_eval(si_session *s, const int32_t *tokens, int32_t n) {
+    ahead_drop(s);
     si_status st = session_check(s, tokens, n);
-    if (!st) session_run(s, tokens, n, NULL, NULL);
+    if (!st) session_run(s, tokens, n, OUT_LOGITS, NULL, NULL);
     return st;
 }
 
@@ -148,12 +201,30 @@ si_status si_session_eval_sample(si_session *s, const int32_t *tokens, int32_t n
         if (!st) *id = si_sampler_sample(smp, s->logits, history, n_history);
         return st;
     }
+    backend_sample q;
+    if (s->ahead_on && n == 1 && tokens[0] == s->ahead_token) {
+        sampler_peek_sample(smp, &q);
+        if (same_draw(&q, &s->ahead_q)) { /* the step ahead is this call's step */
+            sampler_draw_sample(smp, &q);
+            s->ahead_on = false;
+            s->ahead_used++;
+            s->n_past++;
+            s->logits_on_device = true;
+            *id = ahead_begin_then_end(s, smp, n_history + 1);
+            return SI_OK;
+        }
+    }
+    ahead_drop(s);
     si_status st = session_check(s, tokens, n);
     if (st) return st;
     /* the draw si_sampler_sample would make, so that a seed picks the same tokens either way */
-    backend_sample q;
     sampler_draw_sample(smp, &q);
-    session_run(s, tokens, n, &q, id);
+    if (!s->ahead_enabled) {
+        session_run(s, tokens, n, OUT_SAMPLE, &q, id);
+        return SI_OK;
+    }
+    session_run(s, tokens, n, OUT_BEGIN, &q, NULL);
+    *id = ahead_begin_then_end(s, smp, n_history + 1);
     return SI_OK;
 }
 
@@ -163,5 +234,6 @@ const float *si_session_logits(const si_session *s) {
 int32_t si_session_n_past(const si_session *s) { return s->n_past; }
 
 void si_session_truncate(si_session *s, int32_t n) {
+    ahead_drop(s);
     if (n >= 0 && n < s->n_past) s->n_past = n;
 }

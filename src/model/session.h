@@ -26,6 +26,14 @@ struct si_session {
     float *logits;         /* [n_vocab] of the last evaluated token */
     bool logits_on_device; /* the last eval picked its token on the device (forward_sample):
                             * logits holds an older step's, si_session_logits says NULL */
+    /* The step run ahead (session.c): after si_session_eval_sample picked `token` on a device
+     * with sample_begin, the step that feeds it back at position n_past, sampled with `q`, is
+     * already running; the next call uses it when it evaluates that token with the same draw. */
+    bool ahead_enabled; /* the backend offers sample_begin and SI_SESSION_AHEAD is not 0 */
+    bool ahead_on;
+    int32_t ahead_token;
+    int64_t ahead_used; /* steps a call found already run (for the tests) */
+    backend_sample ahead_q;
 };
 
 #endif

@@ -60,6 +60,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "model/session.h" /* si_session.ahead_used */
 #include "swiftinfer.h"
 
 static int g_fail;
@@ -603,7 +604,12 @@ static void test_session_fp8(si_model *mg, const int32_t *p, int n, const si_tok
  * the logits back and picks with si_sampler_sample, same seed, 32 tokens after a 40-token
  * prompt, greedy, t 0.8 / top-k 40 / top-p 0.9 and t 1.0 alone: the ids must be identical (the same
  * forward pass, sampler_pick's chain with the same u). With a repetition penalty it must sample on
- * the host (its logits readable afterwards) and agree too. */
+ * the host (its logits readable afterwards) and agree too. Each twice: with the step ahead
+ * (session.c) and without (SI_SESSION_AHEAD=0). Three steps make the step ahead go unused: at
+ * step 10 both sessions evaluate another token than the one picked, at 20 they take their last
+ * token back (si_session_truncate) and evaluate it again (si_session_eval), at 25 both samplers
+ * make a draw of their own first (which changes a sampled draw, not a greedy one); every other
+ * device-sampled step must have been run ahead (si_session.ahead_used). */
 static void test_session_sample(si_model *mg, const int32_t *p, int n) {
     si_sampling_params ps[4] = {si_sampling_default_params(), si_sampling_default_params(),
                                 si_sampling_default_params(), si_sampling_default_params()};
@@ -615,13 +621,17 @@ static void test_session_sample(si_model *mg, const int32_t *p, int n) {
     ps[2].seed = 13;
     ps[3].temperature = 1.0f, ps[3].repetition_penalty = 1.3f, ps[3].seed = 12;
     const int nv = si_model_n_vocab(mg);
-    for (int c = 0; c < 4; c++) {
+    for (int k = 0; k < 8; k++) {
+        const int c = k % 4;
+        const bool ahead = k < 4;
         si_session *sh = NULL, *sd = NULL;
         si_sampler *mh = NULL, *md = NULL;
         int32_t hist[40 + N_GEN + 1], nh = n, id = -1, same = 0;
         memcpy(hist, p, (size_t)n * sizeof *p);
-        if (si_session_create(mg, &sh) || si_session_create(mg, &sd) ||
-            si_sampler_create(&ps[c], nv, &mh) || si_sampler_create(&ps[c], nv, &md) ||
+        if (!ahead) setenv("SI_SESSION_AHEAD", "0", 1);
+        const bool made = !si_session_create(mg, &sh) && !si_session_create(mg, &sd);
+        unsetenv("SI_SESSION_AHEAD");
+        if (!made || si_sampler_create(&ps[c], nv, &mh) || si_sampler_create(&ps[c], nv, &md) ||
             si_session_eval(sh, p, n) || si_session_eval_sample(sd, p, n, md, hist, nh, &id)) {
             fprintf(stderr, "session sampling: %s\n", si_last_error());
             exit(2);
@@ -632,22 +642,37 @@ static void test_session_sample(si_model *mg, const int32_t *p, int n) {
             const int32_t want = si_sampler_sample(mh, si_session_logits(sh), hist, nh);
             if (want != id) break;
             same++;
-            hist[nh++] = id;
-            if (si_session_eval(sh, &want, 1) ||
-                si_session_eval_sample(sd, &want, 1, md, hist, nh, &id)) {
+            const int32_t feed = step == 10 ? (want + 1) % nv : want;
+            if (step == 20) {
+                si_session_truncate(sh, nh - 1);
+                si_session_truncate(sd, nh - 1);
+                if (si_session_eval(sh, &hist[nh - 1], 1) ||
+                    si_session_eval(sd, &hist[nh - 1], 1)) {
+                    fprintf(stderr, "session sampling: %s\n", si_last_error());
+                    exit(2);
+                }
+            }
+            if (step == 25) {
+                (void)si_sampler_sample(mh, si_session_logits(sh), hist, nh);
+                (void)si_sampler_sample(md, si_session_logits(sh), hist, nh);
+            }
+            hist[nh++] = feed;
+            if (si_session_eval(sh, &feed, 1) ||
+                si_session_eval_sample(sd, &feed, 1, md, hist, nh, &id)) {
                 fprintf(stderr, "session sampling: %s\n", si_last_error());
                 exit(2);
             }
             where_ok &= (si_session_logits(sd) == NULL) == on_device;
         }
-        const bool ok = same == N_GEN && where_ok;
+        const int64_t used_want = ahead && on_device ? N_GEN - 2 - (c != 0) : 0;
+        const bool ok = same == N_GEN && where_ok && sd->ahead_used == used_want;
         g_fail |= !ok;
-        printf(
-            "%s session sampling on the gpu (%s, seeded): %d/%d ids identical picked %s and on the "
-            "host from the logits%s\n",
-            ok ? "PASS" : "FAIL", name[c], same, N_GEN,
-            on_device ? "on the device" : "by the host fallback (penalties)",
-            where_ok ? "" : "; si_session_logits did not say where the pick was made");
+        printf("%s session sampling on the gpu (%s, seeded, step ahead %s): %d/%d ids identical "
+               "picked %s and on the host from the logits; %lld steps run ahead (need %lld)%s\n",
+               ok ? "PASS" : "FAIL", name[c], ahead ? "on" : "off", same, N_GEN,
+               on_device ? "on the device" : "by the host fallback (penalties)",
+               (long long)sd->ahead_used, (long long)used_want,
+               where_ok ? "" : "; si_session_logits did not say where the pick was made");
         si_sampler_free(mh);
         si_sampler_free(md);
         si_session_free(sh);

@@ -12,6 +12,7 @@
 
 #include <cmocka.h>
 
+#include "backend/backend.h" /* backend_sample */
 #include "engine/sampler_pick.h"
 
 #define NV 3000
@@ -153,11 +154,35 @@ static void test_draw_then_pick_is_sample(void **state) {
     si_sampler_free(a);
 }
 
+/* sampler_peek_sample says the draw sampler_draw_sample makes next and changes nothing: two
+ * peeks agree, the draw that follows is the peeked one, and the next peek is the next draw. */
+static void test_peek_is_next_draw(void **state) {
+    (void)state;
+    si_sampling_params sp = si_sampling_default_params();
+    sp.temperature = 0.8f, sp.top_k = 40, sp.seed = 7;
+    si_sampler *a = NULL;
+    assert_int_equal(si_sampler_create(&sp, NV, &a), SI_OK);
+    backend_sample peek, again, drawn, prev = {0};
+    for (int it = 0; it < 100; it++) {
+        sampler_peek_sample(a, &peek);
+        sampler_peek_sample(a, &again);
+        sampler_draw_sample(a, &drawn);
+        assert_true(peek.u == again.u && peek.u == drawn.u);
+        assert_true(peek.temperature == drawn.temperature && peek.top_k == drawn.top_k &&
+                    peek.top_p == drawn.top_p && peek.min_p == drawn.min_p &&
+                    peek.logprobs == drawn.logprobs);
+        assert_true(drawn.u >= 0.0 && drawn.u < 1.0 && drawn.u != prev.u); /* the RNG moved on */
+        prev = drawn;
+    }
+    si_sampler_free(a);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pick_matches_definition),
         cmocka_unit_test(test_all_impossible_is_first),
         cmocka_unit_test(test_draw_then_pick_is_sample),
+        cmocka_unit_test(test_peek_is_next_draw),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

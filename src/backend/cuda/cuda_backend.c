@@ -99,12 +99,19 @@ typedef struct cuda_state {
     cuda_sample_params *d_smp;    /* [max_seqs] per logits row */
     int32_t *d_ids;               /* [max_seqs] sampled ids */
     cuda_logprobs *d_lp;          /* [max_seqs] their logprobs, for the rows that ask */
-    /* pinned host copies */
-    int32_t *h_in;
-    float *h_logits; /* [max_seqs][n_vocab] */
-    cuda_sample_params *h_smp;
-    int32_t *h_ids;
+    /* pinned host copies, two of the packed batch, the sampling parameters and the ids: one
+     * per step begun ahead (sample_begin), slot 0 for the steps that end in their call */
+    int32_t *h_in_buf;         /* [2][in_ints] */
+    int32_t *h_in;             /* the slot being packed */
+    size_t in_ints;            /* layout_of(...).total */
+    float *h_logits;           /* [max_seqs][n_vocab] */
+    cuda_sample_params *h_smp; /* [2][max_seqs] */
+    int32_t *h_ids;            /* [2][max_seqs] */
     int32_t *out_seq; /* [max_seqs] host: the sequence of each logits row */
+    /* steps begun and not ended (sample_begin / sample_end): how many, the oldest's slot, the
+     * next one's, and each slot's event after its id's copy */
+    int ahead_begun, ahead_oldest, ahead_next;
+    cudaEvent_t ahead_done[2];
     step_timing timing;
 } cuda_state;
 
@@ -302,7 +309,9 @@ static void cuda_free_state(void *state) {
     step_timing_report(&c->timing);
     if (c->kv_buf) CUDA_CHECK(cudaFree(c->kv_buf));
     if (c->scr_buf) CUDA_CHECK(cudaFree(c->scr_buf));
-    if (c->h_in) CUDA_CHECK(cudaFreeHost(c->h_in));
+    if (c->h_in_buf) CUDA_CHECK(cudaFreeHost(c->h_in_buf));
+    for (int i = 0; i < 2; i++)
+        if (c->ahead_done[i]) CUDA_CHECK(cudaEventDestroy(c->ahead_done[i]));
     if (c->h_logits) CUDA_CHECK(cudaFreeHost(c->h_logits));
     if (c->h_smp) CUDA_CHECK(cudaFreeHost(c->h_smp));
     if (c->h_ids) CUDA_CHECK(cudaFreeHost(c->h_ids));
@@ -360,19 +369,21 @@ static si_status cuda_create(si_model *m, const backend_params *p, void **state)
     c->kv_elem = p->kv_dtype == SI_KV_FP8_E4M3 ? 1 : 2;
     c->kv_bytes = 2 * (size_t)hp->n_layer * c->layer_elems * c->kv_elem;
     c->scr_bytes = scratch_layout(c, m, p, c->max_blocks, NULL);
-    const size_t in_ints = layout_of(p, c->max_blocks).total;
+    c->in_ints = layout_of(p, c->max_blocks).total;
+    for (int i = 0; i < 2; i++)
+        CUDA_CHECK(cudaEventCreateWithFlags(&c->ahead_done[i], cudaEventDisableTiming));
     if (!(c->out_seq = malloc((size_t)p->max_seqs * sizeof(int32_t)))) {
         cuda_free_state(c);
         return si_error(SI_ERR_NOMEM, "cuda: out of memory");
     }
     if (cudaMalloc(&c->kv_buf, c->kv_bytes) != cudaSuccess ||
         cudaMalloc(&c->scr_buf, c->scr_bytes) != cudaSuccess ||
-        cudaMallocHost((void **)&c->h_in, in_ints * 4) != cudaSuccess ||
+        cudaMallocHost((void **)&c->h_in_buf, 2 * c->in_ints * 4) != cudaSuccess ||
         cudaMallocHost((void **)&c->h_logits, (size_t)p->max_seqs * hp->n_vocab * 4) !=
             cudaSuccess ||
-        cudaMallocHost((void **)&c->h_smp, (size_t)p->max_seqs * sizeof *c->h_smp) !=
+        cudaMallocHost((void **)&c->h_smp, 2 * (size_t)p->max_seqs * sizeof *c->h_smp) !=
             cudaSuccess ||
-        cudaMallocHost((void **)&c->h_ids, (size_t)p->max_seqs * sizeof *c->h_ids) !=
+        cudaMallocHost((void **)&c->h_ids, 2 * (size_t)p->max_seqs * sizeof *c->h_ids) !=
             cudaSuccess) {
         (void)cudaGetLastError();
         size_t free_b = 0, total_b = 0;
@@ -388,6 +399,7 @@ static si_status cuda_create(si_model *m, const backend_params *p, void **state)
     /* NOTE: zeroed once so that the padding rows of a graphed step, which read block 0, see
      * finite values (their results are never used, but NaN/Inf there would be confusing) */
     CUDA_CHECK(cudaMemsetAsync(c->kv_buf, 0, c->kv_bytes, c->st)); /* ordered before every step */
+    c->h_in = c->h_in_buf;
     c->kc = c->kv_buf;
     c->vc = c->kc + (size_t)hp->n_layer * c->layer_elems * c->kv_elem;
     scratch_layout(c, m, p, c->max_blocks, c->scr_buf);
@@ -828,14 +840,20 @@ static int pack_step(cuda_state *c, const si_batch *b, step_shape *sh, size_t *b
     return n_out;
 }
 
-/* Packs b, copies it over and enqueues its forward pass (a graph replay for a decode step).
- * Returns the number of real logits rows, in c->logits in the order of c->out_seq. */
-static int run_step(cuda_state *c, const si_batch *b) {
+/* Packs b into h_in slot `slot`, copies it over and enqueues its forward pass (a graph replay
+ * for a decode step); with feed_back, token 0 is then replaced by the id the last sampling
+ * kernel wrote (d_ids[0]). Returns the number of real logits rows, in c->logits in the order of
+ * c->out_seq. */
+static int run_step(cuda_state *c, const si_batch *b, int slot, bool feed_back) {
     step_shape sh;
     size_t bytes;
     step_timing_begin(&c->timing, b, c->st);
+    c->h_in = c->h_in_buf + (size_t)slot * c->in_ints;
     const int n_out = pack_step(c, b, &sh, &bytes);
     CUDA_CHECK(cudaMemcpyAsync(c->d_in, c->h_in, bytes, cudaMemcpyHostToDevice, c->st));
+    if (feed_back) /* batch_layout's token array is first: row 0's token is d_in[0] */
+        CUDA_CHECK(
+            cudaMemcpyAsync(c->d_in, c->d_ids, sizeof(int32_t), cudaMemcpyDeviceToDevice, c->st));
     graph_ctx g = {c, &sh};
     if (sh.graphed)
         cuda_graphs_run(c->graphs, sh.n_tokens, sh.kv_cap, sh.streaming, c->st, forward_body, &g);
@@ -895,8 +913,9 @@ static int warm_decode(cuda_state *c, int *n_graphs) {
 
 static void cuda_forward(void *state, const si_batch *b, float *logits) {
     cuda_state *c = state;
+    SI_ASSERT(!c->ahead_begun);
     const size_t nv = (size_t)c->m->hp.n_vocab;
-    const int n_out = run_step(c, b);
+    const int n_out = run_step(c, b, 0, false);
     if (n_out > 0)
         CUDA_CHECK(cudaMemcpyAsync(c->h_logits, c->logits, (size_t)n_out * nv * sizeof(float),
                            cudaMemcpyDeviceToHost, c->st));
@@ -907,33 +926,43 @@ static void cuda_forward(void *state, const si_batch *b, float *logits) {
                nv * sizeof(float));
 }
 
+/* The sampling half of a step of n_out logits rows: their parameters over from h_smp's slot,
+ * the sampling kernel, the ids back into h_ids's slot; returns whether a row asks for
+ * logprobs (which the caller then enqueues). */
+static bool enqueue_sample(cuda_state *c, const backend_sample *smp, bool lp, int n_out, int slot) {
+    cuda_sample_params *h_smp = c->h_smp + (size_t)slot * c->p.max_seqs;
+    bool any_lp = false;
+    for (int i = 0; i < n_out; i++) {
+        const backend_sample *q = &smp[c->out_seq[i]];
+        h_smp[i] = (cuda_sample_params){q->u,     q->temperature, q->top_k,
+                                        q->top_p, q->min_p,       lp ? q->logprobs : -1};
+        any_lp |= h_smp[i].logprobs >= 0;
+    }
+    if (n_out > 0) {
+        CUDA_CHECK(cudaMemcpyAsync(c->d_smp, h_smp, (size_t)n_out * sizeof *h_smp,
+                                   cudaMemcpyHostToDevice, c->st));
+        cuda_sample(c->logits, c->m->hp.n_vocab, n_out, c->d_smp, c->d_ids, c->st);
+        CUDA_CHECK(cudaMemcpyAsync(c->h_ids + (size_t)slot * c->p.max_seqs, c->d_ids,
+                                   (size_t)n_out * sizeof *c->h_ids, cudaMemcpyDeviceToHost,
+                                   c->st));
+    }
+    return any_lp;
+}
+
 /* forward_sample: the forward pass, then the sampling kernel on the logits rows where they
  * are, and the logprobs kernel when a row asks; only the ids (and logprobs) come back (the
  * logprobs through h_logits, which this step does not otherwise use). */
 static void cuda_forward_sample(void *state, const si_batch *b, const backend_sample *smp,
                                 int32_t *ids, backend_logprobs *lp) {
     cuda_state *c = state;
-    const int n_out = run_step(c, b);
-    bool any_lp = false;
-    for (int i = 0; i < n_out; i++) {
-        const backend_sample *q = &smp[c->out_seq[i]];
-        c->h_smp[i] = (cuda_sample_params){q->u,     q->temperature, q->top_k,
-                                           q->top_p, q->min_p,       lp ? q->logprobs : -1};
-        any_lp |= c->h_smp[i].logprobs >= 0;
-    }
+    SI_ASSERT(!c->ahead_begun);
+    const int n_out = run_step(c, b, 0, false);
+    const bool any_lp = enqueue_sample(c, smp, lp != NULL, n_out, 0);
     cuda_logprobs *h_lp = (cuda_logprobs *)c->h_logits;
-    if (n_out > 0) {
-        CUDA_CHECK(cudaMemcpyAsync(c->d_smp, c->h_smp, (size_t)n_out * sizeof *c->h_smp,
-                           cudaMemcpyHostToDevice, c->st));
-        cuda_sample(c->logits, c->m->hp.n_vocab, n_out, c->d_smp, c->d_ids, c->st);
-        CUDA_CHECK(cudaMemcpyAsync(c->h_ids, c->d_ids, (size_t)n_out * sizeof *c->h_ids,
-                           cudaMemcpyDeviceToHost, c->st));
-        if (any_lp) {
-            cuda_logprobs_rows(c->logits, c->m->hp.n_vocab, n_out, c->d_smp, c->d_ids, c->d_lp,
-                               c->st);
-            CUDA_CHECK(cudaMemcpyAsync(h_lp, c->d_lp, (size_t)n_out * sizeof *h_lp,
-                                       cudaMemcpyDeviceToHost, c->st));
-        }
+    if (any_lp) {
+        cuda_logprobs_rows(c->logits, c->m->hp.n_vocab, n_out, c->d_smp, c->d_ids, c->d_lp, c->st);
+        CUDA_CHECK(cudaMemcpyAsync(h_lp, c->d_lp, (size_t)n_out * sizeof *h_lp,
+                                   cudaMemcpyDeviceToHost, c->st));
     }
     step_timing_end(&c->timing, c->st);
     CUDA_CHECK(cudaStreamSynchronize(c->st));
@@ -949,6 +978,32 @@ static void cuda_forward_sample(void *state, const si_batch *b, const backend_sa
     }
 }
 
+/* sample_begin / sample_end (backend.h): a step's host buffers are its slot's, the slots taken
+ * in turn, so that the step begun while another runs packs into the buffers of one already
+ * ended (whose copies have run). SI_CUDA_STEP_TIMING=1 times such a step by waiting for it. */
+static void cuda_sample_begin(void *state, const si_batch *b, const backend_sample *smp,
+                              bool feed_back) {
+    cuda_state *c = state;
+    SI_ASSERT(c->ahead_begun < 2 && b->n_seqs == 1 && b->logits_row[0] >= 0);
+    const int slot = c->ahead_next;
+    const int n_out = run_step(c, b, slot, feed_back);
+    enqueue_sample(c, smp, false, n_out, slot);
+    CUDA_CHECK(cudaEventRecord(c->ahead_done[slot], c->st));
+    step_timing_end(&c->timing, c->st);
+    c->ahead_next ^= 1;
+    if (!c->ahead_begun++) c->ahead_oldest = slot;
+}
+
+static int32_t cuda_sample_end(void *state) {
+    cuda_state *c = state;
+    SI_ASSERT(c->ahead_begun > 0);
+    const int slot = c->ahead_oldest;
+    CUDA_CHECK(cudaEventSynchronize(c->ahead_done[slot]));
+    c->ahead_oldest ^= 1;
+    c->ahead_begun--;
+    return c->h_ids[(size_t)slot * c->p.max_seqs];
+}
+
 static void cuda_stats(const void *state, backend_stats *out) {
     const cuda_state *c = state;
     *out = (backend_stats){c->device, c->w->bytes, c->kv_bytes, c->scr_bytes};
@@ -961,6 +1016,8 @@ static const si_backend CUDA_BACKEND = {
     .create = cuda_create,
     .forward = cuda_forward,
     .forward_sample = cuda_forward_sample,
+    .sample_begin = cuda_sample_begin,
+    .sample_end = cuda_sample_end,
     .stats = cuda_stats,
     .free = cuda_free_state,
     .kv_blocks_for_fraction = cuda_kv_blocks_for_fraction,
