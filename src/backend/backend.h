@@ -85,6 +85,10 @@ typedef struct si_backend {
      * called while one is outstanding. */
     void (*sample_begin)(void *state, const si_batch *b, const backend_sample *smp, bool feed_back);
     int32_t (*sample_end)(void *state);
+    /* Optional (NULL: none): host memory for max_seqs rows of n_vocab logits, owned by the
+     * state, which forward fills with no copy on the host when given it as logits_host (on a
+     * GPU: pinned memory the device copies into directly; si_session keeps its logits there). */
+    float *(*logits_buffer)(void *state);
     void (*stats)(const void *state, backend_stats *out);
     void (*free)(void *state);
     /* KV blocks of block_bytes that fit in `fraction` of the device's free memory once m's

@@ -69,7 +69,10 @@ si_status si_session_create_params(si_model *m, const si_session_params *params,
     s->block_table = malloc((size_t)n_blocks * sizeof(int32_t));
     s->pos = malloc((size_t)n_batch * sizeof(int32_t));
     s->seq = calloc((size_t)n_batch, sizeof(int32_t));
-    s->logits = calloc((size_t)hp->n_vocab, sizeof(float));
+    s->logits_owned = !be->logits_buffer;
+    s->logits =
+        s->logits_owned ? malloc((size_t)hp->n_vocab * sizeof(float)) : be->logits_buffer(s->bs);
+    if (s->logits) memset(s->logits, 0, (size_t)hp->n_vocab * sizeof(float));
     if (!s->block_table || !s->pos || !s->seq || !s->logits) {
         si_session_free(s);
         return si_error(SI_ERR_NOMEM, "session: out of memory");
@@ -90,7 +93,7 @@ void si_session_free(si_session *s) {
     free(s->block_table);
     free(s->pos);
     free(s->seq);
-    free(s->logits);
+    if (s->logits_owned) free(s->logits);
     free(s);
 }
 

@@ -23,7 +23,9 @@ struct si_session {
     int32_t *block_table;  /* [n_blocks]: block i holds positions 16i..16i+15 */
     int32_t *pos;          /* [n_batch] positions of the chunk being evaluated */
     int32_t *seq;          /* [n_batch] all 0 */
-    float *logits;         /* [n_vocab] of the last evaluated token */
+    float *logits;         /* [n_vocab] of the last evaluated token: the backend's
+                            * logits_buffer where it offers one, else the session's */
+    bool logits_owned;     /* the session allocated logits */
     bool logits_on_device; /* the last eval picked its token on the device (forward_sample):
                             * logits holds an older step's, si_session_logits says NULL */
     /* The step run ahead (session.c): after si_session_eval_sample picked `token` on a device

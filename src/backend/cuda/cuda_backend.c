@@ -104,7 +104,8 @@ typedef struct cuda_state {
     int32_t *h_in_buf;         /* [2][in_ints] */
     int32_t *h_in;             /* the slot being packed */
     size_t in_ints;            /* layout_of(...).total */
-    float *h_logits;           /* [max_seqs][n_vocab] */
+    float *h_logits;           /* [max_seqs][n_vocab]: forward's, or the caller's rows */
+    cuda_logprobs *h_lp;       /* [max_seqs] forward_sample's logprobs */
     cuda_sample_params *h_smp; /* [2][max_seqs] */
     int32_t *h_ids;            /* [2][max_seqs] */
     int32_t *out_seq; /* [max_seqs] host: the sequence of each logits row */
@@ -313,6 +314,7 @@ static void cuda_free_state(void *state) {
     for (int i = 0; i < 2; i++)
         if (c->ahead_done[i]) CUDA_CHECK(cudaEventDestroy(c->ahead_done[i]));
     if (c->h_logits) CUDA_CHECK(cudaFreeHost(c->h_logits));
+    if (c->h_lp) CUDA_CHECK(cudaFreeHost(c->h_lp));
     if (c->h_smp) CUDA_CHECK(cudaFreeHost(c->h_smp));
     if (c->h_ids) CUDA_CHECK(cudaFreeHost(c->h_ids));
     free(c->out_seq);
@@ -381,6 +383,7 @@ static si_status cuda_create(si_model *m, const backend_params *p, void **state)
         cudaMallocHost((void **)&c->h_in_buf, 2 * c->in_ints * 4) != cudaSuccess ||
         cudaMallocHost((void **)&c->h_logits, (size_t)p->max_seqs * hp->n_vocab * 4) !=
             cudaSuccess ||
+        cudaMallocHost((void **)&c->h_lp, (size_t)p->max_seqs * sizeof *c->h_lp) != cudaSuccess ||
         cudaMallocHost((void **)&c->h_smp, 2 * (size_t)p->max_seqs * sizeof *c->h_smp) !=
             cudaSuccess ||
         cudaMallocHost((void **)&c->h_ids, 2 * (size_t)p->max_seqs * sizeof *c->h_ids) !=
@@ -916,15 +919,21 @@ static void cuda_forward(void *state, const si_batch *b, float *logits) {
     SI_ASSERT(!c->ahead_begun);
     const size_t nv = (size_t)c->m->hp.n_vocab;
     const int n_out = run_step(c, b, 0, false);
-    if (n_out > 0)
+    const bool direct = logits == c->h_logits; /* pinned: each row straight to its place */
+    for (int i = 0; i < (direct ? n_out : 0); i++)
+        CUDA_CHECK(cudaMemcpyAsync(logits + (size_t)c->out_seq[i] * nv, c->logits + i * nv,
+                                   nv * sizeof(float), cudaMemcpyDeviceToHost, c->st));
+    if (!direct && n_out > 0)
         CUDA_CHECK(cudaMemcpyAsync(c->h_logits, c->logits, (size_t)n_out * nv * sizeof(float),
-                           cudaMemcpyDeviceToHost, c->st));
+                                   cudaMemcpyDeviceToHost, c->st));
     step_timing_end(&c->timing, c->st);
     CUDA_CHECK(cudaStreamSynchronize(c->st));
-    for (int i = 0; i < n_out; i++)
+    for (int i = 0; i < (direct ? 0 : n_out); i++)
         memcpy(logits + (size_t)c->out_seq[i] * nv, c->h_logits + (size_t)i * nv,
                nv * sizeof(float));
 }
+
+static float *cuda_logits_buffer(void *state) { return ((cuda_state *)state)->h_logits; }
 
 /* The sampling half of a step of n_out logits rows: their parameters over from h_smp's slot,
  * the sampling kernel, the ids back into h_ids's slot; returns whether a row asks for
@@ -950,15 +959,14 @@ static bool enqueue_sample(cuda_state *c, const backend_sample *smp, bool lp, in
 }
 
 /* forward_sample: the forward pass, then the sampling kernel on the logits rows where they
- * are, and the logprobs kernel when a row asks; only the ids (and logprobs) come back (the
- * logprobs through h_logits, which this step does not otherwise use). */
+ * are, and the logprobs kernel when a row asks; only the ids (and logprobs) come back. */
 static void cuda_forward_sample(void *state, const si_batch *b, const backend_sample *smp,
                                 int32_t *ids, backend_logprobs *lp) {
     cuda_state *c = state;
     SI_ASSERT(!c->ahead_begun);
     const int n_out = run_step(c, b, 0, false);
     const bool any_lp = enqueue_sample(c, smp, lp != NULL, n_out, 0);
-    cuda_logprobs *h_lp = (cuda_logprobs *)c->h_logits;
+    cuda_logprobs *h_lp = c->h_lp;
     if (any_lp) {
         cuda_logprobs_rows(c->logits, c->m->hp.n_vocab, n_out, c->d_smp, c->d_ids, c->d_lp, c->st);
         CUDA_CHECK(cudaMemcpyAsync(h_lp, c->d_lp, (size_t)n_out * sizeof *h_lp,
@@ -1018,6 +1026,7 @@ static const si_backend CUDA_BACKEND = {
     .forward_sample = cuda_forward_sample,
     .sample_begin = cuda_sample_begin,
     .sample_end = cuda_sample_end,
+    .logits_buffer = cuda_logits_buffer,
     .stats = cuda_stats,
     .free = cuda_free_state,
     .kv_blocks_for_fraction = cuda_kv_blocks_for_fraction,
