@@ -96,17 +96,16 @@ typedef struct cuda_state {
     float *logits; /* [max_seqs][n_vocab] */
     void *gemm_scr, *attn_scr;
     int32_t *d_in;                /* the packed batch (layout: batch_layout) */
-    cuda_sample_params *d_smp;    /* [max_seqs] per logits row */
+    cuda_sample_params *d_smp;    /* [max_seqs] per logits row: in d_in (batch_layout.smp) */
     int32_t *d_ids;               /* [max_seqs] sampled ids */
     cuda_logprobs *d_lp;          /* [max_seqs] their logprobs, for the rows that ask */
-    /* pinned host copies, two of the packed batch, the sampling parameters and the ids: one
-     * per step begun ahead (sample_begin), slot 0 for the steps that end in their call */
+    /* pinned host copies, two of the packed batch and of the ids: one per step begun ahead
+     * (sample_begin), slot 0 for the steps that end in their call */
     int32_t *h_in_buf;         /* [2][in_ints] */
     int32_t *h_in;             /* the slot being packed */
     size_t in_ints;            /* layout_of(...).total */
     float *h_logits;           /* [max_seqs][n_vocab]: forward's, or the caller's rows */
     cuda_logprobs *h_lp;       /* [max_seqs] forward_sample's logprobs */
-    cuda_sample_params *h_smp; /* [2][max_seqs] */
     int32_t *h_ids;            /* [2][max_seqs] */
     int32_t *out_seq; /* [max_seqs] host: the sequence of each logits row */
     /* steps begun and not ended (sample_begin / sample_end): how many, the oldest's slot, the
@@ -181,12 +180,13 @@ static void step_timing_report(const step_timing *t) {
 }
 
 /* The packed batch, in int32 units: token, pos, slot, kv_len, seq [max_tokens] each, out_row
- * [max_seqs], k_unrot (bytes) [max_tokens], row_ror (bytes) and block tables
+ * [max_seqs], k_unrot (bytes) [max_tokens], row_ror (bytes), the logits rows' sampling
+ * parameters (cuda_sample_params [max_seqs], 8-byte aligned) and block tables
  * [rows][bt_stride] for the attention rows (tokens in a decode step, sequences otherwise; at
  * most max(max_tokens, max_seqs) rows of at most max_blocks columns). The block tables come
- * last so that a step copies only the rows it has. */
+ * last so that a step copies only the rows it has; one copy takes all of it. */
 typedef struct batch_layout {
-    size_t token, pos, slot, kv_len, seq, out_row, k_unrot, row_ror, bt, total;
+    size_t token, pos, slot, kv_len, seq, out_row, k_unrot, row_ror, smp, bt, total;
 } batch_layout;
 
 static batch_layout layout_of(const backend_params *p, int32_t max_blocks) {
@@ -200,8 +200,9 @@ static batch_layout layout_of(const backend_params *p, int32_t max_blocks) {
     l.out_row = 5 * T;
     l.k_unrot = l.out_row + S;
     l.row_ror = l.k_unrot + (T + 3) / 4;
-    l.bt = l.row_ror + (R + 3) / 4;
-    l.total = l.bt + R * max_blocks;
+    l.smp = (l.row_ror + (R + 3) / 4 + 1) / 2 * 2;
+    l.bt = l.smp + S * (sizeof(cuda_sample_params) / sizeof(int32_t));
+    l.total = (l.bt + R * max_blocks + 1) / 2 * 2; /* the second slot stays 8-byte aligned */
     return l;
 }
 
@@ -267,7 +268,6 @@ static size_t scratch_layout(cuda_state *c, const si_model *m, const backend_par
     const size_t a_pre = cuda_attention_prefill_scratch_bytes(&ap, (int)T, (int)S);
     TAKE(attn_scr, a_dec > a_pre ? a_dec : a_pre);
     TAKE(d_in, layout_of(p, max_blocks).total * 4);
-    TAKE(d_smp, S * sizeof(cuda_sample_params));
     TAKE(d_ids, S * 4);
     TAKE(d_lp, S * sizeof(cuda_logprobs));
 #undef TAKE
@@ -315,7 +315,6 @@ static void cuda_free_state(void *state) {
         if (c->ahead_done[i]) CUDA_CHECK(cudaEventDestroy(c->ahead_done[i]));
     if (c->h_logits) CUDA_CHECK(cudaFreeHost(c->h_logits));
     if (c->h_lp) CUDA_CHECK(cudaFreeHost(c->h_lp));
-    if (c->h_smp) CUDA_CHECK(cudaFreeHost(c->h_smp));
     if (c->h_ids) CUDA_CHECK(cudaFreeHost(c->h_ids));
     free(c->out_seq);
     cuda_graphs_free(c->graphs);
@@ -384,8 +383,6 @@ static si_status cuda_create(si_model *m, const backend_params *p, void **state)
         cudaMallocHost((void **)&c->h_logits, (size_t)p->max_seqs * hp->n_vocab * 4) !=
             cudaSuccess ||
         cudaMallocHost((void **)&c->h_lp, (size_t)p->max_seqs * sizeof *c->h_lp) != cudaSuccess ||
-        cudaMallocHost((void **)&c->h_smp, 2 * (size_t)p->max_seqs * sizeof *c->h_smp) !=
-            cudaSuccess ||
         cudaMallocHost((void **)&c->h_ids, 2 * (size_t)p->max_seqs * sizeof *c->h_ids) !=
             cudaSuccess) {
         (void)cudaGetLastError();
@@ -406,6 +403,7 @@ static si_status cuda_create(si_model *m, const backend_params *p, void **state)
     c->kc = c->kv_buf;
     c->vc = c->kc + (size_t)hp->n_layer * c->layer_elems * c->kv_elem;
     scratch_layout(c, m, p, c->max_blocks, c->scr_buf);
+    c->d_smp = (cuda_sample_params *)(c->d_in + layout_of(p, c->max_blocks).smp);
     c->graphs = cuda_graphs_create(p->max_seqs < p->max_tokens ? p->max_seqs : p->max_tokens,
                                    p->max_kv);
     c->rope = (cuda_rope_params){hp->n_head,       hp->n_head_kv,         hp->head_dim,
@@ -843,20 +841,33 @@ static int pack_step(cuda_state *c, const si_batch *b, step_shape *sh, size_t *b
     return n_out;
 }
 
-/* Packs b into h_in slot `slot`, copies it over and enqueues its forward pass (a graph replay
- * for a decode step); with feed_back, token 0 is then replaced by the id the last sampling
- * kernel wrote (d_ids[0]). Returns the number of real logits rows, in c->logits in the order of
- * c->out_seq. */
-static int run_step(cuda_state *c, const si_batch *b, int slot, bool feed_back) {
+/* the sampling parameters of the packed batch in h_in */
+static cuda_sample_params *h_smp_of(const cuda_state *c) {
+    return (cuda_sample_params *)(c->h_in + layout_of(&c->p, c->max_blocks).smp);
+}
+
+/* Packs b into h_in slot `slot` (with smp: the logits rows' sampling, logprobs where lp and a
+ * row asks, *any_lp saying whether one does), copies it over and enqueues its forward pass (a
+ * graph replay for a decode step). With feed_back, d_in[0], token 0 (batch_layout's first
+ * array), is not copied: it holds the id the step before sampled into it (sample_begin).
+ * Returns the number of real logits rows, in c->logits in the order of c->out_seq. */
+static int run_step(cuda_state *c, const si_batch *b, int slot, bool feed_back,
+                    const backend_sample *smp, bool lp, bool *any_lp) {
     step_shape sh;
     size_t bytes;
     step_timing_begin(&c->timing, b, c->st);
     c->h_in = c->h_in_buf + (size_t)slot * c->in_ints;
     const int n_out = pack_step(c, b, &sh, &bytes);
-    CUDA_CHECK(cudaMemcpyAsync(c->d_in, c->h_in, bytes, cudaMemcpyHostToDevice, c->st));
-    if (feed_back) /* batch_layout's token array is first: row 0's token is d_in[0] */
-        CUDA_CHECK(
-            cudaMemcpyAsync(c->d_in, c->d_ids, sizeof(int32_t), cudaMemcpyDeviceToDevice, c->st));
+    cuda_sample_params *h_smp = h_smp_of(c);
+    for (int i = 0; i < (smp ? n_out : 0); i++) {
+        const backend_sample *q = &smp[c->out_seq[i]];
+        h_smp[i] = (cuda_sample_params){q->u,     q->temperature, q->top_k,
+                                        q->top_p, q->min_p,       lp ? q->logprobs : -1};
+        *any_lp |= h_smp[i].logprobs >= 0;
+    }
+    const size_t skip = feed_back ? 1 : 0;
+    CUDA_CHECK(cudaMemcpyAsync(c->d_in + skip, c->h_in + skip, bytes - skip * sizeof(int32_t),
+                               cudaMemcpyHostToDevice, c->st));
     graph_ctx g = {c, &sh};
     if (sh.graphed)
         cuda_graphs_run(c->graphs, sh.n_tokens, sh.kv_cap, sh.streaming, c->st, forward_body, &g);
@@ -890,14 +901,13 @@ static int warm_decode(cuda_state *c, int *n_graphs) {
         uint8_t *row_ror = (uint8_t *)(h + L.row_ror);
         memset(row_ror, 0, (size_t)r);
         memset(h + L.bt, 0, (size_t)r * sh.bt_stride * sizeof(int32_t));
+        cuda_sample_params *h_smp = (cuda_sample_params *)(h + L.smp);
+        for (int i = 0; i < r; i++) /* greedy, and sampled through the whole chain */
+            h_smp[i] = i % 2 ? (cuda_sample_params){0.5f, 0.8f, 40, 0.9f, 0.05f, -1}
+                             : (cuda_sample_params){0.5f, 0.0f, 0, 1.0f, 0.0f, -1};
         const size_t bytes = (L.bt + (size_t)r * sh.bt_stride) * sizeof(int32_t);
         CUDA_CHECK(cudaMemcpyAsync(c->d_in, h, bytes, cudaMemcpyHostToDevice, c->st));
         forward_launches(c, &sh);
-        for (int i = 0; i < r; i++) /* greedy, and sampled through the whole chain */
-            c->h_smp[i] = i % 2 ? (cuda_sample_params){0.5f, 0.8f, 40, 0.9f, 0.05f, -1}
-                                : (cuda_sample_params){0.5f, 0.0f, 0, 1.0f, 0.0f, -1};
-        CUDA_CHECK(cudaMemcpyAsync(c->d_smp, c->h_smp, (size_t)r * sizeof *c->h_smp,
-                                   cudaMemcpyHostToDevice, c->st));
         cuda_sample(c->logits, c->m->hp.n_vocab, r, c->d_smp, c->d_ids, c->st);
         CUDA_CHECK(cudaStreamSynchronize(c->st)); /* h_in is reused */
         int rows = r, kv = 0;
@@ -918,7 +928,7 @@ static void cuda_forward(void *state, const si_batch *b, float *logits) {
     cuda_state *c = state;
     SI_ASSERT(!c->ahead_begun);
     const size_t nv = (size_t)c->m->hp.n_vocab;
-    const int n_out = run_step(c, b, 0, false);
+    const int n_out = run_step(c, b, 0, false, NULL, false, NULL);
     const bool direct = logits == c->h_logits; /* pinned: each row straight to its place */
     for (int i = 0; i < (direct ? n_out : 0); i++)
         CUDA_CHECK(cudaMemcpyAsync(logits + (size_t)c->out_seq[i] * nv, c->logits + i * nv,
@@ -935,27 +945,13 @@ static void cuda_forward(void *state, const si_batch *b, float *logits) {
 
 static float *cuda_logits_buffer(void *state) { return ((cuda_state *)state)->h_logits; }
 
-/* The sampling half of a step of n_out logits rows: their parameters over from h_smp's slot,
- * the sampling kernel, the ids back into h_ids's slot; returns whether a row asks for
- * logprobs (which the caller then enqueues). */
-static bool enqueue_sample(cuda_state *c, const backend_sample *smp, bool lp, int n_out, int slot) {
-    cuda_sample_params *h_smp = c->h_smp + (size_t)slot * c->p.max_seqs;
-    bool any_lp = false;
-    for (int i = 0; i < n_out; i++) {
-        const backend_sample *q = &smp[c->out_seq[i]];
-        h_smp[i] = (cuda_sample_params){q->u,     q->temperature, q->top_k,
-                                        q->top_p, q->min_p,       lp ? q->logprobs : -1};
-        any_lp |= h_smp[i].logprobs >= 0;
-    }
-    if (n_out > 0) {
-        CUDA_CHECK(cudaMemcpyAsync(c->d_smp, h_smp, (size_t)n_out * sizeof *h_smp,
-                                   cudaMemcpyHostToDevice, c->st));
-        cuda_sample(c->logits, c->m->hp.n_vocab, n_out, c->d_smp, c->d_ids, c->st);
-        CUDA_CHECK(cudaMemcpyAsync(c->h_ids + (size_t)slot * c->p.max_seqs, c->d_ids,
-                                   (size_t)n_out * sizeof *c->h_ids, cudaMemcpyDeviceToHost,
-                                   c->st));
-    }
-    return any_lp;
+/* The sampling half of a step of n_out logits rows (their parameters came with the batch):
+ * the sampling kernel's ids to d_ids (device), then into h_ids's slot. */
+static void enqueue_sample(cuda_state *c, int n_out, int32_t *d_ids, int slot) {
+    if (n_out <= 0) return;
+    cuda_sample(c->logits, c->m->hp.n_vocab, n_out, c->d_smp, d_ids, c->st);
+    CUDA_CHECK(cudaMemcpyAsync(c->h_ids + (size_t)slot * c->p.max_seqs, d_ids,
+                               (size_t)n_out * sizeof *c->h_ids, cudaMemcpyDeviceToHost, c->st));
 }
 
 /* forward_sample: the forward pass, then the sampling kernel on the logits rows where they
@@ -964,8 +960,10 @@ static void cuda_forward_sample(void *state, const si_batch *b, const backend_sa
                                 int32_t *ids, backend_logprobs *lp) {
     cuda_state *c = state;
     SI_ASSERT(!c->ahead_begun);
-    const int n_out = run_step(c, b, 0, false);
-    const bool any_lp = enqueue_sample(c, smp, lp != NULL, n_out, 0);
+    bool any_lp = false;
+    const int n_out = run_step(c, b, 0, false, smp, lp != NULL, &any_lp);
+    enqueue_sample(c, n_out, c->d_ids, 0);
+    const cuda_sample_params *h_smp = h_smp_of(c);
     cuda_logprobs *h_lp = c->h_lp;
     if (any_lp) {
         cuda_logprobs_rows(c->logits, c->m->hp.n_vocab, n_out, c->d_smp, c->d_ids, c->d_lp, c->st);
@@ -977,7 +975,7 @@ static void cuda_forward_sample(void *state, const si_batch *b, const backend_sa
     for (int s = 0; s < b->n_seqs; s++) ids[s] = -1;
     for (int i = 0; i < n_out; i++) {
         ids[c->out_seq[i]] = c->h_ids[i];
-        if (c->h_smp[i].logprobs < 0) continue;
+        if (h_smp[i].logprobs < 0) continue;
         backend_logprobs *o = &lp[c->out_seq[i]];
         o->logprob = h_lp[i].logprob;
         o->n_top = h_lp[i].n_top;
@@ -988,14 +986,17 @@ static void cuda_forward_sample(void *state, const si_batch *b, const backend_sa
 
 /* sample_begin / sample_end (backend.h): a step's host buffers are its slot's, the slots taken
  * in turn, so that the step begun while another runs packs into the buffers of one already
- * ended (whose copies have run). SI_CUDA_STEP_TIMING=1 times such a step by waiting for it. */
+ * ended (whose copies have run). The id is sampled into d_in[0], row 0's token, where a step
+ * fed back finds it (run_step does not copy over it). SI_CUDA_STEP_TIMING=1 times such a step
+ * by waiting for it. */
 static void cuda_sample_begin(void *state, const si_batch *b, const backend_sample *smp,
                               bool feed_back) {
     cuda_state *c = state;
     SI_ASSERT(c->ahead_begun < 2 && b->n_seqs == 1 && b->logits_row[0] >= 0);
     const int slot = c->ahead_next;
-    const int n_out = run_step(c, b, slot, feed_back);
-    enqueue_sample(c, smp, false, n_out, slot);
+    bool any_lp = false;
+    const int n_out = run_step(c, b, slot, feed_back, smp, false, &any_lp);
+    enqueue_sample(c, n_out, c->d_in, slot);
     CUDA_CHECK(cudaEventRecord(c->ahead_done[slot], c->st));
     step_timing_end(&c->timing, c->st);
     c->ahead_next ^= 1;
