@@ -187,6 +187,33 @@ struct smp_hist {
     int cnt[SMP_DIGITS][SMP_THREADS];
 };
 
+/* Every CTA appends the ranks of its part of the row that `keep` accepts to CTA 0's set
+ * (through CTA 0's count; at most cap are stored), then the cluster barrier: CTA 0 has them, in
+ * no particular order. smp_select's last bucket and smp_finish_small's set. */
+template <int C, class K>
+__device__ void smp_gather_to_first(const float *l, int n, unsigned long long *set0, int *count0,
+                                    int cap, K keep) {
+    const smp_span sp = smp_my_span<C>();
+    unsigned long long *set = smp_cl<C>::at(set0, 0);
+    int *count = smp_cl<C>::at(count0, 0);
+    smp_each(l, sp.first, n, sp.step, [&](float v, int i) {
+        const unsigned long long r = smp_rank(v, i);
+        if (!keep(r)) return;
+        const int slot = atomicAdd(count, 1);
+        if (slot < cap) set[slot] = r;
+    });
+    smp_cl<C>::sync();
+}
+
+/* Where r goes among set[0..k) in the order (larger ranks first): how many are larger */
+__device__ __forceinline__ int smp_place(const unsigned long long *set, int k,
+                                         unsigned long long r) {
+    int pos = 0;
+    for (int j = 0; j < k; j++)
+        pos += set[j] > r;
+    return pos;
+}
+
 /* A selection's last bucket, in CTA 0's smp_hist (free by then): at most SMP_SELECT_SMALL
  * elements, walked in the order by one thread there instead of more passes over the row (a cluster
  * barrier each, ~4 more for a bucket of 512). */
@@ -291,21 +318,15 @@ __device__ unsigned long long smp_select(const float *l, int n, unsigned long lo
     }
     /* the bucket's elements into CTA 0 (whose threads are done with its smp_hist: they read it
      * before the last barrier) */
-    smp_gather &g0 = *(smp_gather *)smp_cl<C>::at(&h, 0);
-    int *count = smp_cl<C>::at(&sm.gather_n, 0);
-    smp_each(l, sp.first, n, sp.step, [&](float v, int i) {
-        const unsigned long long r = smp_rank(v, i);
-        if (r >= lo && (r >> shift) == (prefix >> shift)) g0.rank[atomicAdd(count, 1)] = r;
+    smp_gather &g = *(smp_gather *)&h;
+    smp_gather_to_first<C>(l, n, g.rank, &sm.gather_n, SMP_SELECT_SMALL, [&](unsigned long long r) {
+        return r >= lo && (r >> shift) == (prefix >> shift);
     });
-    smp_cl<C>::sync(); /* the bucket is in CTA 0 */
     if (smp_cl<C>::rank() == 0) {
-        smp_gather &g = *(smp_gather *)&h;
         const int k = sm.gather_n; /* the bucket's count: 1 .. SMP_SELECT_SMALL */
-        if (t < k) {               /* its place in the order: the larger ranks before it */
+        if (t < k) {
             const unsigned long long r = g.rank[t];
-            int pos = 0;
-            for (int j = 0; j < k; j++)
-                pos += g.rank[j] > r;
+            const int pos = smp_place(g.rank, k, r);
             g.sorted[pos] = r;
             g.term[pos] = COUNT ? 1.0 : w(l[smp_id(r)]);
         }
@@ -495,26 +516,16 @@ template <int C>
 __device__ void smp_finish_small(const float *l, int n, unsigned long long cut, int k, float M,
                                  double total, const cuda_sample_params &p, smp_small &sk,
                                  int32_t *id) {
-    const smp_span sp = smp_my_span<C>();
-    int *count = smp_cl<C>::at(&sk.n, 0);
-    unsigned long long *set = smp_cl<C>::at(sk.rank, 0);
-    smp_each(l, sp.first, n, sp.step, [&](float v, int i) {
-        const unsigned long long r = smp_rank(v, i);
-        if (r >= cut) {
-            const int slot = atomicAdd(count, 1);
-            if (slot < SMP_SMALL_K) set[slot] = r;
-        }
-    });
-    smp_cl<C>::sync(); /* the set is in CTA 0; the others are done with it */
-    if (smp_cl<C>::rank() != 0) return;
+    smp_gather_to_first<C>(l, n, sk.rank, &sk.n, SMP_SMALL_K,
+                           [&](unsigned long long r) { return r >= cut; });
+    if (smp_cl<C>::rank() != 0) return; /* the set is in CTA 0; the others are done with it */
     const int t = threadIdx.x; /* k <= SMP_SMALL_K < SMP_THREADS: one thread a candidate */
     if (t < k) {
         const unsigned long long r = sk.rank[t];
-        int pos = 0, pos_id = 0;
-        for (int j = 0; j < k; j++) {
-            pos += sk.rank[j] > r;
+        const int pos = smp_place(sk.rank, k, r);
+        int pos_id = 0;
+        for (int j = 0; j < k; j++)
             pos_id += smp_id(sk.rank[j]) < smp_id(r);
-        }
         const float v = l[smp_id(r)];
         sk.sorted[pos] = r;
         sk.logit[pos] = v;
