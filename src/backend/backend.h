@@ -87,7 +87,8 @@ typedef struct si_backend {
     int32_t (*sample_end)(void *state);
     /* Optional (NULL: none): host memory for max_seqs rows of n_vocab logits, owned by the
      * state, which forward fills with no copy on the host when given it as logits_host (on a
-     * GPU: pinned memory the device copies into directly; si_session keeps its logits there). */
+     * GPU: pinned memory the device copies into directly; si_session and the engine keep their
+     * logits there). */
     float *(*logits_buffer)(void *state);
     void (*stats)(const void *state, backend_stats *out);
     void (*free)(void *state);

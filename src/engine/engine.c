@@ -67,7 +67,8 @@ struct si_engine {
     int32_t n_vocab, max_blocks;
     const si_backend *be; /* the model's device: KV storage, scratch and the forward pass */
     void *bs;             /* be's state */
-    float *logits; /* [max_num_seqs][n_vocab] */
+    float *logits;     /* [max_num_seqs][n_vocab]: the backend's logits_buffer where it has one */
+    bool logits_owned; /* the engine allocated logits */
     kv_pool *pool;
     sched *s;
     si_event ev; /* the event being built (engine thread) */
@@ -524,7 +525,9 @@ si_status si_engine_create(si_model *m, const si_engine_params *params, si_engin
     if ((st = be->create(m, &bp, &e->bs)) || (st = kv_pool_create(p.n_blocks, &e->pool)) ||
         (st = sched_create(&sp, e->pool, &e->s)))
         goto fail;
-    e->logits = malloc((size_t)p.max_num_seqs * e->n_vocab * sizeof *e->logits);
+    e->logits_owned = !be->logits_buffer; /* the device's pinned rows where it has them */
+    e->logits = e->logits_owned ? malloc((size_t)p.max_num_seqs * e->n_vocab * sizeof *e->logits)
+                                : be->logits_buffer(e->bs);
     if (!e->logits) {
         st = si_error(SI_ERR_NOMEM, "engine: cannot allocate logits for %d sequences",
                       p.max_num_seqs);
@@ -547,7 +550,7 @@ fail:
     sched_free(e->s);
     kv_pool_free(e->pool);
     if (e->bs) e->be->free(e->bs);
-    free(e->logits);
+    if (e->logits_owned) free(e->logits);
     free(e);
     return st;
 }
@@ -569,7 +572,7 @@ void si_engine_free(si_engine *e) {
     sched_free(e->s);
     kv_pool_free(e->pool);
     if (e->bs) e->be->free(e->bs);
-    free(e->logits);
+    if (e->logits_owned) free(e->logits);
     pthread_mutex_destroy(&e->mu);
     pthread_cond_destroy(&e->wake);
     pthread_cond_destroy(&e->events);

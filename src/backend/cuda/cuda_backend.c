@@ -929,10 +929,14 @@ static void cuda_forward(void *state, const si_batch *b, float *logits) {
     SI_ASSERT(!c->ahead_begun);
     const size_t nv = (size_t)c->m->hp.n_vocab;
     const int n_out = run_step(c, b, 0, false, NULL, false, NULL);
-    const bool direct = logits == c->h_logits; /* pinned: each row straight to its place */
-    for (int i = 0; i < (direct ? n_out : 0); i++)
+    const bool direct = logits == c->h_logits; /* pinned: the rows straight to their places */
+    for (int i = 0, run; direct && i < n_out; i += run) { /* one copy a run of consecutive rows */
+        for (run = 1; i + run < n_out && c->out_seq[i + run] == c->out_seq[i] + run; run++) {
+        }
         CUDA_CHECK(cudaMemcpyAsync(logits + (size_t)c->out_seq[i] * nv, c->logits + i * nv,
-                                   nv * sizeof(float), cudaMemcpyDeviceToHost, c->st));
+                                   (size_t)run * nv * sizeof(float), cudaMemcpyDeviceToHost,
+                                   c->st));
+    }
     if (!direct && n_out > 0)
         CUDA_CHECK(cudaMemcpyAsync(c->h_logits, c->logits, (size_t)n_out * nv * sizeof(float),
                                    cudaMemcpyDeviceToHost, c->st));
