@@ -20,11 +20,12 @@
 #include <string.h>
 #include <time.h>
 
+#include "backend/backend.h"
 #include "core/error.h"
+#include "core/thread_pool.h"
 #include "engine/kv_pool.h"
 #include "engine/sampler_pick.h"
 #include "engine/scheduler.h"
-#include "backend/backend.h"
 #include "model/forward.h"
 #include "model/model.h"
 #include "tokenizer/detok.h"
@@ -69,6 +70,7 @@ struct si_engine {
     void *bs;             /* be's state */
     float *logits;     /* [max_num_seqs][n_vocab]: the backend's logits_buffer where it has one */
     bool logits_owned; /* the engine allocated logits */
+    int32_t *host_toks; /* [max_num_seqs] the tokens sampled on the host in a step */
     kv_pool *pool;
     sched *s;
     si_event ev; /* the event being built (engine thread) */
@@ -232,13 +234,10 @@ static void fill_logprobs(si_engine *e, ereq *r, const float *logits, const back
     memcpy(ev->top, dlp->top, (size_t)dlp->n_top * sizeof *ev->top);
 }
 
-/* Emits r's next token, device_tok when the device sampled it (>= 0; with its logprobs dlp when
- * r wants them), else sampled here from logits; finishes r when it is done. */
-static void sample_and_emit(si_engine *e, ereq *r, const float *logits, int32_t device_tok,
-                            const backend_logprobs *dlp) {
-    const int32_t tok = device_tok >= 0
-                            ? device_tok
-                            : si_sampler_sample(r->smp, logits, r->sq.tokens, r->sq.n_tokens);
+/* Emits tok, r's next token (sampled on the device, with its logprobs dlp when r wants them,
+ * or on the host from logits); finishes r when it is done. */
+static void emit_token(si_engine *e, ereq *r, const float *logits, int32_t tok,
+                       const backend_logprobs *dlp) {
     ev_reset(e, SI_EVENT_TOKEN);
     e->ev.token = tok;
     if (r->logprobs) fill_logprobs(e, r, logits, dlp, tok);
@@ -409,6 +408,40 @@ static bool device_samples(si_engine *e, const si_batch *b, int32_t n, backend_s
     return true;
 }
 
+/* The host's picks for a step whose logits came back (penalties read the history): each row
+ * with logits sampled by its own sampler, the rows split over the model's thread pool (every
+ * request has its own sampler, RNG and scratch, so the rows are independent and the picks the
+ * same on any number of threads). */
+typedef struct host_pick_job {
+    si_engine *e;
+    const si_batch *b;
+    int32_t n;
+} host_pick_job;
+
+static void host_pick_rows(void *ctx, int ith, int nth) {
+    const host_pick_job *j = ctx;
+    si_engine *e = j->e;
+    int64_t begin, end;
+    pool_split(j->n, ith, nth, &begin, &end);
+    for (int64_t i = begin; i < end; i++) {
+        if (j->b->logits_row[i] < 0) continue;
+        ereq *r = (ereq *)sched_scheduled(e->s, (int32_t)i);
+        e->host_toks[i] = si_sampler_sample(r->smp, e->logits + (size_t)i * e->n_vocab,
+                                            r->sq.tokens, r->sq.n_tokens);
+    }
+}
+
+static void host_pick(si_engine *e, const si_batch *b, int32_t n) {
+    host_pick_job j = {e, b, n};
+    int32_t rows = 0;
+    for (int32_t i = 0; i < n; i++)
+        rows += b->logits_row[i] >= 0;
+    if (rows > 1 && e->m->pool)
+        pool_run(e->m->pool, host_pick_rows, &j);
+    else
+        host_pick_rows(&j, 0, 1);
+}
+
 static void *engine_main(void *arg) {
     si_engine *e = arg;
     while (intake(e)) {
@@ -420,18 +453,21 @@ static void *engine_main(void *arg) {
             int32_t *ids = NULL;
             backend_logprobs *lp = NULL;
             const bool on_device = device_samples(e, b, n, &smp, &ids, &lp);
-            if (on_device)
+            if (on_device) {
                 e->be->forward_sample(e->bs, b, smp, ids, lp);
-            else e->be->forward(e->bs, b, e->logits);
+            } else {
+                e->be->forward(e->bs, b, e->logits);
+                host_pick(e, b, n);
+            }
             sched_update(e->s);
             e->steps++;
             for (int32_t i = 0; i < n; i++) {
                 if (b->logits_row[i] < 0) continue;
                 ereq *r = (ereq *)sched_scheduled(e->s, i); /* sq is ereq's first member */
                 if (on_device)
-                    sample_and_emit(e, r, NULL, ids[i], r->logprobs ? &lp[i] : NULL);
+                    emit_token(e, r, NULL, ids[i], r->logprobs ? &lp[i] : NULL);
                 else
-                    sample_and_emit(e, r, e->logits + (size_t)i * e->n_vocab, -1, NULL);
+                    emit_token(e, r, e->logits + (size_t)i * e->n_vocab, e->host_toks[i], NULL);
             }
         }
 #ifndef NDEBUG
@@ -528,7 +564,8 @@ si_status si_engine_create(si_model *m, const si_engine_params *params, si_engin
     e->logits_owned = !be->logits_buffer; /* the device's pinned rows where it has them */
     e->logits = e->logits_owned ? malloc((size_t)p.max_num_seqs * e->n_vocab * sizeof *e->logits)
                                 : be->logits_buffer(e->bs);
-    if (!e->logits) {
+    e->host_toks = malloc((size_t)p.max_num_seqs * sizeof *e->host_toks);
+    if (!e->logits || !e->host_toks) {
         st = si_error(SI_ERR_NOMEM, "engine: cannot allocate logits for %d sequences",
                       p.max_num_seqs);
         goto fail;
@@ -551,6 +588,7 @@ fail:
     kv_pool_free(e->pool);
     if (e->bs) e->be->free(e->bs);
     if (e->logits_owned) free(e->logits);
+    free(e->host_toks);
     free(e);
     return st;
 }
@@ -573,6 +611,7 @@ void si_engine_free(si_engine *e) {
     kv_pool_free(e->pool);
     if (e->bs) e->be->free(e->bs);
     if (e->logits_owned) free(e->logits);
+    free(e->host_toks);
     pthread_mutex_destroy(&e->mu);
     pthread_cond_destroy(&e->wake);
     pthread_cond_destroy(&e->events);
