@@ -455,6 +455,50 @@ static void test_kv_cache_dtype(void **state) {
     si_model_free(m);
 }
 
+/* Requests whose penalties read their history are sampled on the host, the rows of a step
+ * spread over the model's thread pool (engine.c, host_pick): 8 seeded requests at t 0.8 with a
+ * repetition penalty, all in the same steps, pick the same tokens on a pool of 1 thread and of
+ * 4 (each request has its own sampler; the forward pass splits its work, not its sums). */
+static void run_penalised(si_model *m, int32_t out[8][GEN]) {
+    si_engine *e = engine(m, 64, 8, 256);
+    si_request_id id[8];
+    int32_t prompt[8][16];
+    for (int i = 0; i < 8; i++) {
+        make_prompt(prompt[i], 16, 500u + (uint32_t)i, si_model_n_vocab(m));
+        si_request r = greedy(prompt[i], 16);
+        r.sampling.temperature = 0.8f;
+        r.sampling.repetition_penalty = 1.3f;
+        r.sampling.seed = 40u + (uint64_t)i;
+        assert_int_equal(si_engine_submit(e, &r, &id[i]), SI_OK);
+    }
+    si_event *ev = malloc(sizeof *ev);
+    for (int i = 0; i < 8; i++)
+        for (int n = 0;;) {
+            assert_int_equal(si_engine_next_event(e, id[i], ev, -1), SI_OK);
+            if (ev->type != SI_EVENT_TOKEN) break;
+            assert_true(n < GEN);
+            out[i][n++] = ev->token;
+        }
+    free(ev);
+    si_engine_free(e);
+}
+
+static void test_host_picks_threads(void **state) {
+    (void)state;
+    static int32_t one[8][GEN], four[8][GEN];
+    for (int threads = 1; threads <= 4; threads += 3) {
+        si_model_params mp = si_model_default_params();
+        mp.n_ctx = 256;
+        mp.n_threads = threads;
+        mp.device = SI_DEVICE_CPU;
+        si_model *m = NULL;
+        assert_int_equal(si_model_load(g_path, &mp, &m), SI_OK);
+        run_penalised(m, threads == 1 ? one : four);
+        si_model_free(m);
+    }
+    assert_memory_equal(one, four, sizeof one);
+}
+
 /* Random submits (some streaming), cancels and reads with a tiny pool: every request ends, and
  * no block stays used. (Debug builds also run sched_check after every step.) */
 static void test_stress_engine(void **state) {
@@ -630,6 +674,7 @@ int main(void) {
         cmocka_unit_test(test_stops_and_logprobs),
         cmocka_unit_test(test_rejections),
         cmocka_unit_test(test_kv_cache_dtype),
+        cmocka_unit_test(test_host_picks_threads),
         cmocka_unit_test(test_stress_engine),
         cmocka_unit_test(test_callback_and_min_batch),
         cmocka_unit_test(test_exact_default_model),
