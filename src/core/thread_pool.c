@@ -55,6 +55,7 @@ struct thread_pool {
     atomic_bool stop;
     pthread_mutex_t mu;
     pthread_cond_t cv;
+    pthread_mutex_t run_mu; /* held through a pool_run: callers on other threads take turns */
 };
 
 typedef struct {
@@ -132,6 +133,7 @@ si_status pool_create(int n_threads, thread_pool **out) {
     atomic_init(&p->stop, false);
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->cv, NULL);
+    pthread_mutex_init(&p->run_mu, NULL);
     p->threads = calloc((size_t)n_threads, sizeof *p->threads);
     if (!p->threads) {
         pool_free(p);
@@ -161,6 +163,7 @@ void pool_free(thread_pool *p) {
     for (int i = 1; i < p->n && p->threads; i++) pthread_join(p->threads[i], NULL);
     pthread_mutex_destroy(&p->mu);
     pthread_cond_destroy(&p->cv);
+    pthread_mutex_destroy(&p->run_mu);
     free(p->threads);
     free(p);
 }
@@ -172,6 +175,7 @@ void pool_run(thread_pool *p, pool_fn fn, void *ctx) {
         fn(ctx, 0, 1);
         return;
     }
+    pthread_mutex_lock(&p->run_mu);
     p->fn = fn;
     p->ctx = ctx;
     atomic_store_explicit(&p->remaining, p->n - 1, memory_order_relaxed);
@@ -180,6 +184,7 @@ void pool_run(thread_pool *p, pool_fn fn, void *ctx) {
     fn(ctx, 0, p->n);
     for (uint32_t i = 0; atomic_load_explicit(&p->remaining, memory_order_acquire) != 0; i++)
         spin_step(i);
+    pthread_mutex_unlock(&p->run_mu);
 }
 
 void pool_barrier(thread_pool *p) {

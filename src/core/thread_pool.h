@@ -16,8 +16,9 @@ typedef void (*pool_fn)(void *ctx, int ith, int nth);
 si_status pool_create(int n_threads, thread_pool **out);
 void pool_free(thread_pool *p);
 int pool_size(const thread_pool *p);
-/* Runs fn on every thread of the pool; returns when all calls have returned. Not reentrant: call
- * it from one thread at a time and never from inside a job. */
+/* Runs fn on every thread of the pool; returns when all calls have returned. Callers on
+ * different threads take turns (two engines on one model share its pool); never call it from
+ * inside a job. */
 void pool_run(thread_pool *p, pool_fn fn, void *ctx);
 
 /* Inside a job: waits until all nth threads of the pool have reached the barrier (a spin

@@ -2,8 +2,10 @@
  * job, for 10k jobs in a row and for pools of 1..4 threads (4 over-subscribes a 2-core machine,
  * which must still make progress); jobs separated by pauses longer than the spin time (workers
  * asleep on the condition variable must still be woken: no lost wake-ups); the spin barrier;
- * creating and freeing pools whose workers are spinning or asleep. A lost wake-up hangs, so an
- * alarm turns a hang into a failure. */
+ * creating and freeing pools whose workers are spinning or asleep; two threads giving one pool
+ * jobs at once (they take turns). A lost wake-up hangs, so an alarm turns a hang into a
+ * failure. */
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -136,13 +138,51 @@ static void test_create_free(void **state) {
     pool_free(p);
 }
 
+/* One of two threads that give the same pool 2000 jobs each at once (as two engines on one
+ * model do): every job of each must run on every ith exactly once, with its own context. */
+typedef struct {
+    thread_pool *p;
+    count_ctx c;
+} caller_arg;
+
+static void *caller_main(void *arg) {
+    caller_arg *a = arg;
+    for (int j = 0; j < 2000; j++) {
+        a->c.job = j;
+        pool_run(a->p, count_job, &a->c);
+    }
+    return NULL;
+}
+
+static void test_two_callers(void **state) {
+    (void)state;
+    thread_pool *p = NULL;
+    assert_int_equal(pool_create(3, &p), SI_OK);
+    caller_arg a[2];
+    pthread_t t[2];
+    memset(a, 0, sizeof a);
+    for (int k = 0; k < 2; k++) {
+        a[k].p = p;
+        assert_int_equal(pthread_create(&t[k], NULL, caller_main, &a[k]), 0);
+    }
+    for (int k = 0; k < 2; k++)
+        pthread_join(t[k], NULL);
+    for (int k = 0; k < 2; k++) {
+        assert_int_equal(a[k].c.bad_nth, 0);
+        for (int i = 0; i < 3; i++) {
+            assert_int_equal(a[k].c.runs[i], 2000);
+            assert_int_equal(a[k].c.seen_job[i], 1999);
+        }
+    }
+    pool_free(p);
+}
+
 int main(void) {
     alarm(120); /* a lost wake-up hangs: make it a failure instead */
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_10k_jobs),
-        cmocka_unit_test(test_jobs_after_sleep),
-        cmocka_unit_test(test_barrier),
-        cmocka_unit_test(test_create_free),
+        cmocka_unit_test(test_10k_jobs),    cmocka_unit_test(test_jobs_after_sleep),
+        cmocka_unit_test(test_barrier),     cmocka_unit_test(test_create_free),
+        cmocka_unit_test(test_two_callers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
