@@ -368,6 +368,9 @@ typedef struct si_engine_stats {
     int64_t tokens_computed;            /* tokens run through the model */
     int64_t preemptions;
     int64_t steps;
+    int64_t host_sampled_steps; /* steps whose logits came back to be sampled on the host (every
+                                 * step on the CPU; on a GPU, a step with a row whose penalty
+                                 * window holds more ids than the device takes) */
 } si_engine_stats;
 
 /* A snapshot taken after the engine's last step. */

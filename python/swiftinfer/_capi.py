@@ -88,7 +88,7 @@ class EngineStats(ctypes.Structure):
                 ("kv_blocks_free", ctypes.c_int32), ("kv_blocks_cached", ctypes.c_int32),
                 ("prefix_hits", ctypes.c_int64), ("prefix_misses", ctypes.c_int64),
                 ("tokens_computed", ctypes.c_int64), ("preemptions", ctypes.c_int64),
-                ("steps", ctypes.c_int64)]
+                ("steps", ctypes.c_int64), ("host_sampled_steps", ctypes.c_int64)]
 
 
 # the header's struct names, for the layout test

@@ -188,7 +188,8 @@ class Engine(Handle):
 
     def stats(self):
         """A snapshot after the engine's last step: running, waiting, kv_blocks_{total,used,free,
-        cached}, prefix_hits, prefix_misses, tokens_computed, preemptions, steps."""
+        cached}, prefix_hits, prefix_misses, tokens_computed, preemptions, steps,
+        host_sampled_steps."""
         st = EngineStats()
         lib.si_engine_get_stats(self._handle(), ctypes.byref(st))
         return {name: getattr(st, name) for name, _ in EngineStats._fields_}

@@ -33,16 +33,26 @@ typedef struct backend_stats {
     size_t scratch_bytes; /* per-step scratch */
 } backend_stats;
 
-/* One sequence's sampling for forward_sample: the sampler's chain after the penalties
- * (src/engine/sampler_pick.h) with u, the uniform draw in [0, 1) its own RNG made for this step
- * (unused when temperature <= 0: greedy). */
+/* The most (token, count) penalty pairs a row of forward_sample takes (backend_sample.n_pen):
+ * a window of up to 256 tokens always fits (the default, and the OpenAI server's, is 64); the
+ * engine and si_session sample a row whose window holds more distinct ids on the host. */
+#define BACKEND_PEN_MAX 256
+
+/* One sequence's sampling for forward_sample: its penalties as sampler_penalty_pairs' pairs and
+ * the sampler's factors (src/engine/sampler_pick.h), then the chain after them with u, the
+ * uniform draw in [0, 1) its own RNG made for this step (unused when temperature <= 0:
+ * greedy). */
 typedef struct backend_sample {
     float temperature;
     int32_t top_k;
     float top_p, min_p;
     double u;
     int32_t logprobs; /* < 0: none; else the picked token's logprob and the `logprobs` (<=
-                       * SI_MAX_TOP_LOGPROBS) most likely tokens' (sampler_logprobs) */
+                       * SI_MAX_TOP_LOGPROBS) most likely tokens' (sampler_logprobs), of the
+                       * logits before the penalties */
+    float repetition, frequency, presence; /* sampler_penalise's factors */
+    int32_t n_pen;                         /* 0..BACKEND_PEN_MAX pairs: */
+    const int32_t *pen_tok, *pen_count;    /* distinct ids and their counts (host memory) */
 } backend_sample;
 
 /* One sequence's logprobs from forward_sample (backend_sample.logprobs >= 0): sampler_logprobs'
@@ -69,7 +79,8 @@ typedef struct si_backend {
      * there). Rows of sequences that want no logits are unspecified. */
     void (*forward)(void *state, const si_batch *b, float *logits_host);
     /* Optional (NULL: not offered). forward, then samples on the device: ids[s] = the token
-     * sequence s picks from its logits with smp[s] (sampler_pick's result for the same logits),
+     * sequence s picks from its logits with smp[s] (sampler_pick's result for the same logits
+     * after smp[s]'s n_pen penalties, sampler_penalise's arithmetic exactly),
      * -1 for sequences with b->logits_row[s] < 0; lp[s] its logprobs where smp[s].logprobs >= 0
      * (lp may be NULL when none asks). smp, ids, lp: [b->n_seqs], host memory; the logits stay
      * on the device. */
@@ -112,6 +123,11 @@ si_status backend_resolve(si_device want, si_device *out);
 
 /* The table for the device m was loaded for (m->device). */
 const si_backend *backend_for_model(const si_model *m);
+
+/* True when rows whose penalties read the history may be sampled by be's forward_sample (given
+ * their pairs) rather than on the host: be offers forward_sample and SI_DEVICE_PENALTIES is not
+ * 0 (=0: the host samples them, as before; for tests and A/B runs). */
+bool backend_penalties_on_device(const si_backend *be);
 
 /* SI_OK when be can keep a KV cache of kv_dtype (si_kv_cache_dtype); else the error, naming
  * who asked (e.g. "engine", "session") and the flag's fix. */

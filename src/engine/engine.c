@@ -71,10 +71,14 @@ struct si_engine {
     float *logits;     /* [max_num_seqs][n_vocab]: the backend's logits_buffer where it has one */
     bool logits_owned; /* the engine allocated logits */
     int32_t *host_toks; /* [max_num_seqs] the tokens sampled on the host in a step */
+    /* penalties on the device (backend_penalties_on_device; else NULL): a step's rows' windows
+     * as pairs, BACKEND_PEN_MAX a row, and each row's number of them */
+    int32_t *pen_tok, *pen_count, *n_pen;
     kv_pool *pool;
     sched *s;
     si_event ev; /* the event being built (engine thread) */
     int64_t steps, idle_since_ms;
+    int64_t host_steps; /* steps sampled on the host (si_engine_stats.host_sampled_steps) */
 
     pthread_t thread;
     pthread_mutex_t mu;
@@ -293,6 +297,7 @@ static void publish_stats(si_engine *e) {
         .tokens_computed = sched_tokens_computed(e->s),
         .preemptions = sched_n_preemptions(e->s),
         .steps = e->steps,
+        .host_sampled_steps = e->host_steps,
     };
     pthread_mutex_lock(&e->mu);
     e->stats = st;
@@ -376,20 +381,29 @@ static bool hold_for_batch(si_engine *e) {
     return true;
 }
 
-/* When the backend can sample (forward_sample) and no sequence of the step that samples has a
- * penalty that reads its history, fills smp[i] for each of them (drawing u from the request's
- * own RNG, as si_sampler_sample would; logprobs asked for by those that want them) and returns
- * true: the step then brings back ids (and logprobs) instead of logits. Otherwise draws nothing
- * and returns false.
+/* When the backend can sample (forward_sample) and every sequence of the step that samples can
+ * be sampled there (penalties that read its history only where the device takes them, with at
+ * most BACKEND_PEN_MAX pairs), fills smp[i] for each of them (its window's penalty pairs; u
+ * drawn from the request's own RNG, as si_sampler_sample would; logprobs asked for by those
+ * that want them) and returns true: the step then brings back ids (and logprobs) instead of
+ * logits. Otherwise draws nothing and returns false.
  * NOTE: no logits come to the host then, so e->logits' buffer holds smp, ids and lp. */
 static bool device_samples(si_engine *e, const si_batch *b, int32_t n, backend_sample **smp,
                            int32_t **ids, backend_logprobs **lp) {
     if (!e->be->forward_sample) return false;
     bool any_logprobs = false;
     for (int32_t i = 0; i < n; i++) {
-        const ereq *r = (const ereq *)sched_scheduled(e->s, i);
+        ereq *r = (ereq *)sched_scheduled(e->s, i);
         if (b->logits_row[i] < 0) continue;
-        if (!sampler_history_free(r->smp, r->sq.n_tokens)) return false;
+        e->n_pen[i] = 0;
+        if (!sampler_history_free(r->smp, r->sq.n_tokens)) {
+            if (!e->pen_tok) return false;
+            const size_t at = (size_t)i * BACKEND_PEN_MAX;
+            e->n_pen[i] =
+                sampler_penalty_pairs(r->smp, r->sq.tokens, r->sq.n_tokens, BACKEND_PEN_MAX,
+                                      e->pen_tok + at, e->pen_count + at);
+            if (e->n_pen[i] < 0) return false;
+        }
         any_logprobs |= r->logprobs;
     }
     SI_ASSERT((size_t)e->n_vocab * sizeof(float) >=
@@ -404,6 +418,9 @@ static bool device_samples(si_engine *e, const si_batch *b, int32_t n, backend_s
         ereq *r = (ereq *)sched_scheduled(e->s, i);
         sampler_draw_sample(r->smp, q);
         if (r->logprobs) q->logprobs = r->top_logprobs;
+        q->n_pen = e->n_pen[i];
+        q->pen_tok = e->pen_tok ? e->pen_tok + (size_t)i * BACKEND_PEN_MAX : NULL;
+        q->pen_count = e->pen_count ? e->pen_count + (size_t)i * BACKEND_PEN_MAX : NULL;
     }
     return true;
 }
@@ -431,7 +448,8 @@ static void host_pick_rows(void *ctx, int ith, int nth) {
     }
 }
 
-static void host_pick(si_engine *e, const si_batch *b, int32_t n) {
+/* Returns the number of rows picked. */
+static int32_t host_pick(si_engine *e, const si_batch *b, int32_t n) {
     host_pick_job j = {e, b, n};
     int32_t rows = 0;
     for (int32_t i = 0; i < n; i++)
@@ -440,6 +458,7 @@ static void host_pick(si_engine *e, const si_batch *b, int32_t n) {
         pool_run(e->m->pool, host_pick_rows, &j);
     else
         host_pick_rows(&j, 0, 1);
+    return rows;
 }
 
 static void *engine_main(void *arg) {
@@ -457,7 +476,7 @@ static void *engine_main(void *arg) {
                 e->be->forward_sample(e->bs, b, smp, ids, lp);
             } else {
                 e->be->forward(e->bs, b, e->logits);
-                host_pick(e, b, n);
+                e->host_steps += host_pick(e, b, n) > 0;
             }
             sched_update(e->s);
             e->steps++;
@@ -565,7 +584,15 @@ si_status si_engine_create(si_model *m, const si_engine_params *params, si_engin
     e->logits = e->logits_owned ? malloc((size_t)p.max_num_seqs * e->n_vocab * sizeof *e->logits)
                                 : be->logits_buffer(e->bs);
     e->host_toks = malloc((size_t)p.max_num_seqs * sizeof *e->host_toks);
-    if (!e->logits || !e->host_toks) {
+    e->n_pen = malloc((size_t)p.max_num_seqs * sizeof *e->n_pen);
+    bool pen_ok = true;
+    if (backend_penalties_on_device(be)) {
+        const size_t pairs = (size_t)p.max_num_seqs * BACKEND_PEN_MAX;
+        e->pen_tok = malloc(pairs * sizeof *e->pen_tok);
+        e->pen_count = malloc(pairs * sizeof *e->pen_count);
+        pen_ok = e->pen_tok && e->pen_count;
+    }
+    if (!e->logits || !e->host_toks || !e->n_pen || !pen_ok) {
         st = si_error(SI_ERR_NOMEM, "engine: cannot allocate logits for %d sequences",
                       p.max_num_seqs);
         goto fail;
@@ -589,6 +616,9 @@ fail:
     if (e->bs) e->be->free(e->bs);
     if (e->logits_owned) free(e->logits);
     free(e->host_toks);
+    free(e->n_pen);
+    free(e->pen_tok);
+    free(e->pen_count);
     free(e);
     return st;
 }
@@ -612,6 +642,9 @@ void si_engine_free(si_engine *e) {
     if (e->bs) e->be->free(e->bs);
     if (e->logits_owned) free(e->logits);
     free(e->host_toks);
+    free(e->n_pen);
+    free(e->pen_tok);
+    free(e->pen_count);
     pthread_mutex_destroy(&e->mu);
     pthread_cond_destroy(&e->wake);
     pthread_cond_destroy(&e->events);

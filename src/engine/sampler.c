@@ -30,6 +30,7 @@ struct si_sampler {
     sampler_cand *cands; /* (n_vocab) working candidates */
     int32_t *counts;     /* (n_vocab) occurrences in the penalty window; all zero between calls */
     int32_t *touched;    /* (n_vocab) distinct ids with counts > 0 during one call */
+    int32_t *pen_count;  /* (n_vocab) the counts of apply_penalties' pairs (ids: touched) */
 };
 
 /* ---- PRNG ---------------------------------------------------------------------------------- */
@@ -125,7 +126,8 @@ si_status si_sampler_create(const si_sampling_params *p, int32_t n_vocab, si_sam
     s->cands = malloc((size_t)n_vocab * sizeof *s->cands);
     s->counts = calloc((size_t)n_vocab, sizeof *s->counts);
     s->touched = malloc((size_t)n_vocab * sizeof *s->touched);
-    if (!s->cands || !s->counts || !s->touched) {
+    s->pen_count = malloc((size_t)n_vocab * sizeof *s->pen_count);
+    if (!s->cands || !s->counts || !s->touched || !s->pen_count) {
         si_sampler_free(s);
         return si_error(SI_ERR_NOMEM, "sampler: out of memory for n_vocab=%d scratch",
                         (int)n_vocab);
@@ -142,6 +144,7 @@ void si_sampler_free(si_sampler *s) {
     free(s->cands);
     free(s->counts);
     free(s->touched);
+    free(s->pen_count);
     free(s);
 }
 
@@ -154,10 +157,10 @@ bool sampler_history_free(const si_sampler *s, int32_t n_history) {
             p->presence_penalty == 0.0f);
 }
 
-/* Penalises cands (still indexed by id) for tokens in the window of history. Leaves counts zero. */
-static void apply_penalties(si_sampler *s, const int32_t *history, int32_t n_history) {
+int32_t sampler_penalty_pairs(si_sampler *s, const int32_t *history, int32_t n_history, int32_t cap,
+                              int32_t *tok, int32_t *count) {
     const si_sampling_params *p = &s->p;
-    if (!history || sampler_history_free(s, n_history)) return;
+    if (!history || sampler_history_free(s, n_history)) return 0;
     int32_t start = 0;
     if (p->penalty_last_n > 0 && n_history > p->penalty_last_n)
         start = n_history - p->penalty_last_n;
@@ -170,15 +173,36 @@ static void apply_penalties(si_sampler *s, const int32_t *history, int32_t n_his
         if (s->counts[t]++ == 0) s->touched[n_touched++] = t;
     }
     for (int32_t j = 0; j < n_touched; j++) {
-        int32_t t = s->touched[j];
-        float l = s->cands[t].logit;
-        if (l > 0.0f)
-            l /= p->repetition_penalty;
-        else
-            l *= p->repetition_penalty;
-        l -= (float)s->counts[t] * p->frequency_penalty + p->presence_penalty;
-        s->cands[t].logit = l;
+        const int32_t t = s->touched[j];
+        if (n_touched <= cap) {
+            tok[j] = t;
+            count[j] = s->counts[t];
+        }
         s->counts[t] = 0;
+    }
+    return n_touched <= cap ? n_touched : -1;
+}
+
+float sampler_penalise(float logit, int32_t count, float repetition, float frequency,
+                       float presence) {
+    float l = logit;
+    if (l > 0.0f)
+        l /= repetition;
+    else
+        l *= repetition;
+    return l - ((float)count * frequency + presence);
+}
+
+/* Penalises cands (still indexed by id) for tokens in the window of history. The pairs' ids go
+ * to touched, which holds them already (sampler_penalty_pairs writes tok[j] = touched[j]). */
+static void apply_penalties(si_sampler *s, const int32_t *history, int32_t n_history) {
+    const si_sampling_params *p = &s->p;
+    const int32_t n =
+        sampler_penalty_pairs(s, history, n_history, s->n_vocab, s->touched, s->pen_count);
+    for (int32_t j = 0; j < n; j++) {
+        sampler_cand *c = &s->cands[s->touched[j]];
+        c->logit = sampler_penalise(c->logit, s->pen_count[j], p->repetition_penalty,
+                                    p->frequency_penalty, p->presence_penalty);
     }
 }
 
@@ -261,7 +285,10 @@ void sampler_draw_sample(si_sampler *s, backend_sample *q) {
                           .top_p = ch.top_p,
                           .min_p = ch.min_p,
                           .u = u,
-                          .logprobs = -1};
+                          .logprobs = -1,
+                          .repetition = s->p.repetition_penalty,
+                          .frequency = s->p.frequency_penalty,
+                          .presence = s->p.presence_penalty};
 }
 
 void sampler_peek_sample(const si_sampler *s, backend_sample *q) {

@@ -44,12 +44,30 @@ int32_t sampler_pick(sampler_cand *c, int32_t n, const sampler_chain *p, double 
  * configured, or no history to look at): sampling then depends on the logits and u only. */
 bool sampler_history_free(const si_sampler *s, int32_t n_history);
 
+/* The penalties s's parameters apply for a history of n_history tokens, as (token, count)
+ * pairs: each distinct in-vocabulary id of the window (the last penalty_last_n tokens; all when
+ * -1) and how often it occurs there, in order of first occurrence, to tok[0..n) and count[0..n).
+ * Returns n (0 when sampler_history_free), or -1, tok and count untouched, when the window
+ * holds more than cap distinct ids. si_sampler_sample penalises exactly these logits; a device
+ * that samples is given them (backend_sample.pen_*). */
+int32_t sampler_penalty_pairs(si_sampler *s, const int32_t *history, int32_t n_history, int32_t cap,
+                              int32_t *tok, int32_t *count);
+
+/* One logit after the penalties for a token seen count (> 0) times in the window: divided by
+ * repetition when positive, else multiplied by it (llama.cpp's repeat_penalty), then less
+ * count * frequency + presence (OpenAI's), each operation rounded to float in this order (a
+ * device that applies penalties rounds the same way: the same logits, bit for bit). */
+float sampler_penalise(float logit, int32_t count, float repetition, float frequency,
+                       float presence);
+
 /* s's chain, and *u: the uniform draw s's RNG makes for one token, exactly as si_sampler_sample
  * does (one draw when temperature > 0; none, and *u = 0, when greedy). */
 void sampler_draw(si_sampler *s, sampler_chain *chain, double *u);
 
 /* sampler_draw into *q, a backend_sample (src/backend/backend.h) for one step of the backend's
- * forward_sample: s's chain and u; no logprobs (q->logprobs = -1). */
+ * forward_sample: s's chain and u, its penalty factors with no pairs (q->n_pen = 0: the caller
+ * attaches sampler_penalty_pairs' where the history calls for them); no logprobs
+ * (q->logprobs = -1). */
 struct backend_sample;
 void sampler_draw_sample(si_sampler *s, struct backend_sample *q);
 /* The draw sampler_draw_sample would make next, s unchanged: for a step run ahead (si_session),

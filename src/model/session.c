@@ -12,7 +12,12 @@
  * evaluates the same token and its own draw (now made) is the peeked one; anything else (another
  * token, si_session_eval, si_session_truncate, a sampler with other draws) ends it unused: its
  * only effect, the K/V it wrote at position n_past, is written again by whatever comes there.
- * So the ids are the ones without the step ahead (SI_SESSION_AHEAD=0), token for token. */
+ * So the ids are the ones without the step ahead (SI_SESSION_AHEAD=0), token for token.
+ *
+ * A sampler whose penalties read the history gives the device its window's (token, count)
+ * pairs (sampler_penalty_pairs); the step ahead is then off, since the next step's window holds
+ * the id not yet known. A window of more than BACKEND_PEN_MAX distinct ids, or
+ * SI_DEVICE_PENALTIES=0, brings the logits back to si_sampler_sample instead. */
 #include "model/session.h"
 
 #include <stdbool.h>
@@ -80,6 +85,7 @@ si_status si_session_create_params(si_model *m, const si_session_params *params,
     for (int32_t i = 0; i < n_blocks; i++) s->block_table[i] = i;
     const char *ahead = getenv("SI_SESSION_AHEAD");
     s->ahead_enabled = be->sample_begin && !(ahead && !strcmp(ahead, "0"));
+    s->pen_on_device = backend_penalties_on_device(be);
     *out = s;
     return SI_OK;
 }
@@ -199,13 +205,20 @@ si_status si_session_eval_sample(si_session *s, const int32_t *tokens, int32_t n
                                  const int32_t *history, int32_t n_history, int32_t *id) {
     if (!smp || !id)
         return si_error(SI_ERR_INVALID_ARG, "eval_sample: no sampler or no id to fill");
-    if (!s->be->forward_sample || !sampler_history_free(smp, n_history)) {
+    /* penalties that read the history: their pairs go with the step where the device takes
+     * them (backend_penalties_on_device), else the logits come back to si_sampler_sample */
+    int32_t n_pen = 0;
+    if (s->be->forward_sample && !sampler_history_free(smp, n_history))
+        n_pen = s->pen_on_device ? sampler_penalty_pairs(smp, history, n_history, BACKEND_PEN_MAX,
+                                                         s->pen_tok, s->pen_count)
+                                 : -1;
+    if (!s->be->forward_sample || n_pen < 0) {
         si_status st = si_session_eval(s, tokens, n);
         if (!st) *id = si_sampler_sample(smp, s->logits, history, n_history);
         return st;
     }
     backend_sample q;
-    if (s->ahead_on && n == 1 && tokens[0] == s->ahead_token) {
+    if (s->ahead_on && n_pen == 0 && n == 1 && tokens[0] == s->ahead_token) {
         sampler_peek_sample(smp, &q);
         if (same_draw(&q, &s->ahead_q)) { /* the step ahead is this call's step */
             sampler_draw_sample(smp, &q);
@@ -222,7 +235,10 @@ si_status si_session_eval_sample(si_session *s, const int32_t *tokens, int32_t n
     if (st) return st;
     /* the draw si_sampler_sample would make, so that a seed picks the same tokens either way */
     sampler_draw_sample(smp, &q);
-    if (!s->ahead_enabled) {
+    q.n_pen = n_pen;
+    q.pen_tok = s->pen_tok;
+    q.pen_count = s->pen_count;
+    if (!s->ahead_enabled || n_pen > 0) { /* no step ahead: the next one's penalties need this id */
         session_run(s, tokens, n, OUT_SAMPLE, &q, id);
         return SI_OK;
     }

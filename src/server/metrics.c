@@ -192,6 +192,12 @@ char *metrics_render(metrics *m, si_engine *e, int64_t in_flight) {
         put(&b, "# HELP swiftinfer_engine_steps_total Engine steps run.\n"
                 "# TYPE swiftinfer_engine_steps_total counter\nswiftinfer_engine_steps_total %lld\n",
             (long long)st.steps);
+        put(&b,
+            "# HELP swiftinfer_engine_host_sampled_steps_total Engine steps whose logits came "
+            "back to be sampled on the host.\n"
+            "# TYPE swiftinfer_engine_host_sampled_steps_total counter\n"
+            "swiftinfer_engine_host_sampled_steps_total %lld\n",
+            (long long)st.host_sampled_steps);
     }
     if (b.failed) {
         free(b.s);

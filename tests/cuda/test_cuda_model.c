@@ -28,8 +28,9 @@
  *    tokens, whose attention rows are split by their length (test_long_rows).
  * 3. sampling on the GPU (temperature 0.8, top-k 40, top-p 0.9, a seed per request): 8 short
  *    requests, one at a time, sampled on the device (forward_sample; half of them with logprobs
- *    and 5 top tokens, computed there too) and again on the host from the same GPU logits (a
- *    presence penalty of 1e-30, which changes no logit, makes the engine sample on the host):
+ *    and 5 top tokens, computed there too) and again on the host from the same GPU logits (an
+ *    engine with SI_DEVICE_PENALTIES=0, where a presence penalty of 1e-30, which changes no
+ *    logit, makes it sample on the host):
  *    the ids must be identical, the logprobs within 1e-5 and the top ids the same, since both
  *    follow sampler_pick with the same u on bit-identical logits (prompts under one KV block:
  *    no prefix-cache hit makes the second run's batches differ).
@@ -51,8 +52,10 @@
  *    The greedy ids of the 8 requests of 2. on both caches are compared for information. The
  *    sampling and streaming checks (3., 4.) run on the FP8 cache too: an FP8 streaming
  *    sequence rotates FP8 keys on read.
- 6. the single-sequence path's device sampling (si_session_eval_sample): the same ids as a
- *    session whose logits come back to si_sampler_sample (test_session_sample).
+ * 6. the single-sequence path's device sampling (si_session_eval_sample): the same ids as a
+ *    session whose logits come back to si_sampler_sample (test_session_sample), penalties too.
+ * 7. penalties applied on the device against the host's (test_penalties): the same ids and
+ *    logprobs, alone and batched, and the host fallback for windows of too many ids.
  * Prints PASS/FAIL lines and a summary; exit status 1 on any failure. */
 #include <math.h>
 #include <stdio.h>
@@ -203,7 +206,37 @@ static int leading_agree(int32_t a[][N_GEN], int32_t b[][N_GEN], int *first) {
     return same;
 }
 
-static void test_sampling(si_engine *e, si_model *mc, const si_engine_params *ep,
+/* Whether one request's logprobs agree token by token (for its ids >= 0): the same top ids and
+ * count; *diff grows to the largest |logprob difference| seen. */
+static bool lp_agree(const tok_lp *a, const tok_lp *b, const int32_t *ids, double *diff) {
+    bool row = true;
+    for (int k = 0; k < N_GEN && ids[k] >= 0; k++) {
+        double d = fabs((double)a[k].logprob - b[k].logprob);
+        row &= a[k].n_top == b[k].n_top;
+        for (int t = 0; row && t < a[k].n_top; t++) {
+            row &= a[k].top[t].token == b[k].top[t].token;
+            d = fmax(d, fabs((double)a[k].top[t].logprob - b[k].top[t].logprob));
+        }
+        *diff = fmax(*diff, d);
+    }
+    return row;
+}
+
+/* An engine on m like make_engine's that samples every row whose penalties read the history on
+ * the host (SI_DEVICE_PENALTIES=0): the reference the device's sampling is held to. */
+static si_engine *make_host_engine(si_model *m, const si_engine_params *ep) {
+    setenv("SI_DEVICE_PENALTIES", "0", 1);
+    si_engine *e = NULL;
+    const si_status st = si_engine_create(m, ep, &e);
+    unsetenv("SI_DEVICE_PENALTIES");
+    if (st) {
+        fprintf(stderr, "engine: %s\n", si_last_error());
+        exit(2);
+    }
+    return e;
+}
+
+static void test_sampling(si_engine *e, si_engine *eh, si_model *mc, const si_engine_params *ep,
                           const si_request *base, double tol) {
     /* NOTE: prompts shorter than one KV block (16), so the second run of a request finds no
      * prefix-cached block: both runs compute the very same batches, hence bit-identical logits */
@@ -229,10 +262,10 @@ static void test_sampling(si_engine *e, si_model *mc, const si_engine_params *ep
     for (int i = 0; i < N_REQ; i++) {
         si_request r = rq[i];
         r.logprobs = true, r.top_logprobs = 5;
-        /* a penalty reads the history, so the engine samples on the host; at 1e-30 it changes
-         * no float logit, so the ids and logprobs must be the device's */
+        /* a penalty reads the history, so eh samples on the host; at 1e-30 it changes no float
+         * logit, so the ids and logprobs must be the device's */
         r.sampling.presence_penalty = 1e-30f;
-        run_together(e, &r, 1, &host[i], &host_lp[i]);
+        run_together(eh, &r, 1, &host[i], &host_lp[i]);
     }
     const double t2 = now_s();
     /* the OpenAI default, t 1.0 alone: the draw walks the whole vocabulary (smp_draw) */
@@ -243,7 +276,7 @@ static void test_sampling(si_engine *e, si_model *mc, const si_engine_params *ep
         r.sampling.temperature = 1.0f, r.sampling.top_k = 0, r.sampling.top_p = 1.0f;
         run_together(e, &r, 1, d, NULL);
         r.sampling.presence_penalty = 1e-30f;
-        run_together(e, &r, 1, h, NULL);
+        run_together(eh, &r, 1, h, NULL);
         whole_same += !memcmp(d, h, sizeof d);
     }
     int same = 0, valid = 1, lp_same = 0;
@@ -251,19 +284,7 @@ static void test_sampling(si_engine *e, si_model *mc, const si_engine_params *ep
     for (int i = 0; i < N_REQ; i++) {
         same += !memcmp(dev[i], host[i], sizeof dev[i]);
         for (int k = 0; k < N_GEN; k++) valid &= dev[i][k] >= 0;
-        if (!(i % 2)) continue;
-        bool row = true;
-        for (int k = 0; k < N_GEN && dev[i][k] >= 0; k++) {
-            const tok_lp *a = &dev_lp[i][k], *b = &host_lp[i][k];
-            double d = fabs((double)a->logprob - b->logprob);
-            row &= a->n_top == b->n_top;
-            for (int t = 0; row && t < a->n_top; t++) {
-                row &= a->top[t].token == b->top[t].token;
-                d = fmax(d, fabs((double)a->top[t].logprob - b->top[t].logprob));
-            }
-            lp_diff = fmax(lp_diff, d);
-        }
-        lp_same += row;
+        if (i % 2) lp_same += lp_agree(dev_lp[i], host_lp[i], dev[i], &lp_diff);
     }
     const bool ok = same == N_REQ && whole_same == N_REQ / 2 && valid && lp_same == N_REQ / 2 &&
                     lp_diff <= 1e-5;
@@ -456,6 +477,91 @@ static void test_long_rows(si_model *mg, const si_engine_params *ep8) {
            "ids alone and batched (steps of <= 8 tokens)\n", ok ? "PASS" : "FAIL", same, N_LONG);
 }
 
+static int64_t host_sampled_steps(si_engine *e) {
+    si_engine_stats st;
+    si_engine_get_stats(e, &st);
+    return st.host_sampled_steps;
+}
+
+/* Penalties on the GPU: N_REQ requests with repetition, frequency and presence penalties
+ * (greedy and sampled, windows of 64 and of the whole history, a repetition penalty below 1
+ * too; prompts over a few dozen ids, so that the windows count repeats), half with logprobs,
+ * alone and then all at once, on an engine whose device applies them (penalty pairs, penalty.cu)
+ * and on one that samples them on the host (make_host_engine), both with steps of <= 8 tokens
+ * (bit-identical logits whatever the batch): the ids must be identical and the logprobs (of the
+ * raw logits) within 1e-5 with the same top ids. The last request's window (all of its 300
+ * random prompt ids) holds more ids than BACKEND_PEN_MAX, so the device engine samples its
+ * steps on the host: host_sampled_steps must grow for it alone, and stay put for the others. */
+static void test_penalties(si_model *mg, const si_engine_params *ep8) {
+    const int nv = si_model_n_vocab(mg);
+    static int32_t prompts[N_REQ][300];
+    si_request rq[N_REQ];
+    uint64_t seed = 31;
+    for (int i = 0; i < N_REQ; i++) {
+        const bool last = i == N_REQ - 1;
+        const int len = last ? 300 : 5 + 19 * i;
+        const uint32_t base = rng_next(&seed) % (uint32_t)(nv - 40);
+        for (int j = 0; j < len; j++)
+            prompts[i][j] =
+                (int32_t)(last ? rng_next(&seed) % (uint32_t)nv : base + rng_next(&seed) % 40);
+        rq[i] = si_request_default();
+        rq[i].prompt_tokens = prompts[i];
+        rq[i].n_prompt_tokens = len;
+        rq[i].max_tokens = N_GEN;
+        rq[i].ignore_eos = true;
+        rq[i].logprobs = i % 2, rq[i].top_logprobs = i % 2 ? 5 : 0;
+        si_sampling_params *p = &rq[i].sampling;
+        p->seed = 500 + i;
+        switch (i % 4) {
+        case 0: p->temperature = 0.0f, p->repetition_penalty = 1.3f; break;
+        case 1:
+            p->temperature = 0.8f, p->top_k = 40, p->top_p = 0.9f;
+            p->frequency_penalty = 0.5f, p->presence_penalty = 0.3f;
+            break;
+        case 2:
+            p->temperature = 1.0f, p->top_k = 0, p->top_p = 1.0f, p->min_p = 0.0f;
+            p->repetition_penalty = 0.8f, p->frequency_penalty = -0.2f;
+            break;
+        default:
+            p->temperature = 0.0f, p->frequency_penalty = 1.5f, p->presence_penalty = 1.0f;
+            p->penalty_last_n = -1;
+        }
+    }
+    si_engine *ed = make_engine(mg, ep8), *eh = make_host_engine(mg, ep8);
+    static int32_t dev[2][N_REQ][N_GEN], host[2][N_REQ][N_GEN];
+    static tok_lp dev_lp[2][N_REQ][N_GEN], host_lp[2][N_REQ][N_GEN];
+    int64_t moved_others = 0, moved_last = 0;
+    for (int i = 0; i < N_REQ; i++) {
+        const int64_t h0 = host_sampled_steps(ed);
+        run_together(ed, &rq[i], 1, &dev[0][i], &dev_lp[0][i]);
+        const int64_t h1 = host_sampled_steps(ed);
+        *(i == N_REQ - 1 ? &moved_last : &moved_others) += h1 - h0;
+        run_together(eh, &rq[i], 1, &host[0][i], &host_lp[0][i]);
+    }
+    run_together(ed, rq, N_REQ, dev[1], dev_lp[1]);
+    run_together(eh, rq, N_REQ, host[1], host_lp[1]);
+    int same = 0, lp_same = 0, valid = 1;
+    double lp_diff = 0.0;
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < N_REQ; i++) {
+            same += !memcmp(dev[k][i], host[k][i], sizeof dev[k][i]);
+            for (int t = 0; t < N_GEN; t++)
+                valid &= dev[k][i][t] >= 0;
+            if (i % 2) lp_same += lp_agree(dev_lp[k][i], host_lp[k][i], dev[k][i], &lp_diff);
+        }
+    const bool ok = same == 2 * N_REQ && valid && lp_same == N_REQ && lp_diff <= 1e-5 &&
+                    moved_others == 0 && moved_last > 0;
+    g_fail |= !ok;
+    printf("%s penalties on the gpu: %d/%d requests (alone, then together) give identical ids "
+           "with the penalties applied on the device and on the host; logprobs: %d/%d requests "
+           "the host's top ids, max |diff| %.2e (tol 1e-5); steps sampled on the host: %lld for "
+           "the window of > %d ids (need > 0), %lld for the others (need 0)\n",
+           ok ? "PASS" : "FAIL", same, 2 * N_REQ, lp_same, N_REQ, lp_diff, (long long)moved_last,
+           BACKEND_PEN_MAX, (long long)moved_others);
+    si_engine_free(ed);
+    si_engine_free(eh);
+}
+
 static void test_engine(si_model *mg, si_model *mc, double tol) {
     si_engine_params ep = si_engine_default_params();
     ep.max_num_seqs = 16;
@@ -493,9 +599,12 @@ static void test_engine(si_model *mg, si_model *mc, double tol) {
     printf("INFO alone vs batched on cuda with 96-token steps: %d/%d requests identical, %d/%d "
            "leading ids agree\n", same, N_REQ, lead, N_REQ * N_GEN);
 
-    test_sampling(e, mc, &ep, rq, tol);
+    si_engine *eh = make_host_engine(mg, &ep);
+    test_sampling(e, eh, mc, &ep, rq, tol);
+    si_engine_free(eh);
     test_streaming(e, mc, &ep, rq[0]);
     si_engine_free(e);
+    test_penalties(mg, &ep8);
 
     /* for information: the same requests on the CPU engine (float rounding differs, so greedy
      * ids may part where two logits are close) */
@@ -603,40 +712,46 @@ static void test_session_fp8(si_model *mg, const int32_t *p, int n, const si_tok
  * generate): a session that picks on the GPU (only the id comes back) against one that brings
  * the logits back and picks with si_sampler_sample, same seed, 32 tokens after a 40-token
  * prompt, greedy, t 0.8 / top-k 40 / top-p 0.9 and t 1.0 alone: the ids must be identical (the same
- * forward pass, sampler_pick's chain with the same u). With a repetition penalty it must sample on
- * the host (its logits readable afterwards) and agree too. Each twice: with the step ahead
- * (session.c) and without (SI_SESSION_AHEAD=0). Three steps make the step ahead go unused: at
- * step 10 both sessions evaluate another token than the one picked, at 20 they take their last
- * token back (si_session_truncate) and evaluate it again (si_session_eval), at 25 both samplers
- * make a draw of their own first (which changes a sampled draw, not a greedy one); every other
- * device-sampled step must have been run ahead (si_session.ahead_used). */
+ * forward pass, sampler_pick's chain with the same u). With a repetition penalty the device
+ * applies it (penalty pairs) and the ids must agree too; with SI_DEVICE_PENALTIES=0 the session
+ * samples it on the host (its logits readable afterwards), and they agree as well. Each twice: with
+ * the step ahead (session.c) and without (SI_SESSION_AHEAD=0). Three steps make the step ahead go
+ * unused: at step 10 both sessions evaluate another token than the one picked, at 20 they take
+ * their last token back (si_session_truncate) and evaluate it again (si_session_eval), at 25 both
+ * samplers make a draw of their own first (which changes a sampled draw, not a greedy one); every
+ * other device-sampled step must have been run ahead (si_session.ahead_used). */
 static void test_session_sample(si_model *mg, const int32_t *p, int n) {
-    si_sampling_params ps[4] = {si_sampling_default_params(), si_sampling_default_params(),
-                                si_sampling_default_params(), si_sampling_default_params()};
-    const char *name[4] = {"greedy", "t 0.8 top-k 40 top-p 0.9", "t 1.0 alone (whole vocabulary)",
-                           "t 1.0 repetition penalty 1.3"};
+    si_sampling_params ps[5] = {si_sampling_default_params(), si_sampling_default_params(),
+                                si_sampling_default_params(), si_sampling_default_params(),
+                                si_sampling_default_params()};
+    const char *name[5] = {"greedy", "t 0.8 top-k 40 top-p 0.9", "t 1.0 alone (whole vocabulary)",
+                           "t 1.0 repetition penalty 1.3",
+                           "t 1.0 repetition penalty 1.3, SI_DEVICE_PENALTIES=0"};
     ps[0].temperature = 0.0f;
     ps[1].temperature = 0.8f, ps[1].top_k = 40, ps[1].top_p = 0.9f, ps[1].seed = 11;
     ps[2].temperature = 1.0f, ps[2].top_k = 0, ps[2].top_p = 1.0f, ps[2].min_p = 0.0f;
     ps[2].seed = 13;
     ps[3].temperature = 1.0f, ps[3].repetition_penalty = 1.3f, ps[3].seed = 12;
+    ps[4] = ps[3];
     const int nv = si_model_n_vocab(mg);
-    for (int k = 0; k < 8; k++) {
-        const int c = k % 4;
-        const bool ahead = k < 4;
+    for (int k = 0; k < 10; k++) {
+        const int c = k % 5;
+        const bool ahead = k < 5;
         si_session *sh = NULL, *sd = NULL;
         si_sampler *mh = NULL, *md = NULL;
         int32_t hist[40 + N_GEN + 1], nh = n, id = -1, same = 0;
         memcpy(hist, p, (size_t)n * sizeof *p);
         if (!ahead) setenv("SI_SESSION_AHEAD", "0", 1);
+        if (c == 4) setenv("SI_DEVICE_PENALTIES", "0", 1);
         const bool made = !si_session_create(mg, &sh) && !si_session_create(mg, &sd);
         unsetenv("SI_SESSION_AHEAD");
+        unsetenv("SI_DEVICE_PENALTIES");
         if (!made || si_sampler_create(&ps[c], nv, &mh) || si_sampler_create(&ps[c], nv, &md) ||
             si_session_eval(sh, p, n) || si_session_eval_sample(sd, p, n, md, hist, nh, &id)) {
             fprintf(stderr, "session sampling: %s\n", si_last_error());
             exit(2);
         }
-        const bool on_device = c < 3;
+        const bool on_device = c < 4;
         bool where_ok = (si_session_logits(sd) == NULL) == on_device;
         for (int step = 0; step < N_GEN; step++) {
             const int32_t want = si_sampler_sample(mh, si_session_logits(sh), hist, nh);
@@ -664,13 +779,14 @@ static void test_session_sample(si_model *mg, const int32_t *p, int n) {
             }
             where_ok &= (si_session_logits(sd) == NULL) == on_device;
         }
-        const int64_t used_want = ahead && on_device ? N_GEN - 2 - (c != 0) : 0;
+        /* penalties (c 3) leave the step ahead off: the next window holds the id being picked */
+        const int64_t used_want = ahead && c < 3 ? N_GEN - 2 - (c != 0) : 0;
         const bool ok = same == N_GEN && where_ok && sd->ahead_used == used_want;
         g_fail |= !ok;
         printf("%s session sampling on the gpu (%s, seeded, step ahead %s): %d/%d ids identical "
                "picked %s and on the host from the logits; %lld steps run ahead (need %lld)%s\n",
                ok ? "PASS" : "FAIL", name[c], ahead ? "on" : "off", same, N_GEN,
-               on_device ? "on the device" : "by the host fallback (penalties)",
+               on_device ? "on the device" : "by the host fallback (SI_DEVICE_PENALTIES=0)",
                (long long)sd->ahead_used, (long long)used_want,
                where_ok ? "" : "; si_session_logits did not say where the pick was made");
         si_sampler_free(mh);
@@ -729,7 +845,9 @@ static void test_kv_fp8(si_model *mg, si_model *mc) {
     /* sampling (device vs host ids asserted; vs the CPU, whose cache is f16, for information:
      * tol 1 asserts nothing there) and streaming (FP8 keys rotated on read) on the FP8 cache;
      * the CPU engines they start get the f16 parameters */
-    test_sampling(e8, mc, &ep, rq, 1.0);
+    si_engine *eh8 = make_host_engine(mg, &ep8);
+    test_sampling(e8, eh8, mc, &ep, rq, 1.0);
+    si_engine_free(eh8);
     test_streaming(e8, mc, &ep, rq[0]);
     si_engine_free(e16);
     si_engine_free(e8);

@@ -16,7 +16,8 @@
  * SI_CUDA_SAMPLE_CLUSTER).
  * Then cuda_logprobs_rows against sampler_logprobs (the engine's CPU logprobs) on rows of every
  * kind, 0-20 top tokens or none (check_logprobs). First, div_to_float against the division
- * (check_div_to_float). --time-only: the timings alone (for ncu). */
+ * (check_div_to_float). Then cuda_penalise_rows against sampler_penalise, and the ids sampled
+ * from its rows (check_penalties). --time-only: the timings alone (for ncu). */
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -24,6 +25,7 @@
 #include <cstring>
 #include <vector>
 
+#include "backend/backend.h" /* BACKEND_PEN_MAX */
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_sample.h"
 #include "backend/cuda/div_to_float.cuh"
@@ -279,6 +281,97 @@ static void check_logprobs(int n, int calls) {
     CUDA_CHECK(cudaFree(d_o));
 }
 
+/* cuda_penalise_rows against sampler_penalise on rows of every kind: each row with its own
+ * factors (a repetition penalty above and below 1, frequency and presence penalties of either
+ * sign, inexact ones among them, so that an FMA or an approximate division would show) and 0, 1,
+ * 64 or BACKEND_PEN_MAX distinct ids with counts 1-64. Every logit of the penalised rows must be
+ * the CPU's bit for bit (the untouched ones unchanged), the sampling kernel must then pick
+ * sampler_pick's id from the CPU's penalised row, and restore must give back the raw rows bit
+ * for bit. */
+static void check_penalties(int n, int calls) {
+    static const float reps[] = {1.0f, 1.1f, 1.3f, 0.7f, 2.0f};
+    static const float freqs[] = {0.0f, 0.3f, -0.45f, 1.7f};
+    static const float press[] = {0.0f, 0.6f, -1.1f, 1e-30f};
+    const int counts[] = {0, 1, 64, BACKEND_PEN_MAX};
+    test_rows t(n);
+    const int R = test_rows::R;
+    std::vector<cuda_sample_params> &h_p = t.h_p;
+    std::vector<int32_t> pairs, h_ids(R);
+    std::vector<float> want((size_t)R * n), got((size_t)R * n);
+    std::vector<sampler_cand> cands(n);
+    std::vector<uint8_t> seen(n);
+    int32_t *d_pairs;
+    float *d_saved;
+    CUDA_CHECK(cudaMalloc(&d_pairs, (size_t)R * BACKEND_PEN_MAX * 2 * sizeof(int32_t)));
+    CUDA_CHECK(cudaMalloc(&d_saved, (size_t)R * BACKEND_PEN_MAX * sizeof(float)));
+    int rows = 0, bad = 0, bad_ids = 0, bad_restore = 0, changed = 0;
+    for (int call = 0; call < calls; call++) {
+        t.draw();
+        want = t.h_l;
+        pairs.clear();
+        for (int r = 0; r < R; r++) {
+            cuda_sample_params &p = h_p[r];
+            p.repetition = reps[rnd_u32() % 5];
+            p.frequency = freqs[rnd_u32() % 4];
+            p.presence = press[rnd_u32() % 4];
+            p.pen_at = (int)(pairs.size() / 2);
+            p.pen_n = std::min(counts[rnd_u32() % 4], n);
+            std::fill(seen.begin(), seen.end(), 0);
+            for (int j = 0; j < p.pen_n; j++) {
+                int32_t id;
+                do
+                    id = (int32_t)(rnd_u32() % (uint32_t)n);
+                while (seen[id]);
+                seen[id] = 1;
+                const int32_t c = 1 + (int32_t)(rnd_u32() % 64);
+                pairs.push_back(id);
+                pairs.push_back(c);
+                float &l = want[(size_t)r * n + id];
+                const float before = l;
+                l = sampler_penalise(l, c, p.repetition, p.frequency, p.presence);
+                changed += memcmp(&l, &before, sizeof l) != 0;
+            }
+        }
+        t.upload();
+        if (!pairs.empty())
+            CUDA_CHECK(cudaMemcpy(d_pairs, pairs.data(), pairs.size() * sizeof(int32_t),
+                                  cudaMemcpyHostToDevice));
+        cuda_penalise_rows(t.d_l, n, R, t.d_p, d_pairs, d_saved, false, 0);
+        CUDA_CHECK(cudaMemset(t.d_ids, 0xFF, R * sizeof(int32_t))); /* poison: -1 */
+        cuda_sample(t.d_l, n, R, t.d_p, t.d_ids, 0);
+        CUDA_CHECK(
+            cudaMemcpy(got.data(), t.d_l, got.size() * sizeof(float), cudaMemcpyDeviceToHost));
+        CUDA_CHECK(cudaMemcpy(h_ids.data(), t.d_ids, R * sizeof(int32_t), cudaMemcpyDeviceToHost));
+        for (int r = 0; r < R; r++) {
+            rows++;
+            const size_t at = (size_t)r * n;
+            const bool same = !memcmp(&got[at], &want[at], (size_t)n * sizeof(float));
+            const int32_t id = cpu_pick(&want[at], n, h_p[r], cands);
+            bad += !same;
+            bad_ids += h_ids[r] != id;
+            if (!same || h_ids[r] != id)
+                printf("FAIL penalties n=%d call %d row %d (%s, %d pairs, rep %g freq %g pres %g): "
+                       "logits %s, gpu id %d cpu %d\n",
+                       n, call, r, ROW_NAMES[t.kinds[r]], h_p[r].pen_n, (double)h_p[r].repetition,
+                       (double)h_p[r].frequency, (double)h_p[r].presence, same ? "same" : "DIFFER",
+                       h_ids[r], id);
+        }
+        cuda_penalise_rows(t.d_l, n, R, t.d_p, d_pairs, d_saved, true, 0);
+        CUDA_CHECK(
+            cudaMemcpy(got.data(), t.d_l, got.size() * sizeof(float), cudaMemcpyDeviceToHost));
+        for (int r = 0; r < R; r++)
+            bad_restore += memcmp(&got[(size_t)r * n], t.row(r), (size_t)n * sizeof(float)) != 0;
+    }
+    g_fail |= bad || bad_ids || bad_restore || !changed;
+    printf("%s penalties vocab %d: %d/%d rows penalised bit for bit as the CPU (%d logits "
+           "changed), ids sampled from them the CPU's for %d/%d, %d/%d rows restored bit for bit; "
+           "tolerance: exact\n",
+           bad || bad_ids || bad_restore || !changed ? "FAIL" : "PASS", n, rows - bad, rows,
+           changed, rows - bad_ids, rows, rows - bad_restore, rows);
+    CUDA_CHECK(cudaFree(d_pairs));
+    CUDA_CHECK(cudaFree(d_saved));
+}
+
 static void time_sampler(int n) {
     const int max_rows = 64, reps = 21;
     std::vector<float> h_l((size_t)max_rows * n);
@@ -351,11 +444,14 @@ int main(int argc, char **argv) {
         check_vocab(1000, 10);
         check_vocab(5000, 10);
         check_logprobs(1000, 4);
+        check_penalties(1000, 4);
     } else {
         check_vocab(32000, 40);
         check_vocab(128256, 40);
         check_logprobs(32000, 10);
         check_logprobs(128256, 10);
+        check_penalties(32000, 10);
+        check_penalties(128256, 10);
         if (bench) {
             time_sampler(128256);
             time_sampler(32000);

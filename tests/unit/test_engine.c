@@ -177,6 +177,8 @@ static void check_exact(si_model *m, int32_t n_vocab) {
     si_engine_get_stats(e, &st);
     assert_true(st.prefix_hits > 0);
     assert_int_equal(st.preemptions, 0);
+    /* on the CPU every step that gives logits is sampled on the host */
+    assert_true(st.host_sampled_steps > 0 && st.host_sampled_steps <= st.steps);
     si_engine_free(e);
     e = engine(m, 10, 8, 64); /* 10 blocks: about one and a half sequences */
     run_batched(e, s, tight);

@@ -177,12 +177,96 @@ static void test_peek_is_next_draw(void **state) {
     si_sampler_free(a);
 }
 
+/* sampler_penalty_pairs against counting the window by hand (random histories over a small
+ * vocabulary, windows of 0-40 tokens, -1 (all) and 0 (off), ids outside the vocabulary among
+ * them): the same distinct ids with the same counts, in order of first occurrence; -1 and
+ * nothing written when they exceed cap, without leaving counts behind for the next call. Then
+ * si_sampler_sample with penalties and sampler_draw + sampler_pick on the logits penalised pair
+ * by pair with sampler_penalise give the same tokens: the pairs are what the device gets. */
+static void test_penalty_pairs(void **state) {
+    (void)state;
+    enum { V = 40, H = 120 };
+    static float l[NV], pen[NV];
+    static sampler_cand c[NV];
+    int32_t hist[H], tok[V], cnt[V], want_tok[V], want_cnt[V];
+    uint64_t s = 5;
+    for (int it = 0; it < 300; it++) {
+        si_sampling_params sp = si_sampling_default_params();
+        const int32_t lasts[] = {-1, 0, 1, 7, 40, 64};
+        sp.penalty_last_n = lasts[rng(&s) % 6];
+        sp.repetition_penalty = 1.25f, sp.frequency_penalty = 0.3f, sp.presence_penalty = -0.7f;
+        si_sampler *a = NULL;
+        assert_int_equal(si_sampler_create(&sp, V, &a), SI_OK);
+        const int n = (int)(rng(&s) % H);
+        for (int i = 0; i < n; i++)
+            hist[i] = (int32_t)(rng(&s) % (V + 4)) - 2; /* -2..V+1: a few outside */
+        /* by hand */
+        int nw = 0;
+        const int from =
+            sp.penalty_last_n < 0 || n <= sp.penalty_last_n ? 0 : n - sp.penalty_last_n;
+        for (int i = sp.penalty_last_n == 0 ? n : from; i < n; i++) {
+            if (hist[i] < 0 || hist[i] >= V) continue;
+            int k = 0;
+            while (k < nw && want_tok[k] != hist[i])
+                k++;
+            if (k == nw) want_tok[nw] = hist[i], want_cnt[nw++] = 0;
+            want_cnt[k]++;
+        }
+        const int cap = (int)(rng(&s) % (V + 1));
+        memset(tok, 0x55, sizeof tok);
+        const int32_t got = sampler_penalty_pairs(a, hist, n, cap, tok, cnt);
+        if (nw > cap) {
+            assert_int_equal(got, -1);
+            for (int k = 0; k < V; k++)
+                assert_int_equal(tok[k], 0x55555555);
+        } else {
+            assert_int_equal(got, nw);
+            assert_memory_equal(tok, want_tok, (size_t)nw * sizeof *tok);
+            assert_memory_equal(cnt, want_cnt, (size_t)nw * sizeof *cnt);
+        }
+        assert_int_equal(sampler_penalty_pairs(a, hist, n, V, tok, cnt), nw); /* nothing left */
+        si_sampler_free(a);
+    }
+
+    si_sampling_params sp = si_sampling_default_params();
+    sp.temperature = 0.9f, sp.top_k = 0, sp.seed = 3;
+    sp.repetition_penalty = 1.3f, sp.frequency_penalty = 0.45f, sp.presence_penalty = 0.2f;
+    si_sampler *a = NULL, *b = NULL;
+    assert_int_equal(si_sampler_create(&sp, NV, &a), SI_OK);
+    assert_int_equal(si_sampler_create(&sp, NV, &b), SI_OK);
+    static int32_t ptok[NV], pcnt[NV];
+    int changed = 0;
+    for (int it = 0; it < 200; it++) {
+        fill_logits(l, NV, &s);
+        for (int i = 0; i < H; i++)
+            hist[i] = (int32_t)(rng(&s) % 60); /* the head of the vocab */
+        memcpy(pen, l, sizeof l);
+        const int32_t np = sampler_penalty_pairs(b, hist, H, NV, ptok, pcnt);
+        assert_true(np > 0);
+        for (int k = 0; k < np; k++)
+            pen[ptok[k]] = sampler_penalise(l[ptok[k]], pcnt[k], sp.repetition_penalty,
+                                            sp.frequency_penalty, sp.presence_penalty);
+        sampler_chain ch;
+        double u;
+        sampler_draw(b, &ch, &u);
+        to_cands(pen, NV, c);
+        const int32_t via_pairs = sampler_pick(c, NV, &ch, u);
+        to_cands(l, NV, c);
+        changed += via_pairs != sampler_pick(c, NV, &ch, u);
+        assert_int_equal(si_sampler_sample(a, l, hist, H), via_pairs);
+    }
+    assert_true(changed > 0); /* the penalties moved some picks: the check above means something */
+    si_sampler_free(a);
+    si_sampler_free(b);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pick_matches_definition),
         cmocka_unit_test(test_all_impossible_is_first),
         cmocka_unit_test(test_draw_then_pick_is_sample),
         cmocka_unit_test(test_peek_is_next_draw),
+        cmocka_unit_test(test_penalty_pairs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -3,6 +3,7 @@
 #include "backend/backend.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "core/error.h"
 #include "model/forward.h"
@@ -99,6 +100,11 @@ si_status backend_resolve(si_device want, si_device *out) {
 
 const si_backend *backend_for_model(const si_model *m) {
     return m->device == SI_DEVICE_CUDA && backend_cuda() ? backend_cuda() : backend_cpu();
+}
+
+bool backend_penalties_on_device(const si_backend *be) {
+    const char *e = getenv("SI_DEVICE_PENALTIES");
+    return be->forward_sample && !(e && !strcmp(e, "0"));
 }
 
 si_status backend_check_kv_dtype(const si_backend *be, int32_t kv_dtype, const char *who) {

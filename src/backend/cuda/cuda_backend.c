@@ -99,6 +99,10 @@ typedef struct cuda_state {
     cuda_sample_params *d_smp;    /* [max_seqs] per logits row: in d_in (batch_layout.smp) */
     int32_t *d_ids;               /* [max_seqs] sampled ids */
     cuda_logprobs *d_lp;          /* [max_seqs] their logprobs, for the rows that ask */
+    float *d_pen_saved;           /* [max_seqs * BACKEND_PEN_MAX] penalised logits' raw values */
+    /* the step's penalty pairs: at d_in + pen_start (batch_layout), pen_rows rows have some */
+    size_t pen_start;
+    int pen_rows;
     /* pinned host copies, two of the packed batch and of the ids: one per step begun ahead
      * (sample_begin), slot 0 for the steps that end in their call */
     int32_t *h_in_buf;         /* [2][in_ints] */
@@ -181,10 +185,11 @@ static void step_timing_report(const step_timing *t) {
 
 /* The packed batch, in int32 units: token, pos, slot, kv_len, seq [max_tokens] each, out_row
  * [max_seqs], k_unrot (bytes) [max_tokens], row_ror (bytes), the logits rows' sampling
- * parameters (cuda_sample_params [max_seqs], 8-byte aligned) and block tables
- * [rows][bt_stride] for the attention rows (tokens in a decode step, sequences otherwise; at
- * most max(max_tokens, max_seqs) rows of at most max_blocks columns). The block tables come
- * last so that a step copies only the rows it has; one copy takes all of it. */
+ * parameters (cuda_sample_params [max_seqs], 8-byte aligned), block tables [rows][bt_stride]
+ * for the attention rows (tokens in a decode step, sequences otherwise; at most
+ * max(max_tokens, max_seqs) rows of at most max_blocks columns), then, right after the rows a
+ * step has, its penalty pairs (at most BACKEND_PEN_MAX a logits row, (token, count) each). The
+ * variable parts come last so that a step copies only what it has; one copy takes all of it. */
 typedef struct batch_layout {
     size_t token, pos, slot, kv_len, seq, out_row, k_unrot, row_ror, smp, bt, total;
 } batch_layout;
@@ -202,7 +207,8 @@ static batch_layout layout_of(const backend_params *p, int32_t max_blocks) {
     l.row_ror = l.k_unrot + (T + 3) / 4;
     l.smp = (l.row_ror + (R + 3) / 4 + 1) / 2 * 2;
     l.bt = l.smp + S * (sizeof(cuda_sample_params) / sizeof(int32_t));
-    l.total = (l.bt + R * max_blocks + 1) / 2 * 2; /* the second slot stays 8-byte aligned */
+    /* the second slot stays 8-byte aligned */
+    l.total = (l.bt + R * max_blocks + S * BACKEND_PEN_MAX * 2 + 1) / 2 * 2;
     return l;
 }
 
@@ -270,6 +276,7 @@ static size_t scratch_layout(cuda_state *c, const si_model *m, const backend_par
     TAKE(d_in, layout_of(p, max_blocks).total * 4);
     TAKE(d_ids, S * 4);
     TAKE(d_lp, S * sizeof(cuda_logprobs));
+    TAKE(d_pen_saved, S * BACKEND_PEN_MAX * 4);
 #undef TAKE
     if (base) {
         c->x = c->x_main;
@@ -846,11 +853,39 @@ static cuda_sample_params *h_smp_of(const cuda_state *c) {
     return (cuda_sample_params *)(c->h_in + layout_of(&c->p, c->max_blocks).smp);
 }
 
-/* Packs b into h_in slot `slot` (with smp: the logits rows' sampling, logprobs where lp and a
- * row asks, *any_lp saying whether one does), copies it over and enqueues its forward pass (a
- * graph replay for a decode step). With feed_back, d_in[0], token 0 (batch_layout's first
- * array), is not copied: it holds the id the step before sampled into it (sample_begin).
- * Returns the number of real logits rows, in c->logits in the order of c->out_seq. */
+/* The sampling parameters of the n_out logits rows into h_in's, with each row's penalty pairs
+ * after the packed batch's first `bytes` (pen_start; *bytes grows by them); logprobs where lp
+ * and a row asks, *any_lp saying whether one does. */
+static void pack_sampling(cuda_state *c, const backend_sample *smp, int n_out, bool lp,
+                          bool *any_lp, size_t *bytes) {
+    cuda_sample_params *h_smp = h_smp_of(c);
+    c->pen_start = *bytes / sizeof(int32_t);
+    c->pen_rows = 0;
+    int32_t *pairs = c->h_in + c->pen_start;
+    int at = 0;
+    for (int i = 0; i < n_out; i++) {
+        const backend_sample *q = &smp[c->out_seq[i]];
+        SI_ASSERT(q->n_pen >= 0 && q->n_pen <= BACKEND_PEN_MAX);
+        h_smp[i] = (cuda_sample_params){
+            q->u,          q->temperature, q->top_k,    q->top_p, q->min_p, lp ? q->logprobs : -1,
+            q->repetition, q->frequency,   q->presence, at,       q->n_pen};
+        *any_lp |= h_smp[i].logprobs >= 0;
+        for (int j = 0; j < q->n_pen; j++) {
+            SI_ASSERT(q->pen_tok[j] >= 0 && q->pen_tok[j] < c->m->hp.n_vocab);
+            pairs[2 * (at + j)] = q->pen_tok[j];
+            pairs[2 * (at + j) + 1] = q->pen_count[j];
+        }
+        at += q->n_pen;
+        c->pen_rows += q->n_pen > 0;
+    }
+    *bytes += (size_t)at * 2 * sizeof(int32_t);
+}
+
+/* Packs b into h_in slot `slot` (with smp: the logits rows' sampling, pack_sampling), copies it
+ * over and enqueues its forward pass (a graph replay for a decode step). With feed_back,
+ * d_in[0], token 0 (batch_layout's first array), is not copied: it holds the id the step before
+ * sampled into it (sample_begin). Returns the number of real logits rows, in c->logits in the
+ * order of c->out_seq. */
 static int run_step(cuda_state *c, const si_batch *b, int slot, bool feed_back,
                     const backend_sample *smp, bool lp, bool *any_lp) {
     step_shape sh;
@@ -858,13 +893,7 @@ static int run_step(cuda_state *c, const si_batch *b, int slot, bool feed_back,
     step_timing_begin(&c->timing, b, c->st);
     c->h_in = c->h_in_buf + (size_t)slot * c->in_ints;
     const int n_out = pack_step(c, b, &sh, &bytes);
-    cuda_sample_params *h_smp = h_smp_of(c);
-    for (int i = 0; i < (smp ? n_out : 0); i++) {
-        const backend_sample *q = &smp[c->out_seq[i]];
-        h_smp[i] = (cuda_sample_params){q->u,     q->temperature, q->top_k,
-                                        q->top_p, q->min_p,       lp ? q->logprobs : -1};
-        *any_lp |= h_smp[i].logprobs >= 0;
-    }
+    if (smp) pack_sampling(c, smp, n_out, lp, any_lp, &bytes);
     const size_t skip = feed_back ? 1 : 0;
     CUDA_CHECK(cudaMemcpyAsync(c->d_in + skip, c->h_in + skip, bytes - skip * sizeof(int32_t),
                                cudaMemcpyHostToDevice, c->st));
@@ -902,12 +931,21 @@ static int warm_decode(cuda_state *c, int *n_graphs) {
         memset(row_ror, 0, (size_t)r);
         memset(h + L.bt, 0, (size_t)r * sh.bt_stride * sizeof(int32_t));
         cuda_sample_params *h_smp = (cuda_sample_params *)(h + L.smp);
+        const cuda_sample_params greedy = {.u = 0.5f, .top_p = 1.0f, .logprobs = -1};
+        const cuda_sample_params chain = {.u = 0.5f,
+                                          .temperature = 0.8f,
+                                          .top_k = 40,
+                                          .top_p = 0.9f,
+                                          .min_p = 0.05f,
+                                          .logprobs = -1};
         for (int i = 0; i < r; i++) /* greedy, and sampled through the whole chain */
-            h_smp[i] = i % 2 ? (cuda_sample_params){0.5f, 0.8f, 40, 0.9f, 0.05f, -1}
-                             : (cuda_sample_params){0.5f, 0.0f, 0, 1.0f, 0.0f, -1};
+            h_smp[i] = i % 2 ? chain : greedy;
         const size_t bytes = (L.bt + (size_t)r * sh.bt_stride) * sizeof(int32_t);
         CUDA_CHECK(cudaMemcpyAsync(c->d_in, h, bytes, cudaMemcpyHostToDevice, c->st));
         forward_launches(c, &sh);
+        /* loaded too: the penalties' kernel (no pairs here: it changes nothing) */
+        cuda_penalise_rows(c->logits, c->m->hp.n_vocab, r, c->d_smp, c->d_in + L.bt, c->d_pen_saved,
+                           false, c->st);
         cuda_sample(c->logits, c->m->hp.n_vocab, r, c->d_smp, c->d_ids, c->st);
         CUDA_CHECK(cudaStreamSynchronize(c->st)); /* h_in is reused */
         int rows = r, kv = 0;
@@ -950,9 +988,13 @@ static void cuda_forward(void *state, const si_batch *b, float *logits) {
 static float *cuda_logits_buffer(void *state) { return ((cuda_state *)state)->h_logits; }
 
 /* The sampling half of a step of n_out logits rows (their parameters came with the batch):
- * the sampling kernel's ids to d_ids (device), then into h_ids's slot. */
+ * their penalties applied, the sampling kernel's ids to d_ids (device), then into h_ids's
+ * slot. */
 static void enqueue_sample(cuda_state *c, int n_out, int32_t *d_ids, int slot) {
     if (n_out <= 0) return;
+    if (c->pen_rows)
+        cuda_penalise_rows(c->logits, c->m->hp.n_vocab, n_out, c->d_smp, c->d_in + c->pen_start,
+                           c->d_pen_saved, false, c->st);
     cuda_sample(c->logits, c->m->hp.n_vocab, n_out, c->d_smp, d_ids, c->st);
     CUDA_CHECK(cudaMemcpyAsync(c->h_ids + (size_t)slot * c->p.max_seqs, d_ids,
                                (size_t)n_out * sizeof *c->h_ids, cudaMemcpyDeviceToHost, c->st));
@@ -969,7 +1011,10 @@ static void cuda_forward_sample(void *state, const si_batch *b, const backend_sa
     enqueue_sample(c, n_out, c->d_ids, 0);
     const cuda_sample_params *h_smp = h_smp_of(c);
     cuda_logprobs *h_lp = c->h_lp;
-    if (any_lp) {
+    if (any_lp) { /* of the raw logits: the penalised ones put back first */
+        if (c->pen_rows)
+            cuda_penalise_rows(c->logits, c->m->hp.n_vocab, n_out, c->d_smp, c->d_in + c->pen_start,
+                               c->d_pen_saved, true, c->st);
         cuda_logprobs_rows(c->logits, c->m->hp.n_vocab, n_out, c->d_smp, c->d_ids, c->d_lp, c->st);
         CUDA_CHECK(cudaMemcpyAsync(h_lp, c->d_lp, (size_t)n_out * sizeof *h_lp,
                                    cudaMemcpyDeviceToHost, c->st));

@@ -5,6 +5,7 @@
 #ifndef SI_BACKEND_CUDA_SAMPLE_H
 #define SI_BACKEND_CUDA_SAMPLE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include <cuda_runtime_api.h>
@@ -25,7 +26,21 @@ typedef struct cuda_sample_params {
     int32_t top_k;
     float top_p, min_p;
     int32_t logprobs; /* for cuda_logprobs_rows: < 0 none, else that many top tokens (<= 20) */
+    /* for cuda_penalise_rows: the factors of sampler_penalise and the row's pen_n (token,
+     * count) pairs, pen_at the first's index in the step's pairs (pen_n 0: none) */
+    float repetition, frequency, presence;
+    int32_t pen_at, pen_n;
 } cuda_sample_params;
+
+/* The penalties of the sampler's chain (sampler_penalty_pairs, sampler_penalise in
+ * src/engine/sampler_pick.h) on the device, in place before cuda_sample: for each row r < n_rows
+ * and j < params[r].pen_n, with (t, c) = (pen[2 k], pen[2 k + 1]) and k = params[r].pen_at + j,
+ * saved[k] = logits[r][t], then logits[r][t] = sampler_penalise(saved[k], c, params[r]'s
+ * factors), rounded as the CPU rounds (bit for bit). A row's ids must be distinct and in
+ * [0, n_vocab). With restore, puts saved[k] back instead (the raw logits, for
+ * cuda_logprobs_rows). Device pointers; one CTA a row. */
+void cuda_penalise_rows(float *logits, int n_vocab, int n_rows, const cuda_sample_params *params,
+                        const int32_t *pen, float *saved, bool restore, cudaStream_t stream);
 
 /* ids[r] = the token sampled from logits row r (f32 [n_rows][n_vocab]) with params[r], for
  * r < n_rows; params and ids are device pointers. One cluster of 1-8 CTAs per row; no sort: the
