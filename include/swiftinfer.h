@@ -176,18 +176,28 @@ void si_session_truncate(si_session *s, int32_t n);
 typedef struct si_sampler si_sampler; /* a sampling chain with its RNG (below) */
 /* si_session_eval, then *id = the token smp picks from the last one's logits, the same token
  * (and the same draw from smp's RNG) as si_sampler_sample(smp, logits, history, n_history).
- * Where the backend samples on the device (CUDA) and smp's penalties cannot change the logits
- * for this history, only the id comes back from the GPU, not n_vocab logits: the way to
- * generate one sequence. history: the tokens so far, these included (for the penalties).
- * There, before it returns, it also starts the next step on the device, fed the id it returns
- * and sampled with smp's next draw, which the next call uses when it evaluates that id with
- * that draw (else it is dropped; the ids are the same either way; SI_SESSION_AHEAD=0 at
- * session creation turns it off): the GPU does not wait while the caller handles the token.
+ * Where the backend samples on the device (CUDA), only the id comes back from the GPU, not
+ * n_vocab logits (smp's logit biases and penalties are applied there, unless its penalty
+ * window holds more than 256 distinct ids): the way to generate one sequence. history: the
+ * tokens so far, these included (for the penalties). There (smp without penalties), before it
+ * returns, it also starts the next step on the device, fed the id it returns and sampled with
+ * smp's next draw, which the next call uses when it evaluates that id with that draw (else it
+ * is dropped; the ids are the same either way; SI_SESSION_AHEAD=0 at session creation turns
+ * it off): the GPU does not wait while the caller handles the token.
  * si_session_eval's errors, and SI_ERR_INVALID_ARG when smp or id is NULL. */
 si_status si_session_eval_sample(si_session *s, const int32_t *tokens, int32_t n, si_sampler *smp,
                                  const int32_t *history, int32_t n_history, int32_t *id);
 
 /* ---- Sampling ----------------------------------------------------------------------------- */
+
+/* One entry of si_sampling_params.logit_bias: bias added to token's logit (OpenAI's
+ * logit_bias: -100 bans a token in practice, 100 all but forces it). */
+typedef struct si_logit_bias {
+    int32_t token;
+    float bias;
+} si_logit_bias;
+
+#define SI_MAX_LOGIT_BIAS 300 /* entries a sampler takes (OpenAI's limit) */
 
 typedef struct si_sampling_params {
     float temperature;        /* 0: greedy */
@@ -199,6 +209,11 @@ typedef struct si_sampling_params {
     float presence_penalty;   /* 0: off (OpenAI) */
     int32_t penalty_last_n;   /* how many recent tokens the penalties look at; -1: all */
     uint64_t seed;            /* same seed, same inputs => same tokens */
+    /* n_logit_bias (0..SI_MAX_LOGIT_BIAS) distinct in-vocabulary tokens whose logits get a
+     * finite bias, first in the chain (before the penalties, as llama.cpp and vLLM order
+     * them); logprobs stay those of the model's logits. Copied by si_sampler_create. */
+    const si_logit_bias *logit_bias;
+    int32_t n_logit_bias;
 } si_sampling_params;
 
 si_sampling_params si_sampling_default_params(void);

@@ -30,12 +30,17 @@ class ModelParams(ctypes.Structure):
                 ("verbose", ctypes.c_bool), ("device", c_enum)]
 
 
+class LogitBias(ctypes.Structure):
+    _fields_ = [("token", ctypes.c_int32), ("bias", ctypes.c_float)]
+
+
 class SamplingParams(ctypes.Structure):
     _fields_ = [("temperature", ctypes.c_float), ("top_k", ctypes.c_int32),
                 ("top_p", ctypes.c_float), ("min_p", ctypes.c_float),
                 ("repetition_penalty", ctypes.c_float), ("frequency_penalty", ctypes.c_float),
                 ("presence_penalty", ctypes.c_float), ("penalty_last_n", ctypes.c_int32),
-                ("seed", ctypes.c_uint64)]
+                ("seed", ctypes.c_uint64), ("logit_bias", ctypes.POINTER(LogitBias)),
+                ("n_logit_bias", ctypes.c_int32)]
 
 
 class EngineParams(ctypes.Structure):
@@ -92,7 +97,8 @@ class EngineStats(ctypes.Structure):
 
 
 # the header's struct names, for the layout test
-C_STRUCTS = {"si_model_params": ModelParams, "si_sampling_params": SamplingParams,
+C_STRUCTS = {"si_model_params": ModelParams, "si_logit_bias": LogitBias,
+             "si_sampling_params": SamplingParams,
              "si_engine_params": EngineParams, "si_usage": Usage,
              "si_token_logprob": TokenLogprob, "si_event": Event, "si_request": Request,
              "si_result": Result, "si_engine_stats": EngineStats}

@@ -4,7 +4,7 @@ import ctypes
 from dataclasses import dataclass, field
 
 from ._capi import (EVENT_ERROR, EVENT_NONE, EVENT_TOKEN, FINISH_REASONS, KV_CACHE_DTYPES,
-                    EngineStats, Event, Handle, SwiftInferError, check, lib)
+                    EngineStats, Event, Handle, LogitBias, SwiftInferError, check, lib)
 
 _ENGINE_KNOBS = ("max_num_seqs", "max_batched_tokens", "max_wait_ms", "min_batch", "kv_memory",
                  "n_blocks", "gpu_memory_fraction")
@@ -130,11 +130,13 @@ class Engine(Handle):
         check(lib.si_engine_create(model._handle(), ctypes.byref(p), ctypes.byref(self._h)))
 
     def stream(self, prompt, *, max_tokens=0, stop=(), stop_token_ids=(), ignore_eos=False,
-               logprobs=False, top_logprobs=0, stream_sink=0, stream_window=0, **sampling):
+               logprobs=False, top_logprobs=0, stream_sink=0, stream_window=0, logit_bias=None,
+               **sampling):
         """Submits a request and returns its Stream. prompt: text (BOS added when the model asks,
         special tokens parsed) or a list of token ids. max_tokens 0: up to the context.
         sampling: temperature (0, the default: greedy), top_k, top_p, min_p,
-        repetition_penalty, frequency_penalty, presence_penalty, penalty_last_n, seed. stop:
+        repetition_penalty, frequency_penalty, presence_penalty, penalty_last_n, seed.
+        logit_bias: {token id: bias} added to those logits first (OpenAI's; -100 bans). stop:
         strings (the text ends before them) and stop_token_ids. logprobs / top_logprobs (0..20):
         each token's logprob and its most likely alternatives. stream_sink / stream_window > 0:
         StreamingLLM, constant memory for unbounded output. Raises SwiftInferError when the
@@ -154,6 +156,11 @@ class Engine(Handle):
             r.prompt_tokens, r.n_prompt_tokens = ids, len(prompt)
         for k, v in sampling.items():
             setattr(r.sampling, k, v)
+        if logit_bias:
+            arr = (LogitBias * len(logit_bias))(*[LogitBias(int(t), float(b))
+                                                  for t, b in logit_bias.items()])
+            keep.append(arr)
+            r.sampling.logit_bias, r.sampling.n_logit_bias = arr, len(logit_bias)
         stops = [stop] if isinstance(stop, str) else list(stop)
         if stops:
             arr = (ctypes.c_char_p * len(stops))(*[s.encode() for s in stops])

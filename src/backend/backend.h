@@ -38,8 +38,9 @@ typedef struct backend_stats {
  * engine and si_session sample a row whose window holds more distinct ids on the host. */
 #define BACKEND_PEN_MAX 256
 
-/* One sequence's sampling for forward_sample: its penalties as sampler_penalty_pairs' pairs and
- * the sampler's factors (src/engine/sampler_pick.h), then the chain after them with u, the
+/* One sequence's sampling for forward_sample: its logit biases, its penalties as
+ * sampler_penalty_pairs' pairs and the sampler's factors (src/engine/sampler_pick.h), then the
+ * chain after them with u, the
  * uniform draw in [0, 1) its own RNG made for this step (unused when temperature <= 0:
  * greedy). */
 typedef struct backend_sample {
@@ -53,6 +54,8 @@ typedef struct backend_sample {
     float repetition, frequency, presence; /* sampler_penalise's factors */
     int32_t n_pen;                         /* 0..BACKEND_PEN_MAX pairs: */
     const int32_t *pen_tok, *pen_count;    /* distinct ids and their counts (host memory) */
+    int32_t n_bias;                        /* 0..SI_MAX_LOGIT_BIAS logit biases, added first */
+    const si_logit_bias *bias;             /* (host memory, distinct ids) */
 } backend_sample;
 
 /* One sequence's logprobs from forward_sample (backend_sample.logprobs >= 0): sampler_logprobs'
@@ -80,7 +83,8 @@ typedef struct si_backend {
     void (*forward)(void *state, const si_batch *b, float *logits_host);
     /* Optional (NULL: not offered). forward, then samples on the device: ids[s] = the token
      * sequence s picks from its logits with smp[s] (sampler_pick's result for the same logits
-     * after smp[s]'s n_pen penalties, sampler_penalise's arithmetic exactly),
+     * after smp[s]'s n_bias biases, each one float addition, and its n_pen penalties,
+     * sampler_penalise's arithmetic exactly),
      * -1 for sequences with b->logits_row[s] < 0; lp[s] its logprobs where smp[s].logprobs >= 0
      * (lp may be NULL when none asks). smp, ids, lp: [b->n_seqs], host memory; the logits stay
      * on the device. */

@@ -99,6 +99,8 @@ const char CLI_GEN_FLAGS_HELP[] =
     "      --repeat-last-n N     how many recent tokens the penalties see; -1 all (default 64)\n"
     "      --frequency-penalty F OpenAI frequency penalty (default 0)\n"
     "      --presence-penalty P  OpenAI presence penalty (default 0)\n"
+    "  -l, --logit-bias T(+|-)B  add B to token id T's logit, first in the chain (llama.cpp's\n"
+    "                            format: 15043+1, 15043-1.5; -100 bans a token); repeatable\n"
     "  -s, --seed S              random seed; same seed, same output\n";
 
 /* The value after a flag, or NULL after printing an error. */
@@ -108,6 +110,38 @@ static const char *flag_value(int argc, char **argv, int *i) {
         return NULL;
     }
     return argv[++*i];
+}
+
+/* One --logit-bias value, TOKEN followed by a signed bias (llama.cpp's "15043+1"), into o. */
+static bool parse_logit_bias(cli_gen_opts *o, const char *flag, const char *v) {
+    char *end;
+    errno = 0;
+    const long tok = strtol(v, &end, 10);
+    const char *sign = end;
+    double bias = 0;
+    if (end == v || *v == '-' || *v == '+' || errno || tok > INT32_MAX ||
+        (*sign != '+' && *sign != '-') ||
+        ((bias = strtod(sign, &end)), *end || errno || !isfinite(bias) || end == sign + 1)) {
+        cli_fail("%s expects TOKEN_ID+BIAS or TOKEN_ID-BIAS (e.g. 15043+1, 15043-100), got '%s'",
+                 flag, v);
+        return false;
+    }
+    if (bias < -100 || bias > 100) {
+        cli_fail("%s: the bias %g is outside [-100, 100] (-100 bans a token)", flag, bias);
+        return false;
+    }
+    for (int32_t k = 0; k < o->sp.n_logit_bias; k++)
+        if (o->bias[k].token == (int32_t)tok) {
+            cli_fail("%s: token %ld is given twice", flag, tok);
+            return false;
+        }
+    if (o->sp.n_logit_bias == SI_MAX_LOGIT_BIAS) {
+        cli_fail("%s: at most %d tokens", flag, SI_MAX_LOGIT_BIAS);
+        return false;
+    }
+    o->bias[o->sp.n_logit_bias++] = (si_logit_bias){(int32_t)tok, (float)bias};
+    o->sp.logit_bias = o->bias;
+    return true;
 }
 
 int cli_parse_gen_flag(cli_gen_opts *o, int argc, char **argv, int *i) {
@@ -174,6 +208,9 @@ int cli_parse_gen_flag(cli_gen_opts *o, int argc, char **argv, int *i) {
         VALUE();
         if (!cli_parse_float(a, v, -2, 2, &fv)) return -1;
         o->sp.presence_penalty = (float)fv;
+    } else if (IS("-l") || IS("--logit-bias")) {
+        VALUE();
+        if (!parse_logit_bias(o, a, v)) return -1;
     } else if (IS("-s") || IS("--seed")) {
         VALUE();
         char *end;

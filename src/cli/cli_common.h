@@ -31,6 +31,7 @@ typedef struct cli_gen_opts {
     const char *model;
     si_model_params mp;
     si_sampling_params sp;
+    si_logit_bias bias[SI_MAX_LOGIT_BIAS]; /* --logit-bias entries (sp.logit_bias points here) */
     int n_predict;   /* -1: until end of generation or context full */
     bool ignore_eos;
     bool show_stats;

@@ -1,7 +1,8 @@
 /* sampler.c — picking the next token from logits (the si_sampler_* API).
  *
  * The chain follows llama.cpp's default order:
- *   penalties (repetition, frequency, presence over the last penalty_last_n history tokens)
+ *   logit biases (OpenAI's logit_bias: a bias added to chosen tokens' logits)
+ *   -> penalties (repetition, frequency, presence over the last penalty_last_n history tokens)
  *   -> temperature <= 0: greedy argmax (ties: lowest id)
  *   -> otherwise top-k -> top-p -> min-p -> temperature -> softmax -> seeded draw.
  * Repetition penalty is llama.cpp's repeat_penalty (CTRL paper, Keskar et al. 2019, as
@@ -31,6 +32,7 @@ struct si_sampler {
     int32_t *counts;     /* (n_vocab) occurrences in the penalty window; all zero between calls */
     int32_t *touched;    /* (n_vocab) distinct ids with counts > 0 during one call */
     int32_t *pen_count;  /* (n_vocab) the counts of apply_penalties' pairs (ids: touched) */
+    si_logit_bias *bias; /* (p.n_logit_bias) p.logit_bias's copy; p.logit_bias points here */
 };
 
 /* ---- PRNG ---------------------------------------------------------------------------------- */
@@ -109,6 +111,30 @@ static si_status check_params(const si_sampling_params *p, int32_t n_vocab) {
         return si_error(SI_ERR_INVALID_ARG,
                         "sampler: penalty_last_n must be >= -1, -1 meaning all (got %d)",
                         (int)p->penalty_last_n);
+    if (p->n_logit_bias < 0 || p->n_logit_bias > SI_MAX_LOGIT_BIAS ||
+        (p->n_logit_bias > 0 && !p->logit_bias))
+        return si_error(SI_ERR_INVALID_ARG,
+                        "sampler: n_logit_bias must be 0..%d with the "
+                        "entries given (got %d%s)",
+                        SI_MAX_LOGIT_BIAS, (int)p->n_logit_bias,
+                        p->logit_bias ? "" : ", logit_bias NULL");
+    for (int32_t i = 0; i < p->n_logit_bias; i++) {
+        const si_logit_bias *b = &p->logit_bias[i];
+        if (b->token < 0 || b->token >= n_vocab)
+            return si_error(SI_ERR_INVALID_ARG,
+                            "sampler: logit_bias token %d is outside the "
+                            "vocabulary [0, %d)",
+                            (int)b->token, (int)n_vocab);
+        if (!isfinite(b->bias))
+            return si_error(SI_ERR_INVALID_ARG,
+                            "sampler: logit_bias for token %d must be "
+                            "finite (got %g)",
+                            (int)b->token, (double)b->bias);
+        for (int32_t j = 0; j < i; j++)
+            if (p->logit_bias[j].token == b->token)
+                return si_error(SI_ERR_INVALID_ARG, "sampler: logit_bias lists token %d twice",
+                                (int)b->token);
+    }
     return SI_OK;
 }
 
@@ -127,11 +153,15 @@ si_status si_sampler_create(const si_sampling_params *p, int32_t n_vocab, si_sam
     s->counts = calloc((size_t)n_vocab, sizeof *s->counts);
     s->touched = malloc((size_t)n_vocab * sizeof *s->touched);
     s->pen_count = malloc((size_t)n_vocab * sizeof *s->pen_count);
-    if (!s->cands || !s->counts || !s->touched || !s->pen_count) {
+    s->bias = malloc((size_t)(p->n_logit_bias > 0 ? p->n_logit_bias : 1) * sizeof *s->bias);
+    if (!s->cands || !s->counts || !s->touched || !s->pen_count || !s->bias) {
         si_sampler_free(s);
         return si_error(SI_ERR_NOMEM, "sampler: out of memory for n_vocab=%d scratch",
                         (int)n_vocab);
     }
+    if (p->n_logit_bias > 0)
+        memcpy(s->bias, p->logit_bias, (size_t)p->n_logit_bias * sizeof *s->bias);
+    s->p.logit_bias = s->bias;
     uint64_t x = p->seed;
     for (int i = 0; i < 4; i++)
         s->rng[i] = splitmix64_next(&x);
@@ -145,10 +175,16 @@ void si_sampler_free(si_sampler *s) {
     free(s->counts);
     free(s->touched);
     free(s->pen_count);
+    free(s->bias);
     free(s);
 }
 
 /* ---- Chain steps --------------------------------------------------------------------------- */
+
+int32_t sampler_logit_bias(const si_sampler *s, const si_logit_bias **bias) {
+    *bias = s->bias;
+    return s->p.n_logit_bias;
+}
 
 bool sampler_history_free(const si_sampler *s, int32_t n_history) {
     const si_sampling_params *p = &s->p;
@@ -288,7 +324,9 @@ void sampler_draw_sample(si_sampler *s, backend_sample *q) {
                           .logprobs = -1,
                           .repetition = s->p.repetition_penalty,
                           .frequency = s->p.frequency_penalty,
-                          .presence = s->p.presence_penalty};
+                          .presence = s->p.presence_penalty,
+                          .n_bias = s->p.n_logit_bias,
+                          .bias = s->bias};
 }
 
 void sampler_peek_sample(const si_sampler *s, backend_sample *q) {
@@ -362,7 +400,7 @@ int32_t sampler_pick(sampler_cand *c, int32_t n, const sampler_chain *p, double 
 int32_t si_sampler_sample(si_sampler *s, const float *logits, const int32_t *history,
                           int32_t n_history) {
     SI_ASSERT(s && logits);
-    if (s->p.temperature <= 0.0f && sampler_history_free(s, n_history)) {
+    if (s->p.temperature <= 0.0f && !s->p.n_logit_bias && sampler_history_free(s, n_history)) {
         /* greedy without penalties: the argmax (ties: the lowest id), as sampler_pick would
          * choose, without copying the vocabulary into candidates first */
         int32_t best = 0;
@@ -376,6 +414,8 @@ int32_t si_sampler_sample(si_sampler *s, const float *logits, const int32_t *his
         c[i].logit = logits[i];
         c[i].p = 0.0f;
     }
+    for (int32_t j = 0; j < s->p.n_logit_bias; j++)
+        c[s->bias[j].token].logit += s->bias[j].bias;
     apply_penalties(s, history, n_history);
     sampler_chain chain;
     double u;

@@ -44,6 +44,10 @@ int32_t sampler_pick(sampler_cand *c, int32_t n, const sampler_chain *p, double 
  * configured, or no history to look at): sampling then depends on the logits and u only. */
 bool sampler_history_free(const si_sampler *s, int32_t n_history);
 
+/* s's logit biases (its copy of si_sampling_params.logit_bias) to *bias; returns how many.
+ * si_sampler_sample adds each to its token's logit (one float addition) before the penalties. */
+int32_t sampler_logit_bias(const si_sampler *s, const si_logit_bias **bias);
+
 /* The penalties s's parameters apply for a history of n_history tokens, as (token, count)
  * pairs: each distinct in-vocabulary id of the window (the last penalty_last_n tokens; all when
  * -1) and how often it occurs there, in order of first occurrence, to tok[0..n) and count[0..n).
@@ -65,9 +69,9 @@ float sampler_penalise(float logit, int32_t count, float repetition, float frequ
 void sampler_draw(si_sampler *s, sampler_chain *chain, double *u);
 
 /* sampler_draw into *q, a backend_sample (src/backend/backend.h) for one step of the backend's
- * forward_sample: s's chain and u, its penalty factors with no pairs (q->n_pen = 0: the caller
- * attaches sampler_penalty_pairs' where the history calls for them); no logprobs
- * (q->logprobs = -1). */
+ * forward_sample: s's logit biases, its chain and u, its penalty factors with no pairs
+ * (q->n_pen = 0: the caller attaches sampler_penalty_pairs' where the history calls for them);
+ * no logprobs (q->logprobs = -1). */
 struct backend_sample;
 void sampler_draw_sample(si_sampler *s, struct backend_sample *q);
 /* The draw sampler_draw_sample would make next, s unchanged: for a step run ahead (si_session),

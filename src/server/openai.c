@@ -6,6 +6,7 @@
  * OpenAI. Errors name the field in both `param` and the message. */
 #include "server/openai.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -333,6 +334,48 @@ static bool parse_stop(json_t *root, oai_request *r, oai_error *err) {
     return true;
 }
 
+/* "logit_bias": {"token id": bias in [-100, 100], ...} (OpenAI's), at most SI_MAX_LOGIT_BIAS
+ * entries. Ids outside the vocabulary are refused at submit (the sampler names them). */
+static bool parse_logit_bias(json_t *root, oai_request *r, oai_error *err) {
+    json_t *o = field(root, "logit_bias");
+    if (!o) return true;
+    if (!json_is_object(o))
+        return oai_fail(err, 400, NULL, NULL, "logit_bias",
+                        "'logit_bias' must be an object of token ids to biases");
+    const size_t n = json_object_size(o);
+    if (n > SI_MAX_LOGIT_BIAS)
+        return oai_fail(err, 400, NULL, NULL, "logit_bias",
+                        "'logit_bias' has %zu entries; at "
+                        "most %d",
+                        n, SI_MAX_LOGIT_BIAS);
+    if (n == 0) return true;
+    if (!(r->logit_bias = malloc(n * sizeof *r->logit_bias)))
+        return oai_fail(err, 500, "server_error", NULL, NULL, "out of memory");
+    const char *key;
+    json_t *v;
+    int k = 0;
+    json_object_foreach(o, key, v) {
+        char *end;
+        errno = 0;
+        const long tok = strtol(key, &end, 10);
+        if (end == key || *end || errno || tok < 0 || tok > INT32_MAX)
+            return oai_fail(err, 400, NULL, NULL, "logit_bias",
+                            "'logit_bias' keys must be "
+                            "token ids (non-negative integers), got \"%.64s\"",
+                            key);
+        const double b = json_is_number(v) ? json_number_value(v) : NAN;
+        if (!(b >= -100 && b <= 100))
+            return oai_fail(err, 400, NULL, NULL, "logit_bias",
+                            "'logit_bias' for token %ld must "
+                            "be a number in [-100, 100]",
+                            tok);
+        r->logit_bias[k++] = (si_logit_bias){(int32_t)tok, (float)b};
+    }
+    r->sampling.logit_bias = r->logit_bias;
+    r->sampling.n_logit_bias = k;
+    return true;
+}
+
 static bool parse_fields(json_t *root, oai_request *r, oai_error *err) {
     json_t *model = field(root, "model");
     if (model) {
@@ -388,7 +431,7 @@ static bool parse_fields(json_t *root, oai_request *r, oai_error *err) {
         r->seeded = true;
     }
 
-    if (!parse_stop(root, r, err)) return false;
+    if (!parse_stop(root, r, err) || !parse_logit_bias(root, r, err)) return false;
     json_t *sti = field(root, "stop_token_ids");
     if (sti) {
         oai_prompt tmp = {0};
@@ -497,6 +540,7 @@ void oai_request_free(oai_request *r) {
     free(r->prompts);
     for (int i = 0; i < r->n_stop; i++) free(r->stop[i]);
     free(r->stop_token_ids);
+    free(r->logit_bias);
     memset(r, 0, sizeof *r);
 }
 

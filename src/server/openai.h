@@ -55,7 +55,8 @@ typedef struct oai_request {
     int n_prompts;
     int n;                /* choices per prompt */
     int32_t max_tokens;   /* 0: not given */
-    si_sampling_params sampling;
+    si_sampling_params sampling; /* its logit_bias points at logit_bias below */
+    si_logit_bias *logit_bias;   /* logit_bias's entries (n_logit_bias in sampling) */
     bool seeded;          /* seed given: choice i of a prompt uses seed + i */
     char *stop[OAI_MAX_STOP];
     int n_stop;

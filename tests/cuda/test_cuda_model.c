@@ -483,9 +483,10 @@ static int64_t host_sampled_steps(si_engine *e) {
     return st.host_sampled_steps;
 }
 
-/* Penalties on the GPU: N_REQ requests with repetition, frequency and presence penalties
- * (greedy and sampled, windows of 64 and of the whole history, a repetition penalty below 1
- * too; prompts over a few dozen ids, so that the windows count repeats), half with logprobs,
+/* Penalties and logit biases on the GPU: N_REQ requests with repetition, frequency and presence
+ * penalties (greedy and sampled, windows of 64 and of the whole history, a repetition penalty
+ * below 1 too; prompts over a few dozen ids, so that the windows count repeats), five of them
+ * with 30 logit biases on those ids (one alone, without penalties), half with logprobs,
  * alone and then all at once, on an engine whose device applies them (penalty pairs, penalty.cu)
  * and on one that samples them on the host (make_host_engine), both with steps of <= 8 tokens
  * (bit-identical logits whatever the batch): the ids must be identical and the logprobs (of the
@@ -496,6 +497,7 @@ static int64_t host_sampled_steps(si_engine *e) {
 static void test_penalties(si_model *mg, const si_engine_params *ep8) {
     const int nv = si_model_n_vocab(mg);
     static int32_t prompts[N_REQ][300];
+    static si_logit_bias bias[N_REQ][30];
     si_request rq[N_REQ];
     uint64_t seed = 31;
     for (int i = 0; i < N_REQ; i++) {
@@ -526,6 +528,15 @@ static void test_penalties(si_model *mg, const si_engine_params *ep8) {
         default:
             p->temperature = 0.0f, p->frequency_penalty = 1.5f, p->presence_penalty = 1.0f;
             p->penalty_last_n = -1;
+        }
+        if (i == 4) p->repetition_penalty = 1.0f; /* logit biases alone */
+        if (i % 2 == 0 || i == 5) {               /* biases on the prompt's ids, one of them -100 */
+            for (int j = 0; j < 30; j++)
+                bias[i][j] = (si_logit_bias){(int32_t)((base + (uint32_t)j) % (uint32_t)nv),
+                                             j == 0  ? -100.0f
+                                             : j % 2 ? 2.5f
+                                                     : -1.75f};
+            p->logit_bias = bias[i], p->n_logit_bias = 30;
         }
     }
     si_engine *ed = make_engine(mg, ep8), *eh = make_host_engine(mg, ep8);
@@ -718,19 +729,23 @@ static void test_session_fp8(si_model *mg, const int32_t *p, int n, const si_tok
  * prompt, greedy, t 0.8 / top-k 40 / top-p 0.9 and t 1.0 alone: the ids must be identical (the same
  * forward pass, sampler_pick's chain with the same u). With a repetition penalty the device
  * applies it (penalty pairs) and the ids must agree too; with SI_DEVICE_PENALTIES=0 the session
- * samples it on the host (its logits readable afterwards), and they agree as well. Each twice: with
+ * samples it on the host (its logits readable afterwards), and they agree as well; so do
+ * greedy picks with logit biases (applied on the device, the step ahead on). Each twice: with
  * the step ahead (session.c) and without (SI_SESSION_AHEAD=0). Three steps make the step ahead go
  * unused: at step 10 both sessions evaluate another token than the one picked, at 20 they take
  * their last token back (si_session_truncate) and evaluate it again (si_session_eval), at 25 both
  * samplers make a draw of their own first (which changes a sampled draw, not a greedy one); every
  * other device-sampled step must have been run ahead (si_session.ahead_used). */
 static void test_session_sample(si_model *mg, const int32_t *p, int n) {
-    si_sampling_params ps[5] = {si_sampling_default_params(), si_sampling_default_params(),
-                                si_sampling_default_params(), si_sampling_default_params(),
-                                si_sampling_default_params()};
-    const char *name[5] = {"greedy", "t 0.8 top-k 40 top-p 0.9", "t 1.0 alone (whole vocabulary)",
+    si_sampling_params ps[6];
+    for (int c = 0; c < 6; c++)
+        ps[c] = si_sampling_default_params();
+    const char *name[6] = {"greedy",
+                           "t 0.8 top-k 40 top-p 0.9",
+                           "t 1.0 alone (whole vocabulary)",
                            "t 1.0 repetition penalty 1.3",
-                           "t 1.0 repetition penalty 1.3, SI_DEVICE_PENALTIES=0"};
+                           "t 1.0 repetition penalty 1.3, SI_DEVICE_PENALTIES=0",
+                           "greedy, logit biases (+-4, on the prompt's ids too)"};
     ps[0].temperature = 0.0f;
     ps[1].temperature = 0.8f, ps[1].top_k = 40, ps[1].top_p = 0.9f, ps[1].seed = 11;
     ps[2].temperature = 1.0f, ps[2].top_k = 0, ps[2].top_p = 1.0f, ps[2].min_p = 0.0f;
@@ -738,9 +753,20 @@ static void test_session_sample(si_model *mg, const int32_t *p, int n) {
     ps[3].temperature = 1.0f, ps[3].repetition_penalty = 1.3f, ps[3].seed = 12;
     ps[4] = ps[3];
     const int nv = si_model_n_vocab(mg);
-    for (int k = 0; k < 10; k++) {
-        const int c = k % 5;
-        const bool ahead = k < 5;
+    si_logit_bias lb[64]; /* the prompt's ids and others, +-4 */
+    for (int j = 0; j < 64; j++)
+        lb[j] = (si_logit_bias){j < 40 ? p[j % n] : (int32_t)((7 * j) % nv), j % 2 ? 4.0f : -4.0f};
+    int n_lb = 0; /* distinct ids only */
+    for (int j = 0; j < 64; j++) {
+        bool dup = false;
+        for (int k = 0; k < n_lb; k++)
+            dup |= lb[k].token == lb[j].token;
+        if (!dup) lb[n_lb++] = lb[j];
+    }
+    ps[5].temperature = 0.0f, ps[5].logit_bias = lb, ps[5].n_logit_bias = n_lb;
+    for (int k = 0; k < 12; k++) {
+        const int c = k % 6;
+        const bool ahead = k < 6;
         si_session *sh = NULL, *sd = NULL;
         si_sampler *mh = NULL, *md = NULL;
         int32_t hist[40 + N_GEN + 1], nh = n, id = -1, same = 0;
@@ -755,7 +781,7 @@ static void test_session_sample(si_model *mg, const int32_t *p, int n) {
             fprintf(stderr, "session sampling: %s\n", si_last_error());
             exit(2);
         }
-        const bool on_device = c < 4;
+        const bool on_device = c != 4;
         bool where_ok = (si_session_logits(sd) == NULL) == on_device;
         for (int step = 0; step < N_GEN; step++) {
             const int32_t want = si_sampler_sample(mh, si_session_logits(sh), hist, nh);
@@ -784,7 +810,7 @@ static void test_session_sample(si_model *mg, const int32_t *p, int n) {
             where_ok &= (si_session_logits(sd) == NULL) == on_device;
         }
         /* penalties (c 3) leave the step ahead off: the next window holds the id being picked */
-        const int64_t used_want = ahead && c < 3 ? N_GEN - 2 - (c != 0) : 0;
+        const int64_t used_want = ahead && c != 3 && c != 4 ? N_GEN - 2 - (c == 1 || c == 2) : 0;
         const bool ok = same == N_GEN && where_ok && sd->ahead_used == used_want;
         g_fail |= !ok;
         printf("%s session sampling on the gpu (%s, seeded, step ahead %s): %d/%d ids identical "

@@ -67,7 +67,7 @@ static cuda_sample_params random_params(int n) {
     static const float top_ps[] = {1.0f, 0.5f, 0.9f, 0.95f, 0.999f};
     static const float min_ps[] = {0.0f, 0.0f, 0.02f, 0.1f, 0.5f};
     const int top_ks[] = {0, 0, 1, 40, 128, 1000, n + 5}; /* 1-128: smp_finish_small */
-    cuda_sample_params p;
+    cuda_sample_params p = {};                            /* no logit biases or penalties */
     p.temperature = temps[rnd_u32() % 5];
     p.top_k = top_ks[rnd_u32() % 7];
     p.top_p = top_ps[rnd_u32() % 5];
@@ -281,18 +281,32 @@ static void check_logprobs(int n, int calls) {
     CUDA_CHECK(cudaFree(d_o));
 }
 
-/* cuda_penalise_rows against sampler_penalise on rows of every kind: each row with its own
- * factors (a repetition penalty above and below 1, frequency and presence penalties of either
- * sign, inexact ones among them, so that an FMA or an approximate division would show) and 0, 1,
- * 64 or BACKEND_PEN_MAX distinct ids with counts 1-64. Every logit of the penalised rows must be
- * the CPU's bit for bit (the untouched ones unchanged), the sampling kernel must then pick
- * sampler_pick's id from the CPU's penalised row, and restore must give back the raw rows bit
- * for bit. */
+/* cuda_penalise_rows against the CPU's chain (a float addition per logit bias, then
+ * sampler_penalise) on rows of every kind: each row with 0, 1, 40 or SI_MAX_LOGIT_BIAS logit
+ * biases (of +-100 and smaller, inexact ones), its own penalty factors (a repetition penalty
+ * above and below 1, frequency and presence penalties of either sign, inexact ones among them,
+ * so that an FMA or an approximate division would show) and 0, 1, 64 or BACKEND_PEN_MAX distinct
+ * penalised ids with counts 1-64, some of them biased too. Every logit of the adjusted rows must
+ * be the CPU's bit for bit (the untouched ones unchanged), the sampling kernel must then pick
+ * sampler_pick's id from the CPU's adjusted row, and restore must give back the raw rows bit for
+ * bit. */
+/* A token id not yet seen (marked in seen) */
+static int32_t distinct_id(std::vector<uint8_t> &seen, int n) {
+    int32_t id;
+    do
+        id = (int32_t)(rnd_u32() % (uint32_t)n);
+    while (seen[id]);
+    seen[id] = 1;
+    return id;
+}
+
 static void check_penalties(int n, int calls) {
     static const float reps[] = {1.0f, 1.1f, 1.3f, 0.7f, 2.0f};
     static const float freqs[] = {0.0f, 0.3f, -0.45f, 1.7f};
     static const float press[] = {0.0f, 0.6f, -1.1f, 1e-30f};
     const int counts[] = {0, 1, 64, BACKEND_PEN_MAX};
+    const int bias_counts[] = {0, 1, 40, SI_MAX_LOGIT_BIAS};
+    static const float biases[] = {-100.0f, 100.0f, 0.3f, -1.7f, 5.0f, 1e-3f};
     test_rows t(n);
     const int R = test_rows::R;
     std::vector<cuda_sample_params> &h_p = t.h_p;
@@ -302,8 +316,9 @@ static void check_penalties(int n, int calls) {
     std::vector<uint8_t> seen(n);
     int32_t *d_pairs;
     float *d_saved;
-    CUDA_CHECK(cudaMalloc(&d_pairs, (size_t)R * BACKEND_PEN_MAX * 2 * sizeof(int32_t)));
-    CUDA_CHECK(cudaMalloc(&d_saved, (size_t)R * BACKEND_PEN_MAX * sizeof(float)));
+    const size_t adj_max = BACKEND_PEN_MAX + SI_MAX_LOGIT_BIAS; /* entries a row */
+    CUDA_CHECK(cudaMalloc(&d_pairs, (size_t)R * adj_max * 2 * sizeof(int32_t)));
+    CUDA_CHECK(cudaMalloc(&d_saved, (size_t)R * adj_max * sizeof(float)));
     int rows = 0, bad = 0, bad_ids = 0, bad_restore = 0, changed = 0;
     for (int call = 0; call < calls; call++) {
         t.draw();
@@ -314,15 +329,28 @@ static void check_penalties(int n, int calls) {
             p.repetition = reps[rnd_u32() % 5];
             p.frequency = freqs[rnd_u32() % 4];
             p.presence = press[rnd_u32() % 4];
+            /* the biases first (as the chain applies them), then the penalties; a token may
+             * be in both lists */
+            p.bias_at = (int)(pairs.size() / 2);
+            p.bias_n = std::min(bias_counts[rnd_u32() % 4], n);
+            std::fill(seen.begin(), seen.end(), 0);
+            for (int j = 0; j < p.bias_n; j++) {
+                const int32_t id = distinct_id(seen, n);
+                const float b = biases[rnd_u32() % 6] * (float)(rnd_unit() + 0.5);
+                int32_t bits;
+                memcpy(&bits, &b, sizeof bits);
+                pairs.push_back(id);
+                pairs.push_back(bits);
+                float &l = want[(size_t)r * n + id];
+                const float before = l;
+                l += b;
+                changed += memcmp(&l, &before, sizeof l) != 0;
+            }
             p.pen_at = (int)(pairs.size() / 2);
             p.pen_n = std::min(counts[rnd_u32() % 4], n);
             std::fill(seen.begin(), seen.end(), 0);
             for (int j = 0; j < p.pen_n; j++) {
-                int32_t id;
-                do
-                    id = (int32_t)(rnd_u32() % (uint32_t)n);
-                while (seen[id]);
-                seen[id] = 1;
+                const int32_t id = distinct_id(seen, n);
                 const int32_t c = 1 + (int32_t)(rnd_u32() % 64);
                 pairs.push_back(id);
                 pairs.push_back(c);

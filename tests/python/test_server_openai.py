@@ -10,6 +10,7 @@ import time
 
 import pytest
 
+from conftest import run_cli
 from server_fixture import (check_histograms, check_openai_error, metric, parse_prometheus,
                             raw_request, running_server)
 
@@ -237,6 +238,33 @@ def test_sampling_and_extension_fields_accepted(client):
              extra_body={"top_k": 20, "min_p": 0.05, "repetition_penalty": 1.1,
                          "ignore_eos": True, "streaming": {"sink": 4, "window": 64}})
     assert r.usage.completion_tokens == 6
+
+
+def test_logit_bias(client, server, default_model):
+    """OpenAI's logit_bias through the official client: -100 on the greedy pick bans it (another
+    first token), while the logprobs stay the model's (the banned token still the most likely
+    there); +100 on a token makes greedy decoding repeat it; malformed maps are 400s."""
+    prompt = "The capital of France is"
+    base = complete(client, prompt=prompt, max_tokens=1)
+    text = base.choices[0].text
+
+    def ids(t):
+        out = run_cli("tokenize", "-m", default_model, "-p", t).stdout.decode()
+        return [int(x) for x in out.split()]
+    pre, full = ids(prompt), ids(prompt + text)
+    assert full[:len(pre)] == pre and len(full) == len(pre) + 1, (pre, full)
+    tok = full[-1]
+    banned = complete(client, prompt=prompt, max_tokens=1, logprobs=1,
+                      logit_bias={str(tok): -100})
+    assert banned.choices[0].text != text
+    assert list(banned.choices[0].logprobs.top_logprobs[0]) == [text]
+    forced = complete(client, prompt=prompt, max_tokens=3, logit_bias={str(tok): 100},
+                      extra_body={"ignore_eos": True})
+    assert forced.choices[0].text == text * 3
+    for bad in ({"x": 1}, {"-3": 1}, {"5": 101}, {"5": "high"}, [1, 2], {"99999999": 1}):
+        check_openai_error(post(server, "/v1/completions", {
+            "model": MODEL_NAME, "prompt": "Hi", "max_tokens": 2, "logit_bias": bad}), 400,
+            "logit_bias")
 
 
 def test_unknown_fields_ignored(client, server):

@@ -236,6 +236,40 @@ static void test_penalties(void **state) {
     assert_memory_equal(a, keep, sizeof keep);
 }
 
+/* Logit biases: added to their tokens' logits before the penalties (llama.cpp's and vLLM's
+ * order), copied at creation (the caller's array may change after). */
+static void test_logit_bias(void **state) {
+    (void)state;
+    float a[3] = {2.0f, 1.9f, -3.0f};
+    si_sampling_params p = plain_params(0.0f, 1);
+    si_logit_bias lb[2] = {{0, -0.2f}, {2, 5.5f}};
+    p.logit_bias = lb;
+    p.n_logit_bias = 1; /* 2.0 - 0.2 = 1.8 < 1.9 */
+    si_sampler *s = make(&p, 3);
+    lb[0].bias = 0.0f; /* the sampler kept its own copy */
+    assert_int_equal(si_sampler_sample(s, a, NULL, 0), 1);
+    si_sampler_free(s);
+    lb[0].bias = -0.2f;
+    p.n_logit_bias = 2; /* -3.0 + 5.5 = 2.5: the highest */
+    s = make(&p, 3);
+    assert_int_equal(si_sampler_sample(s, a, NULL, 0), 2);
+    si_sampler_free(s);
+    /* the order: (3 - 2) / 2 = 0.5 > 0 picks token 0; the penalty first (3 / 2 - 2 = -0.5)
+     * would pick token 1 */
+    float b[2] = {3.0f, 0.0f};
+    si_logit_bias lb0 = {0, -2.0f};
+    p.logit_bias = &lb0;
+    p.n_logit_bias = 1;
+    p.repetition_penalty = 2.0f;
+    int32_t h0[1] = {0};
+    s = make(&p, 2);
+    assert_int_equal(si_sampler_sample(s, b, h0, 1), 0);
+    si_sampler_free(s);
+    /* the caller's logits are not modified */
+    const float keep[3] = {2.0f, 1.9f, -3.0f};
+    assert_memory_equal(a, keep, sizeof keep);
+}
+
 /* The penalties are recomputed from history at each call: counts must not leak between calls. */
 static void test_penalties_stateless(void **state) {
     (void)state;
@@ -325,7 +359,7 @@ static void test_bad_params(void **state) {
         const char *field;
         si_sampling_params p;
         int32_t n_vocab;
-    } cases[12];
+    } cases[20];
     int n = 0;
 #define BAD(fieldname, stmt, nv)                                                                   \
     do {                                                                                           \
@@ -348,6 +382,17 @@ static void test_bad_params(void **state) {
     BAD("repetition_penalty", q->repetition_penalty = -1.0f, 10);
     BAD("top_k", q->top_k = -1, 10);
     BAD("penalty_last_n", q->penalty_last_n = -2, 10);
+    static const si_logit_bias lb_out[] = {{10, 1.0f}}, lb_neg[] = {{-1, 1.0f}},
+                               lb_nan[] = {{3, NAN}}, lb_inf[] = {{3, -INFINITY}},
+                               lb_twice[] = {{3, 1.0f}, {4, 2.0f}, {3, -1.0f}};
+    BAD("logit_bias token 10", (q->logit_bias = lb_out, q->n_logit_bias = 1), 10);
+    BAD("logit_bias token -1", (q->logit_bias = lb_neg, q->n_logit_bias = 1), 10);
+    BAD("finite", (q->logit_bias = lb_nan, q->n_logit_bias = 1), 10);
+    BAD("finite", (q->logit_bias = lb_inf, q->n_logit_bias = 1), 10);
+    BAD("twice", (q->logit_bias = lb_twice, q->n_logit_bias = 3), 10);
+    BAD("n_logit_bias", (q->logit_bias = lb_twice, q->n_logit_bias = SI_MAX_LOGIT_BIAS + 1), 10);
+    BAD("n_logit_bias", (q->logit_bias = NULL, q->n_logit_bias = 1), 10);
+    BAD("n_logit_bias", (q->logit_bias = lb_twice, q->n_logit_bias = -1), 10);
 #undef BAD
     for (int i = 0; i < n; i++) {
         s = (si_sampler *)&s;
@@ -383,6 +428,7 @@ int main(void) {
         cmocka_unit_test(test_min_p_filters),
         cmocka_unit_test(test_penalties),
         cmocka_unit_test(test_penalties_stateless),
+        cmocka_unit_test(test_logit_bias),
         cmocka_unit_test(test_seed_determinism),
         cmocka_unit_test(test_distribution),
         cmocka_unit_test(test_bad_params),

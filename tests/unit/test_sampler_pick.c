@@ -181,8 +181,9 @@ static void test_peek_is_next_draw(void **state) {
  * vocabulary, windows of 0-40 tokens, -1 (all) and 0 (off), ids outside the vocabulary among
  * them): the same distinct ids with the same counts, in order of first occurrence; -1 and
  * nothing written when they exceed cap, without leaving counts behind for the next call. Then
- * si_sampler_sample with penalties and sampler_draw + sampler_pick on the logits penalised pair
- * by pair with sampler_penalise give the same tokens: the pairs are what the device gets. */
+ * si_sampler_sample with logit biases and penalties, and sampler_draw + sampler_pick on the
+ * logits biased (sampler_logit_bias, one float addition each) and then penalised pair by pair
+ * with sampler_penalise, give the same tokens: the biases and pairs are what the device gets. */
 static void test_penalty_pairs(void **state) {
     (void)state;
     enum { V = 40, H = 120 };
@@ -231,6 +232,10 @@ static void test_penalty_pairs(void **state) {
     si_sampling_params sp = si_sampling_default_params();
     sp.temperature = 0.9f, sp.top_k = 0, sp.seed = 3;
     sp.repetition_penalty = 1.3f, sp.frequency_penalty = 0.45f, sp.presence_penalty = 0.2f;
+    si_logit_bias lb[40];
+    for (int k = 0; k < 40; k++) /* half of them on the penalised head of the vocabulary */
+        lb[k] = (si_logit_bias){k < 20 ? 3 * k : 100 + 7 * k, (float)(uniform(&s) * 6.0 - 3.0)};
+    sp.logit_bias = lb, sp.n_logit_bias = 40;
     si_sampler *a = NULL, *b = NULL;
     assert_int_equal(si_sampler_create(&sp, NV, &a), SI_OK);
     assert_int_equal(si_sampler_create(&sp, NV, &b), SI_OK);
@@ -241,10 +246,15 @@ static void test_penalty_pairs(void **state) {
         for (int i = 0; i < H; i++)
             hist[i] = (int32_t)(rng(&s) % 60); /* the head of the vocab */
         memcpy(pen, l, sizeof l);
+        const si_logit_bias *bias;
+        const int32_t nb = sampler_logit_bias(b, &bias);
+        assert_int_equal(nb, 40);
+        for (int k = 0; k < nb; k++)
+            pen[bias[k].token] += bias[k].bias;
         const int32_t np = sampler_penalty_pairs(b, hist, H, NV, ptok, pcnt);
         assert_true(np > 0);
         for (int k = 0; k < np; k++)
-            pen[ptok[k]] = sampler_penalise(l[ptok[k]], pcnt[k], sp.repetition_penalty,
+            pen[ptok[k]] = sampler_penalise(pen[ptok[k]], pcnt[k], sp.repetition_penalty,
                                             sp.frequency_penalty, sp.presence_penalty);
         sampler_chain ch;
         double u;
@@ -255,7 +265,8 @@ static void test_penalty_pairs(void **state) {
         changed += via_pairs != sampler_pick(c, NV, &ch, u);
         assert_int_equal(si_sampler_sample(a, l, hist, H), via_pairs);
     }
-    assert_true(changed > 0); /* the penalties moved some picks: the check above means something */
+    assert_true(changed >
+                0); /* the adjustments moved some picks: the check above means something */
     si_sampler_free(a);
     si_sampler_free(b);
 }

@@ -99,8 +99,9 @@ typedef struct cuda_state {
     cuda_sample_params *d_smp;    /* [max_seqs] per logits row: in d_in (batch_layout.smp) */
     int32_t *d_ids;               /* [max_seqs] sampled ids */
     cuda_logprobs *d_lp;          /* [max_seqs] their logprobs, for the rows that ask */
-    float *d_pen_saved;           /* [max_seqs * BACKEND_PEN_MAX] penalised logits' raw values */
-    /* the step's penalty pairs: at d_in + pen_start (batch_layout), pen_rows rows have some */
+    float *d_pen_saved;           /* [max_seqs * ADJ_MAX] adjusted logits' raw values */
+    /* the step's logit biases and penalty pairs: at d_in + pen_start (batch_layout), pen_rows
+     * rows have some */
     size_t pen_start;
     int pen_rows;
     /* pinned host copies, two of the packed batch and of the ids: one per step begun ahead
@@ -183,12 +184,16 @@ static void step_timing_report(const step_timing *t) {
     CUDA_CHECK(cudaEventDestroy(t->end));
 }
 
+/* Logit adjustments a logits row may bring: penalty pairs and logit biases */
+#define ADJ_MAX (BACKEND_PEN_MAX + SI_MAX_LOGIT_BIAS)
+
 /* The packed batch, in int32 units: token, pos, slot, kv_len, seq [max_tokens] each, out_row
  * [max_seqs], k_unrot (bytes) [max_tokens], row_ror (bytes), the logits rows' sampling
  * parameters (cuda_sample_params [max_seqs], 8-byte aligned), block tables [rows][bt_stride]
  * for the attention rows (tokens in a decode step, sequences otherwise; at most
  * max(max_tokens, max_seqs) rows of at most max_blocks columns), then, right after the rows a
- * step has, its penalty pairs (at most BACKEND_PEN_MAX a logits row, (token, count) each). The
+ * step has, its logits rows' adjustments: penalty pairs (token, count) and logit biases (token,
+ * float bits), at most ADJ_MAX a row. The
  * variable parts come last so that a step copies only what it has; one copy takes all of it. */
 typedef struct batch_layout {
     size_t token, pos, slot, kv_len, seq, out_row, k_unrot, row_ror, smp, bt, total;
@@ -208,7 +213,7 @@ static batch_layout layout_of(const backend_params *p, int32_t max_blocks) {
     l.smp = (l.row_ror + (R + 3) / 4 + 1) / 2 * 2;
     l.bt = l.smp + S * (sizeof(cuda_sample_params) / sizeof(int32_t));
     /* the second slot stays 8-byte aligned */
-    l.total = (l.bt + R * max_blocks + S * BACKEND_PEN_MAX * 2 + 1) / 2 * 2;
+    l.total = (l.bt + R * max_blocks + S * ADJ_MAX * 2 + 1) / 2 * 2;
     return l;
 }
 
@@ -276,7 +281,7 @@ static size_t scratch_layout(cuda_state *c, const si_model *m, const backend_par
     TAKE(d_in, layout_of(p, max_blocks).total * 4);
     TAKE(d_ids, S * 4);
     TAKE(d_lp, S * sizeof(cuda_logprobs));
-    TAKE(d_pen_saved, S * BACKEND_PEN_MAX * 4);
+    TAKE(d_pen_saved, S * ADJ_MAX * 4);
 #undef TAKE
     if (base) {
         c->x = c->x_main;
@@ -853,9 +858,9 @@ static cuda_sample_params *h_smp_of(const cuda_state *c) {
     return (cuda_sample_params *)(c->h_in + layout_of(&c->p, c->max_blocks).smp);
 }
 
-/* The sampling parameters of the n_out logits rows into h_in's, with each row's penalty pairs
- * after the packed batch's first `bytes` (pen_start; *bytes grows by them); logprobs where lp
- * and a row asks, *any_lp saying whether one does. */
+/* The sampling parameters of the n_out logits rows into h_in's, with each row's logit biases
+ * and penalty pairs after the packed batch's first `bytes` (pen_start; *bytes grows by them);
+ * logprobs where lp and a row asks, *any_lp saying whether one does. */
 static void pack_sampling(cuda_state *c, const backend_sample *smp, int n_out, bool lp,
                           bool *any_lp, size_t *bytes) {
     cuda_sample_params *h_smp = h_smp_of(c);
@@ -865,18 +870,24 @@ static void pack_sampling(cuda_state *c, const backend_sample *smp, int n_out, b
     int at = 0;
     for (int i = 0; i < n_out; i++) {
         const backend_sample *q = &smp[c->out_seq[i]];
-        SI_ASSERT(q->n_pen >= 0 && q->n_pen <= BACKEND_PEN_MAX);
+        SI_ASSERT(q->n_pen >= 0 && q->n_pen <= BACKEND_PEN_MAX && q->n_bias >= 0 &&
+                  q->n_bias <= SI_MAX_LOGIT_BIAS);
         h_smp[i] = (cuda_sample_params){
             q->u,          q->temperature, q->top_k,    q->top_p, q->min_p, lp ? q->logprobs : -1,
-            q->repetition, q->frequency,   q->presence, at,       q->n_pen};
+            q->repetition, q->frequency,   q->presence, at,       q->n_pen, at + q->n_pen,
+            q->n_bias};
         *any_lp |= h_smp[i].logprobs >= 0;
-        for (int j = 0; j < q->n_pen; j++) {
+        for (int j = 0; j < q->n_pen; j++, at++) {
             SI_ASSERT(q->pen_tok[j] >= 0 && q->pen_tok[j] < c->m->hp.n_vocab);
-            pairs[2 * (at + j)] = q->pen_tok[j];
-            pairs[2 * (at + j) + 1] = q->pen_count[j];
+            pairs[2 * at] = q->pen_tok[j];
+            pairs[2 * at + 1] = q->pen_count[j];
         }
-        at += q->n_pen;
-        c->pen_rows += q->n_pen > 0;
+        for (int j = 0; j < q->n_bias; j++, at++) {
+            SI_ASSERT(q->bias[j].token >= 0 && q->bias[j].token < c->m->hp.n_vocab);
+            pairs[2 * at] = q->bias[j].token;
+            memcpy(&pairs[2 * at + 1], &q->bias[j].bias, sizeof(float));
+        }
+        c->pen_rows += q->n_pen > 0 || q->n_bias > 0;
     }
     *bytes += (size_t)at * 2 * sizeof(int32_t);
 }
@@ -988,8 +999,8 @@ static void cuda_forward(void *state, const si_batch *b, float *logits) {
 static float *cuda_logits_buffer(void *state) { return ((cuda_state *)state)->h_logits; }
 
 /* The sampling half of a step of n_out logits rows (their parameters came with the batch):
- * their penalties applied, the sampling kernel's ids to d_ids (device), then into h_ids's
- * slot. */
+ * their logit biases and penalties applied, the sampling kernel's ids to d_ids (device), then into
+ * h_ids's slot. */
 static void enqueue_sample(cuda_state *c, int n_out, int32_t *d_ids, int slot) {
     if (n_out <= 0) return;
     if (c->pen_rows)
@@ -1011,7 +1022,7 @@ static void cuda_forward_sample(void *state, const si_batch *b, const backend_sa
     enqueue_sample(c, n_out, c->d_ids, 0);
     const cuda_sample_params *h_smp = h_smp_of(c);
     cuda_logprobs *h_lp = c->h_lp;
-    if (any_lp) { /* of the raw logits: the penalised ones put back first */
+    if (any_lp) { /* of the raw logits: the adjusted ones put back first */
         if (c->pen_rows)
             cuda_penalise_rows(c->logits, c->m->hp.n_vocab, n_out, c->d_smp, c->d_in + c->pen_start,
                                c->d_pen_saved, true, c->st);

@@ -27,18 +27,23 @@ typedef struct cuda_sample_params {
     float top_p, min_p;
     int32_t logprobs; /* for cuda_logprobs_rows: < 0 none, else that many top tokens (<= 20) */
     /* for cuda_penalise_rows: the factors of sampler_penalise and the row's pen_n (token,
-     * count) pairs, pen_at the first's index in the step's pairs (pen_n 0: none) */
+     * count) pairs, pen_at the first's index in the step's pairs (pen_n 0: none); its bias_n
+     * logit biases, (token, the bias's float bits) pairs from bias_at on */
     float repetition, frequency, presence;
     int32_t pen_at, pen_n;
+    int32_t bias_at, bias_n;
 } cuda_sample_params;
 
-/* The penalties of the sampler's chain (sampler_penalty_pairs, sampler_penalise in
- * src/engine/sampler_pick.h) on the device, in place before cuda_sample: for each row r < n_rows
- * and j < params[r].pen_n, with (t, c) = (pen[2 k], pen[2 k + 1]) and k = params[r].pen_at + j,
- * saved[k] = logits[r][t], then logits[r][t] = sampler_penalise(saved[k], c, params[r]'s
- * factors), rounded as the CPU rounds (bit for bit). A row's ids must be distinct and in
- * [0, n_vocab). With restore, puts saved[k] back instead (the raw logits, for
- * cuda_logprobs_rows). Device pointers; one CTA a row. */
+/* The logit biases and penalties of the sampler's chain (sampler_logit_bias,
+ * sampler_penalty_pairs, sampler_penalise in src/engine/sampler_pick.h) on the device, in place
+ * before cuda_sample, each logit rounded as the CPU rounds it (bit for bit). For each row
+ * r < n_rows: first, for j < params[r].bias_n and k = params[r].bias_at + j, with
+ * (t, b) = (pen[2 k], pen[2 k + 1] as a float), saved[k] = logits[r][t] and logits[r][t] += b;
+ * then, for j < params[r].pen_n and k = params[r].pen_at + j, with (t, c) = (pen[2 k],
+ * pen[2 k + 1]), saved[k] = logits[r][t] and logits[r][t] = sampler_penalise(saved[k], c,
+ * params[r]'s factors). Each list's ids must be distinct and in [0, n_vocab). With restore,
+ * puts the saved values back in the reverse order (the raw logits, for cuda_logprobs_rows).
+ * Device pointers; one CTA a row. */
 void cuda_penalise_rows(float *logits, int n_vocab, int n_rows, const cuda_sample_params *params,
                         const int32_t *pen, float *saved, bool restore, cudaStream_t stream);
 
