@@ -156,6 +156,23 @@ def test_threads_batch_together_with_the_same_results(engine):
     assert engine.stats()["steps"] - steps_before < len(prompts) * 16
 
 
+def test_logit_bias(engine):
+    """logit_bias={id: bias}: -100 bans the greedy pick (another token comes, the logprobs still
+    the model's, where the banned one stays on top), +100 forces a token; bad ids are refused."""
+    prompt = "The capital of France is"
+    base = engine.generate(prompt, max_tokens=1, logprobs=True, top_logprobs=1)
+    t = base.tokens[0]
+    banned = engine.generate(prompt, max_tokens=1, logprobs=True, top_logprobs=1,
+                             logit_bias={t: -100})
+    assert banned.tokens[0] != t and banned.logprobs[0].top_logprobs[0][0] == t
+    forced = engine.generate(prompt, max_tokens=3, ignore_eos=True, logit_bias={t + 1: 100})
+    assert forced.tokens == [t + 1] * 3
+    with pytest.raises(swiftinfer.SwiftInferError, match="logit_bias token -1"):
+        engine.generate(prompt, max_tokens=1, logit_bias={-1: 1.0})
+    with pytest.raises(swiftinfer.SwiftInferError, match="finite"):
+        engine.generate(prompt, max_tokens=1, logit_bias={3: float("inf")})
+
+
 def test_errors_name_what_is_wrong(default_model, engine, tmp_path):
     with pytest.raises(swiftinfer.SwiftInferError, match="SI_ERR_IO.*nonexistent"):
         swiftinfer.Model(tmp_path / "nonexistent.gguf")
