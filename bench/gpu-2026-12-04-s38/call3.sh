@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # s38 device call 3: logit biases with the penalties on the GPU (penalty.cu).
 # test_cuda_sample whole without timings (biases and penalties bit for bit against the CPU at
-# the model part of run.sh (test_cuda_model's device-vs-host checks with biases on every model).
+# 32000 and 128256), memcheck on --small (no shared memory in the new kernel: no race check);
+# then the model part of run.sh (test_cuda_model's device-vs-host checks with biases on every model).
 set -u
 B=build-gpucarry
 S=$(date +%s)
@@ -12,5 +13,6 @@ echo "kernel part: $(( $(date +%s) - S )) s"
 OUT=/tmp/rs SI_BIN_DIR=$B SI_SKIP_KERNEL_TESTS=1 timeout 420 tests/cuda/run.sh > "$OUT/runsh.txt" 2>&1
 echo "run.sh rc=$? after $(( $(date +%s) - S )) s"
 echo "PASS lines: $(grep -cE '^PASS' "$OUT/runsh.txt")"
-grep -E "^FAIL|FAILED|RUN.SH|PYAPI|penalties on the gpu|repetition penalty" "$OUT/runsh.txt" | cut -c1-300 | head -40
+grep -E "^FAIL|FAILED|RUN.SH|PYAPI" "$OUT/runsh.txt" | cut -c1-300 | head -20
+grep -hE "penalties on the gpu|logit biases" /tmp/rs/test_cuda_model.log | cut -c1-330 | sort | uniq -c
 tar cf "$OUT/rs.tar" -C /tmp/rs . 2>/dev/null
