@@ -113,23 +113,17 @@ static si_status check_params(const si_sampling_params *p, int32_t n_vocab) {
                         (int)p->penalty_last_n);
     if (p->n_logit_bias < 0 || p->n_logit_bias > SI_MAX_LOGIT_BIAS ||
         (p->n_logit_bias > 0 && !p->logit_bias))
-        return si_error(SI_ERR_INVALID_ARG,
-                        "sampler: n_logit_bias must be 0..%d with the "
-                        "entries given (got %d%s)",
-                        SI_MAX_LOGIT_BIAS, (int)p->n_logit_bias,
+        return si_error(SI_ERR_INVALID_ARG, "sampler: n_logit_bias must be 0..%d, the entries "
+                        "given (got %d%s)", SI_MAX_LOGIT_BIAS, (int)p->n_logit_bias,
                         p->logit_bias ? "" : ", logit_bias NULL");
     for (int32_t i = 0; i < p->n_logit_bias; i++) {
         const si_logit_bias *b = &p->logit_bias[i];
         if (b->token < 0 || b->token >= n_vocab)
-            return si_error(SI_ERR_INVALID_ARG,
-                            "sampler: logit_bias token %d is outside the "
-                            "vocabulary [0, %d)",
-                            (int)b->token, (int)n_vocab);
+            return si_error(SI_ERR_INVALID_ARG, "sampler: logit_bias token %d is outside the "
+                            "vocabulary [0, %d)", (int)b->token, (int)n_vocab);
         if (!isfinite(b->bias))
-            return si_error(SI_ERR_INVALID_ARG,
-                            "sampler: logit_bias for token %d must be "
-                            "finite (got %g)",
-                            (int)b->token, (double)b->bias);
+            return si_error(SI_ERR_INVALID_ARG, "sampler: logit_bias for token %d must be "
+                            "finite (got %g)", (int)b->token, (double)b->bias);
         for (int32_t j = 0; j < i; j++)
             if (p->logit_bias[j].token == b->token)
                 return si_error(SI_ERR_INVALID_ARG, "sampler: logit_bias lists token %d twice",

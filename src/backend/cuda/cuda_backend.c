@@ -193,8 +193,8 @@ static void step_timing_report(const step_timing *t) {
  * for the attention rows (tokens in a decode step, sequences otherwise; at most
  * max(max_tokens, max_seqs) rows of at most max_blocks columns), then, right after the rows a
  * step has, its logits rows' adjustments: penalty pairs (token, count) and logit biases (token,
- * float bits), at most ADJ_MAX a row. The
- * variable parts come last so that a step copies only what it has; one copy takes all of it. */
+ * float bits), at most ADJ_MAX a row. The variable parts come last so that a step copies only
+ * what it has; one copy takes all of it. */
 typedef struct batch_layout {
     size_t token, pos, slot, kv_len, seq, out_row, k_unrot, row_ror, smp, bt, total;
 } batch_layout;
