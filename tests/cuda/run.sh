@@ -18,7 +18,7 @@
 #      engine's exactness on the GPU (test_cuda_model; the F16 models also with
 #      SI_CUDA_GEMV_H16_MMA=1), a CLI smoke run, the Python API with
 #      device="cuda" against "cpu" (tests/cuda/python_api_gpu.py; needs libswiftinfer.so), `serve
-#      --device cuda` over HTTP (tests/cuda/serve_gpu.py: the KV pool's default), then
+#      --device cuda` over HTTP (tests/cuda/serve_gpu.py: the KV pool's default; logit_bias and penalties sampled on the GPU), then
 #      `swiftinfer bench --device cuda -p 512 -n 128` on every synthesised model;
 #   5. the kernel timings against the newest saved run's (scripts/timing_diff.py: a report).
 # The host libraries the full project needs (PCRE2, utf8proc, jansson, libmicrohttpd, xxhash,
@@ -169,7 +169,7 @@ if [ "$full" = 1 ]; then
         fail=1
         echo "python_api_gpu FAILED to run: no $BD/libswiftinfer.so (carry it with the binaries) or python3"
     fi
-    echo "== serve --device cuda: the KV pool's GPU default, one completion (tests/cuda/serve_gpu.py)"
+    echo "== serve --device cuda: the KV pool's GPU default, one completion, logit_bias and penalties on the device (tests/cuda/serve_gpu.py)"
     if command -v python3 > /dev/null; then
         timeout 400 python3 tests/cuda/serve_gpu.py "$SI" "$MD/smollm2-q8_0.gguf" \
             > "$LOG/run_smoke_serve.log" 2>&1 || { fail=1; echo "serve_gpu FAILED"; }
