@@ -54,9 +54,6 @@ typedef struct backend_sample {
     float repetition, frequency, presence; /* sampler_penalise's factors */
     int32_t n_pen;                         /* 0..BACKEND_PEN_MAX pairs: */
     const int32_t *pen_tok, *pen_count;    /* distinct ids and their counts (host memory) */
-    bool pen_fed; /* sample_begin with feed_back only: the fed token (picked on the device) is
-                   * one more in the window: its count + 1, or (token, 1) when not a pair
-                   * (sampler_penalty_pairs_before's pairs) */
     int32_t n_bias;                        /* 0..SI_MAX_LOGIT_BIAS logit biases, added first */
     const si_logit_bias *bias;             /* (host memory, distinct ids) */
 } backend_sample;

@@ -187,11 +187,16 @@ bool sampler_history_free(const si_sampler *s, int32_t n_history) {
             p->presence_penalty == 0.0f);
 }
 
-/* The pairs of history[start, end) (sampler_penalty_pairs' contract for that window) */
-static int32_t window_pairs(si_sampler *s, const int32_t *history, int32_t start, int32_t end,
-                            int32_t cap, int32_t *tok, int32_t *count) {
+int32_t sampler_penalty_pairs(si_sampler *s, const int32_t *history, int32_t n_history, int32_t cap,
+                              int32_t *tok, int32_t *count) {
+    const si_sampling_params *p = &s->p;
+    if (!history || sampler_history_free(s, n_history)) return 0;
+    int32_t start = 0;
+    if (p->penalty_last_n > 0 && n_history > p->penalty_last_n)
+        start = n_history - p->penalty_last_n;
+
     int32_t n_touched = 0;
-    for (int32_t i = start; i < end; i++) {
+    for (int32_t i = start; i < n_history; i++) {
         int32_t t = history[i];
         if (t < 0 || t >= s->n_vocab)
             continue; /* NOTE: ids outside the vocabulary cannot be penalised; ignore them */
@@ -206,24 +211,6 @@ static int32_t window_pairs(si_sampler *s, const int32_t *history, int32_t start
         s->counts[t] = 0;
     }
     return n_touched <= cap ? n_touched : -1;
-}
-
-/* Where the penalty window of a history of n tokens starts */
-static int32_t window_start(const si_sampler *s, int32_t n) {
-    const int32_t last_n = s->p.penalty_last_n;
-    return last_n > 0 && n > last_n ? n - last_n : 0;
-}
-
-int32_t sampler_penalty_pairs(si_sampler *s, const int32_t *history, int32_t n_history, int32_t cap,
-                              int32_t *tok, int32_t *count) {
-    if (!history || sampler_history_free(s, n_history)) return 0;
-    return window_pairs(s, history, window_start(s, n_history), n_history, cap, tok, count);
-}
-
-int32_t sampler_penalty_pairs_before(si_sampler *s, const int32_t *history, int32_t n_history,
-                                     int32_t cap, int32_t *tok, int32_t *count) {
-    if (!history || sampler_history_free(s, n_history + 1)) return 0;
-    return window_pairs(s, history, window_start(s, n_history + 1), n_history, cap, tok, count);
 }
 
 float sampler_penalise(float logit, int32_t count, float repetition, float frequency,

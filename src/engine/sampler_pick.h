@@ -57,14 +57,6 @@ int32_t sampler_logit_bias(const si_sampler *s, const si_logit_bias **bias);
 int32_t sampler_penalty_pairs(si_sampler *s, const int32_t *history, int32_t n_history, int32_t cap,
                               int32_t *tok, int32_t *count);
 
-/* sampler_penalty_pairs for the history of n_history + 1 tokens whose last one is not known
- * yet, without that token: the pairs of its window's first tokens (those of history that stay
- * in the window when one more comes). With the unknown token counted once more (added as (t, 1)
- * when absent), they are that history's pairs: a step run ahead on the device, whose token the
- * step before picks there, penalises with them (backend_sample.pen_fed). */
-int32_t sampler_penalty_pairs_before(si_sampler *s, const int32_t *history, int32_t n_history,
-                                     int32_t cap, int32_t *tok, int32_t *count);
-
 /* One logit after the penalties for a token seen count (> 0) times in the window: divided by
  * repetition when positive, else multiplied by it (llama.cpp's repeat_penalty), then less
  * count * frequency + presence (OpenAI's), each operation rounded to float in this order (a

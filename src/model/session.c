@@ -15,10 +15,8 @@
  * So the ids are the ones without the step ahead (SI_SESSION_AHEAD=0), token for token.
  *
  * A sampler whose penalties read the history gives the device its window's (token, count)
- * pairs (sampler_penalty_pairs). The step ahead's window holds the id not yet known on the host:
- * it gets the pairs of the rest (sampler_penalty_pairs_before) and the device counts the id it
- * is fed (backend_sample.pen_fed); the next call uses it only if its own history gives those
- * same pairs before that id. A window of more than BACKEND_PEN_MAX distinct ids, or
+ * pairs (sampler_penalty_pairs); the step ahead is then off, since the next step's window holds
+ * the id not yet known. A window of more than BACKEND_PEN_MAX distinct ids, or
  * SI_DEVICE_PENALTIES=0, brings the logits back to si_sampler_sample instead. */
 #include "model/session.h"
 
@@ -177,25 +175,13 @@ static void ahead_drop(si_session *s) {
     s->ahead_on = false;
 }
 
-/* After a step sampling from history[0..n_history) was begun (OUT_BEGIN, n_past advanced past
- * it): begins the step ahead with the draw smp would make next, where it fits (penalties: its
- * window less the id it is fed as pairs, the device counting that id,
- * sampler_penalty_pairs_before), then waits for the sampled step; returns its id. */
-static int32_t ahead_begin_then_end(si_session *s, si_sampler *smp, const int32_t *history,
-                                    int32_t n_history) {
-    const bool pen = !sampler_history_free(smp, n_history + 1);
-    const int32_t n_pen =
-        !pen               ? 0
-        : s->pen_on_device ? sampler_penalty_pairs_before(smp, history, n_history, BACKEND_PEN_MAX,
-                                                          s->ahead_pen_tok, s->ahead_pen_count)
-                           : -1;
-    if (s->n_past < s->m->n_ctx && n_pen >= 0) {
+/* After a sampled step was begun (OUT_BEGIN, n_past advanced past it): begins the step ahead
+ * with the draw smp would make next, where it fits and smp's penalties leave the next
+ * history's logits alone, then waits for the sampled step; returns its id. */
+static int32_t ahead_begin_then_end(si_session *s, const si_sampler *smp, int32_t n_history_next) {
+    if (s->n_past < s->m->n_ctx && sampler_history_free(smp, n_history_next)) {
         const int32_t placeholder = 0;
         sampler_peek_sample(smp, &s->ahead_q);
-        s->ahead_q.n_pen = n_pen;
-        s->ahead_q.pen_tok = s->ahead_pen_tok;
-        s->ahead_q.pen_count = s->ahead_pen_count;
-        s->ahead_q.pen_fed = pen;
         session_forward(s, &placeholder, 1, OUT_BEGIN_FED, &s->ahead_q, NULL);
         s->ahead_on = true;
     }
@@ -203,28 +189,9 @@ static int32_t ahead_begin_then_end(si_session *s, si_sampler *smp, const int32_
     return s->ahead_token;
 }
 
-/* Whether the step ahead penalised with the window history[0..n_history) gives: none when it
- * had no penalties and this history needs none (n_pen 0), else the same pairs before its last
- * token, which is the one the step was fed. */
-static bool ahead_window_same(si_session *s, si_sampler *smp, const int32_t *history,
-                              int32_t n_history, int32_t n_pen) {
-    if (!s->ahead_q.pen_fed) return n_pen == 0;
-    if (sampler_history_free(smp, n_history) || n_history < 1 ||
-        history[n_history - 1] != s->ahead_token)
-        return false;
-    int32_t tok[BACKEND_PEN_MAX], count[BACKEND_PEN_MAX];
-    const int32_t n =
-        sampler_penalty_pairs_before(smp, history, n_history - 1, BACKEND_PEN_MAX, tok, count);
-    return n == s->ahead_q.n_pen && !memcmp(tok, s->ahead_pen_tok, (size_t)n * sizeof *tok) &&
-           !memcmp(count, s->ahead_pen_count, (size_t)n * sizeof *count);
-}
-
-/* the same chain, draw, logit biases (the same sampler's) and penalty factors */
 static bool same_draw(const backend_sample *a, const backend_sample *b) {
     return a->temperature == b->temperature && a->top_k == b->top_k && a->top_p == b->top_p &&
-           a->min_p == b->min_p && a->u == b->u && a->logprobs == b->logprobs &&
-           a->n_bias == b->n_bias && a->bias == b->bias && a->repetition == b->repetition &&
-           a->frequency == b->frequency && a->presence == b->presence;
+           a->min_p == b->min_p && a->u == b->u && a->logprobs == b->logprobs;
 }
 
 si_status si_session_eval(si_session *s, const int32_t *tokens, int32_t n) {
@@ -251,8 +218,7 @@ si_status si_session_eval_sample(si_session *s, const int32_t *tokens, int32_t n
         return st;
     }
     backend_sample q;
-    if (s->ahead_on && n == 1 && tokens[0] == s->ahead_token &&
-        ahead_window_same(s, smp, history, n_history, n_pen)) {
+    if (s->ahead_on && n_pen == 0 && n == 1 && tokens[0] == s->ahead_token) {
         sampler_peek_sample(smp, &q);
         if (same_draw(&q, &s->ahead_q)) { /* the step ahead is this call's step */
             sampler_draw_sample(smp, &q);
@@ -260,7 +226,7 @@ si_status si_session_eval_sample(si_session *s, const int32_t *tokens, int32_t n
             s->ahead_used++;
             s->n_past++;
             s->logits_on_device = true;
-            *id = ahead_begin_then_end(s, smp, history, n_history);
+            *id = ahead_begin_then_end(s, smp, n_history + 1);
             return SI_OK;
         }
     }
@@ -272,12 +238,12 @@ si_status si_session_eval_sample(si_session *s, const int32_t *tokens, int32_t n
     q.n_pen = n_pen;
     q.pen_tok = s->pen_tok;
     q.pen_count = s->pen_count;
-    if (!s->ahead_enabled) {
+    if (!s->ahead_enabled || n_pen > 0) { /* no step ahead: the next one's penalties need this id */
         session_run(s, tokens, n, OUT_SAMPLE, &q, id);
         return SI_OK;
     }
     session_run(s, tokens, n, OUT_BEGIN, &q, NULL);
-    *id = ahead_begin_then_end(s, smp, history, n_history);
+    *id = ahead_begin_then_end(s, smp, n_history + 1);
     return SI_OK;
 }
 

@@ -36,11 +36,9 @@ struct si_session {
     int32_t ahead_token;
     int64_t ahead_used; /* steps a call found already run (for the tests) */
     backend_sample ahead_q;
-    /* penalties on the device (backend_penalties_on_device): a step's window as pairs, and
-     * those of the step ahead's window less its fed token (ahead_q.n_pen of them) */
+    /* penalties on the device (backend_penalties_on_device): a step's window as pairs */
     bool pen_on_device;
     int32_t pen_tok[BACKEND_PEN_MAX], pen_count[BACKEND_PEN_MAX];
-    int32_t ahead_pen_tok[BACKEND_PEN_MAX], ahead_pen_count[BACKEND_PEN_MAX];
 };
 
 #endif

@@ -180,8 +180,7 @@ static void test_peek_is_next_draw(void **state) {
 /* sampler_penalty_pairs against counting the window by hand (random histories over a small
  * vocabulary, windows of 0-40 tokens, -1 (all) and 0 (off), ids outside the vocabulary among
  * them): the same distinct ids with the same counts, in order of first occurrence; -1 and
- * nothing written when they exceed cap, without leaving counts behind for the next call;
- * sampler_penalty_pairs_before plus the next token is sampler_penalty_pairs with it. Then
+ * nothing written when they exceed cap, without leaving counts behind for the next call. Then
  * si_sampler_sample with logit biases and penalties, and sampler_draw + sampler_pick on the
  * logits biased (sampler_logit_bias, one float addition each) and then penalised pair by pair
  * with sampler_penalise, give the same tokens: the biases and pairs are what the device gets. */
@@ -227,25 +226,6 @@ static void test_penalty_pairs(void **state) {
             assert_memory_equal(cnt, want_cnt, (size_t)nw * sizeof *cnt);
         }
         assert_int_equal(sampler_penalty_pairs(a, hist, n, V, tok, cnt), nw); /* nothing left */
-        /* before one more token x: with x counted once more (appended when new), the pairs of
-         * the history with x, in the same order */
-        if (n < H) {
-            const int32_t x = (int32_t)(rng(&s) % (V + 4)) - 2;
-            int32_t before = sampler_penalty_pairs_before(a, hist, n, V, tok, cnt);
-            if (sp.penalty_last_n == 0) {
-                assert_int_equal(before, 0);
-            } else if (x >= 0 && x < V) {
-                int k = 0;
-                while (k < before && tok[k] != x) k++;
-                if (k == before) tok[before] = x, cnt[before++] = 0;
-                cnt[k]++;
-            }
-            hist[n] = x;
-            const int32_t with = sampler_penalty_pairs(a, hist, n + 1, V, want_tok, want_cnt);
-            assert_int_equal(before, with);
-            assert_memory_equal(tok, want_tok, (size_t)with * sizeof *tok);
-            assert_memory_equal(cnt, want_cnt, (size_t)with * sizeof *cnt);
-        }
         si_sampler_free(a);
     }
 

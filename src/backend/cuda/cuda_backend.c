@@ -184,9 +184,8 @@ static void step_timing_report(const step_timing *t) {
     CUDA_CHECK(cudaEventDestroy(t->end));
 }
 
-/* Logit adjustments a logits row may bring: penalty pairs (and the fed token's) and logit
- * biases */
-#define ADJ_MAX (BACKEND_PEN_MAX + 1 + SI_MAX_LOGIT_BIAS)
+/* Logit adjustments a logits row may bring: penalty pairs and logit biases */
+#define ADJ_MAX (BACKEND_PEN_MAX + SI_MAX_LOGIT_BIAS)
 
 /* The packed batch, in int32 units: token, pos, slot, kv_len, seq [max_tokens] each, out_row
  * [max_seqs], k_unrot (bytes) [max_tokens], row_ror (bytes), the logits rows' sampling
@@ -860,11 +859,10 @@ static cuda_sample_params *h_smp_of(const cuda_state *c) {
 }
 
 /* The sampling parameters of the n_out logits rows into h_in's, with each row's logit biases
- * and penalty pairs after the packed batch's first `bytes` (pen_start; *bytes grows by them;
- * a slot more for a fed token, pen_fed, which only a step fed back may have); logprobs where lp
- * and a row asks, *any_lp saying whether one does. */
+ * and penalty pairs after the packed batch's first `bytes` (pen_start; *bytes grows by them);
+ * logprobs where lp and a row asks, *any_lp saying whether one does. */
 static void pack_sampling(cuda_state *c, const backend_sample *smp, int n_out, bool lp,
-                          bool feed_back, bool *any_lp, size_t *bytes) {
+                          bool *any_lp, size_t *bytes) {
     cuda_sample_params *h_smp = h_smp_of(c);
     c->pen_start = *bytes / sizeof(int32_t);
     c->pen_rows = 0;
@@ -873,34 +871,23 @@ static void pack_sampling(cuda_state *c, const backend_sample *smp, int n_out, b
     for (int i = 0; i < n_out; i++) {
         const backend_sample *q = &smp[c->out_seq[i]];
         SI_ASSERT(q->n_pen >= 0 && q->n_pen <= BACKEND_PEN_MAX && q->n_bias >= 0 &&
-                  q->n_bias <= SI_MAX_LOGIT_BIAS && (!q->pen_fed || feed_back));
-        h_smp[i] = (cuda_sample_params){.u = q->u,
-                                        .temperature = q->temperature,
-                                        .top_k = q->top_k,
-                                        .top_p = q->top_p,
-                                        .min_p = q->min_p,
-                                        .logprobs = lp ? q->logprobs : -1,
-                                        .repetition = q->repetition,
-                                        .frequency = q->frequency,
-                                        .presence = q->presence,
-                                        .pen_at = at,
-                                        .pen_n = q->n_pen,
-                                        .bias_at = at + q->n_pen + q->pen_fed,
-                                        .bias_n = q->n_bias,
-                                        .pen_fed = q->pen_fed};
+                  q->n_bias <= SI_MAX_LOGIT_BIAS);
+        h_smp[i] = (cuda_sample_params){
+            q->u,          q->temperature, q->top_k,    q->top_p, q->min_p, lp ? q->logprobs : -1,
+            q->repetition, q->frequency,   q->presence, at,       q->n_pen, at + q->n_pen,
+            q->n_bias};
         *any_lp |= h_smp[i].logprobs >= 0;
         for (int j = 0; j < q->n_pen; j++, at++) {
             SI_ASSERT(q->pen_tok[j] >= 0 && q->pen_tok[j] < c->m->hp.n_vocab);
             pairs[2 * at] = q->pen_tok[j];
             pairs[2 * at + 1] = q->pen_count[j];
         }
-        at += q->pen_fed; /* the fed token's own entry, if it is not a pair */
         for (int j = 0; j < q->n_bias; j++, at++) {
             SI_ASSERT(q->bias[j].token >= 0 && q->bias[j].token < c->m->hp.n_vocab);
             pairs[2 * at] = q->bias[j].token;
             memcpy(&pairs[2 * at + 1], &q->bias[j].bias, sizeof(float));
         }
-        c->pen_rows += q->n_pen > 0 || q->n_bias > 0 || q->pen_fed;
+        c->pen_rows += q->n_pen > 0 || q->n_bias > 0;
     }
     *bytes += (size_t)at * 2 * sizeof(int32_t);
 }
@@ -917,7 +904,7 @@ static int run_step(cuda_state *c, const si_batch *b, int slot, bool feed_back,
     step_timing_begin(&c->timing, b, c->st);
     c->h_in = c->h_in_buf + (size_t)slot * c->in_ints;
     const int n_out = pack_step(c, b, &sh, &bytes);
-    if (smp) pack_sampling(c, smp, n_out, lp, feed_back, any_lp, &bytes);
+    if (smp) pack_sampling(c, smp, n_out, lp, any_lp, &bytes);
     const size_t skip = feed_back ? 1 : 0;
     CUDA_CHECK(cudaMemcpyAsync(c->d_in + skip, c->h_in + skip, bytes - skip * sizeof(int32_t),
                                cudaMemcpyHostToDevice, c->st));
@@ -968,8 +955,8 @@ static int warm_decode(cuda_state *c, int *n_graphs) {
         CUDA_CHECK(cudaMemcpyAsync(c->d_in, h, bytes, cudaMemcpyHostToDevice, c->st));
         forward_launches(c, &sh);
         /* loaded too: the penalties' kernel (no pairs here: it changes nothing) */
-        cuda_penalise_rows(c->logits, c->m->hp.n_vocab, r, c->d_smp, c->d_in + L.bt,
-                           c->d_in + L.token, c->d_pen_saved, false, c->st);
+        cuda_penalise_rows(c->logits, c->m->hp.n_vocab, r, c->d_smp, c->d_in + L.bt, c->d_pen_saved,
+                           false, c->st);
         cuda_sample(c->logits, c->m->hp.n_vocab, r, c->d_smp, c->d_ids, c->st);
         CUDA_CHECK(cudaStreamSynchronize(c->st)); /* h_in is reused */
         int rows = r, kv = 0;
@@ -1016,10 +1003,9 @@ static float *cuda_logits_buffer(void *state) { return ((cuda_state *)state)->h_
  * h_ids's slot. */
 static void enqueue_sample(cuda_state *c, int n_out, int32_t *d_ids, int slot) {
     if (n_out <= 0) return;
-    /* a fed token is row 0's token, d_in[0] (batch_layout.token is 0) */
     if (c->pen_rows)
         cuda_penalise_rows(c->logits, c->m->hp.n_vocab, n_out, c->d_smp, c->d_in + c->pen_start,
-                           c->d_in, c->d_pen_saved, false, c->st);
+                           c->d_pen_saved, false, c->st);
     cuda_sample(c->logits, c->m->hp.n_vocab, n_out, c->d_smp, d_ids, c->st);
     CUDA_CHECK(cudaMemcpyAsync(c->h_ids + (size_t)slot * c->p.max_seqs, d_ids,
                                (size_t)n_out * sizeof *c->h_ids, cudaMemcpyDeviceToHost, c->st));
@@ -1039,7 +1025,7 @@ static void cuda_forward_sample(void *state, const si_batch *b, const backend_sa
     if (any_lp) { /* of the raw logits: the adjusted ones put back first */
         if (c->pen_rows)
             cuda_penalise_rows(c->logits, c->m->hp.n_vocab, n_out, c->d_smp, c->d_in + c->pen_start,
-                               c->d_in, c->d_pen_saved, true, c->st);
+                               c->d_pen_saved, true, c->st);
         cuda_logprobs_rows(c->logits, c->m->hp.n_vocab, n_out, c->d_smp, c->d_ids, c->d_lp, c->st);
         CUDA_CHECK(cudaMemcpyAsync(h_lp, c->d_lp, (size_t)n_out * sizeof *h_lp,
                                    cudaMemcpyDeviceToHost, c->st));

@@ -32,8 +32,6 @@ typedef struct cuda_sample_params {
     float repetition, frequency, presence;
     int32_t pen_at, pen_n;
     int32_t bias_at, bias_n;
-    int32_t pen_fed; /* nonzero: the row's fed token fed[r] counts once more in the window (its
-                      * own entry, when not among the pairs, at pen_at + pen_n) */
 } cuda_sample_params;
 
 /* The logit biases and penalties of the sampler's chain (sampler_logit_bias,
@@ -43,14 +41,11 @@ typedef struct cuda_sample_params {
  * (t, b) = (pen[2 k], pen[2 k + 1] as a float), saved[k] = logits[r][t] and logits[r][t] += b;
  * then, for j < params[r].pen_n and k = params[r].pen_at + j, with (t, c) = (pen[2 k],
  * pen[2 k + 1]), saved[k] = logits[r][t] and logits[r][t] = sampler_penalise(saved[k], c,
- * params[r]'s factors), where a row with pen_fed counts fed[r] (device memory: its token, picked
- * by the step before) once more: +1 on its pair, else penalised as (fed[r], 1) with its saved
- * value at k = pen_at + pen_n. Each list's ids must be distinct and in [0, n_vocab). With restore,
+ * params[r]'s factors). Each list's ids must be distinct and in [0, n_vocab). With restore,
  * puts the saved values back in the reverse order (the raw logits, for cuda_logprobs_rows).
  * Device pointers; one CTA a row. */
 void cuda_penalise_rows(float *logits, int n_vocab, int n_rows, const cuda_sample_params *params,
-                        const int32_t *pen, const int32_t *fed, float *saved, bool restore,
-                        cudaStream_t stream);
+                        const int32_t *pen, float *saved, bool restore, cudaStream_t stream);
 
 /* ids[r] = the token sampled from logits row r (f32 [n_rows][n_vocab]) with params[r], for
  * r < n_rows; params and ids are device pointers. One cluster of 1-8 CTAs per row; no sort: the
