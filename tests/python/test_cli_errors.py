@@ -72,6 +72,12 @@ def test_truncated_model(binary, default_model, tmp_path):
     check_error(run_cli("run", "-m", p, "-p", "hi", check=False), str(p))
 
 
+def test_logit_bias_outside_the_vocabulary(binary, default_model):
+    proc = run_cli("run", "-m", default_model, "-p", "hi", "-n", "2", "-l", "999999+1",
+                   check=False)
+    check_error(proc, "logit_bias token 999999", "vocabulary")
+
+
 def test_prompt_longer_than_context(binary, default_model):
     proc = run_cli("run", "-m", default_model, "-c", 16, "-p", "word " * 100, check=False)
     check_error(proc, "context")
@@ -91,6 +97,12 @@ def test_prompt_longer_than_context(binary, default_model):
     (["run", "--kv-cache-dtype", "FP8"], "'FP8'"),
     (["serve", "--kv-cache-dtype", "fp16"], "--kv-cache-dtype expects auto, f16, fp8 or fp8_e4m3"),
     (["bench", "--kv-cache-dtype", "e5m2"], "--kv-cache-dtype expects auto, f16, fp8 or fp8_e4m3"),
+    (["run", "--logit-bias", "12"], "TOKEN_ID+BIAS"),
+    (["run", "-l", "12+x"], "'12+x'"),
+    (["run", "-l", "-3+1"], "'-3+1'"),
+    (["chat", "-l", "12-inf"], "'12-inf'"),
+    (["run", "-l", "12-101"], "outside [-100, 100]"),
+    (["run", "-l", "12+1", "-l", "12-1"], "token 12 is given twice"),
 ])
 def test_invalid_flags(binary, args, needle):
     check_error(run_cli(*args, check=False), needle)
