@@ -523,6 +523,18 @@ const char *si_finish_reason_name(si_finish_reason r) {
     }
 }
 
+/* What si_engine_create made, in reverse (any of it may be missing when creation failed) */
+static void free_parts(si_engine *e) {
+    sched_free(e->s);
+    kv_pool_free(e->pool);
+    if (e->bs) e->be->free(e->bs);
+    if (e->logits_owned) free(e->logits);
+    free(e->host_toks);
+    free(e->n_pen);
+    free(e->pen_tok);
+    free(e->pen_count);
+}
+
 si_status si_engine_create(si_model *m, const si_engine_params *params, si_engine **out) {
     *out = NULL;
     si_engine_params p = params ? *params : si_engine_default_params();
@@ -611,14 +623,7 @@ si_status si_engine_create(si_model *m, const si_engine_params *params, si_engin
     *out = e;
     return SI_OK;
 fail:
-    sched_free(e->s);
-    kv_pool_free(e->pool);
-    if (e->bs) e->be->free(e->bs);
-    if (e->logits_owned) free(e->logits);
-    free(e->host_toks);
-    free(e->n_pen);
-    free(e->pen_tok);
-    free(e->pen_count);
+    free_parts(e);
     free(e);
     return st;
 }
@@ -637,14 +642,7 @@ void si_engine_free(si_engine *e) {
                 sched_remove(e->s, &r->sq);
             ereq_free(r);
         }
-    sched_free(e->s);
-    kv_pool_free(e->pool);
-    if (e->bs) e->be->free(e->bs);
-    if (e->logits_owned) free(e->logits);
-    free(e->host_toks);
-    free(e->n_pen);
-    free(e->pen_tok);
-    free(e->pen_count);
+    free_parts(e);
     pthread_mutex_destroy(&e->mu);
     pthread_cond_destroy(&e->wake);
     pthread_cond_destroy(&e->events);

@@ -99,11 +99,11 @@ typedef struct cuda_state {
     cuda_sample_params *d_smp;    /* [max_seqs] per logits row: in d_in (batch_layout.smp) */
     int32_t *d_ids;               /* [max_seqs] sampled ids */
     cuda_logprobs *d_lp;          /* [max_seqs] their logprobs, for the rows that ask */
-    float *d_pen_saved;           /* [max_seqs * ADJ_MAX] adjusted logits' raw values */
-    /* the step's logit biases and penalty pairs: at d_in + pen_start (batch_layout), pen_rows
+    float *d_adj_saved;           /* [max_seqs * ADJ_MAX] adjusted logits' raw values */
+    /* the step's logit biases and penalty pairs: at d_in + adj_start (batch_layout), adj_rows
      * rows have some */
-    size_t pen_start;
-    int pen_rows;
+    size_t adj_start;
+    int adj_rows;
     /* pinned host copies, two of the packed batch and of the ids: one per step begun ahead
      * (sample_begin), slot 0 for the steps that end in their call */
     int32_t *h_in_buf;         /* [2][in_ints] */
@@ -281,7 +281,7 @@ static size_t scratch_layout(cuda_state *c, const si_model *m, const backend_par
     TAKE(d_in, layout_of(p, max_blocks).total * 4);
     TAKE(d_ids, S * 4);
     TAKE(d_lp, S * sizeof(cuda_logprobs));
-    TAKE(d_pen_saved, S * ADJ_MAX * 4);
+    TAKE(d_adj_saved, S * ADJ_MAX * 4);
 #undef TAKE
     if (base) {
         c->x = c->x_main;
@@ -859,14 +859,14 @@ static cuda_sample_params *h_smp_of(const cuda_state *c) {
 }
 
 /* The sampling parameters of the n_out logits rows into h_in's, with each row's logit biases
- * and penalty pairs after the packed batch's first `bytes` (pen_start; *bytes grows by them);
+ * and penalty pairs after the packed batch's first `bytes` (adj_start; *bytes grows by them);
  * logprobs where lp and a row asks, *any_lp saying whether one does. */
 static void pack_sampling(cuda_state *c, const backend_sample *smp, int n_out, bool lp,
                           bool *any_lp, size_t *bytes) {
     cuda_sample_params *h_smp = h_smp_of(c);
-    c->pen_start = *bytes / sizeof(int32_t);
-    c->pen_rows = 0;
-    int32_t *pairs = c->h_in + c->pen_start;
+    c->adj_start = *bytes / sizeof(int32_t);
+    c->adj_rows = 0;
+    int32_t *pairs = c->h_in + c->adj_start;
     int at = 0;
     for (int i = 0; i < n_out; i++) {
         const backend_sample *q = &smp[c->out_seq[i]];
@@ -887,7 +887,7 @@ static void pack_sampling(cuda_state *c, const backend_sample *smp, int n_out, b
             pairs[2 * at] = q->bias[j].token;
             memcpy(&pairs[2 * at + 1], &q->bias[j].bias, sizeof(float));
         }
-        c->pen_rows += q->n_pen > 0 || q->n_bias > 0;
+        c->adj_rows += q->n_pen > 0 || q->n_bias > 0;
     }
     *bytes += (size_t)at * 2 * sizeof(int32_t);
 }
@@ -955,7 +955,7 @@ static int warm_decode(cuda_state *c, int *n_graphs) {
         CUDA_CHECK(cudaMemcpyAsync(c->d_in, h, bytes, cudaMemcpyHostToDevice, c->st));
         forward_launches(c, &sh);
         /* loaded too: the penalties' kernel (no pairs here: it changes nothing) */
-        cuda_penalise_rows(c->logits, c->m->hp.n_vocab, r, c->d_smp, c->d_in + L.bt, c->d_pen_saved,
+        cuda_penalise_rows(c->logits, c->m->hp.n_vocab, r, c->d_smp, c->d_in + L.bt, c->d_adj_saved,
                            false, c->st);
         cuda_sample(c->logits, c->m->hp.n_vocab, r, c->d_smp, c->d_ids, c->st);
         CUDA_CHECK(cudaStreamSynchronize(c->st)); /* h_in is reused */
@@ -1003,9 +1003,9 @@ static float *cuda_logits_buffer(void *state) { return ((cuda_state *)state)->h_
  * h_ids's slot. */
 static void enqueue_sample(cuda_state *c, int n_out, int32_t *d_ids, int slot) {
     if (n_out <= 0) return;
-    if (c->pen_rows)
-        cuda_penalise_rows(c->logits, c->m->hp.n_vocab, n_out, c->d_smp, c->d_in + c->pen_start,
-                           c->d_pen_saved, false, c->st);
+    if (c->adj_rows)
+        cuda_penalise_rows(c->logits, c->m->hp.n_vocab, n_out, c->d_smp, c->d_in + c->adj_start,
+                           c->d_adj_saved, false, c->st);
     cuda_sample(c->logits, c->m->hp.n_vocab, n_out, c->d_smp, d_ids, c->st);
     CUDA_CHECK(cudaMemcpyAsync(c->h_ids + (size_t)slot * c->p.max_seqs, d_ids,
                                (size_t)n_out * sizeof *c->h_ids, cudaMemcpyDeviceToHost, c->st));
@@ -1023,9 +1023,9 @@ static void cuda_forward_sample(void *state, const si_batch *b, const backend_sa
     const cuda_sample_params *h_smp = h_smp_of(c);
     cuda_logprobs *h_lp = c->h_lp;
     if (any_lp) { /* of the raw logits: the adjusted ones put back first */
-        if (c->pen_rows)
-            cuda_penalise_rows(c->logits, c->m->hp.n_vocab, n_out, c->d_smp, c->d_in + c->pen_start,
-                               c->d_pen_saved, true, c->st);
+        if (c->adj_rows)
+            cuda_penalise_rows(c->logits, c->m->hp.n_vocab, n_out, c->d_smp, c->d_in + c->adj_start,
+                               c->d_adj_saved, true, c->st);
         cuda_logprobs_rows(c->logits, c->m->hp.n_vocab, n_out, c->d_smp, c->d_ids, c->d_lp, c->st);
         CUDA_CHECK(cudaMemcpyAsync(h_lp, c->d_lp, (size_t)n_out * sizeof *h_lp,
                                    cudaMemcpyDeviceToHost, c->st));
