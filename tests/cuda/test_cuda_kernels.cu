@@ -27,7 +27,8 @@
 
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_ops.h"
-#include "test_rand.cuh" /* rnd_f, rnd_int, dmalloc */
+#include "test_blocks.cuh" /* fill_random_blocks */
+#include "test_rand.cuh"   /* rnd_f, rnd_int, dmalloc */
 #include "timing.cuh"
 extern "C" {
 #include "core/fp16.h"
@@ -80,41 +81,6 @@ struct wtype { si_type t; const char *name; };
 static const wtype k_types[] = {{SI_TYPE_F16, "f16"},   {SI_TYPE_BF16, "bf16"}, {SI_TYPE_Q8_0, "q8_0"},
                                 {SI_TYPE_Q4_0, "q4_0"}, {SI_TYPE_Q4_1, "q4_1"}, {SI_TYPE_Q4_K, "q4_k"},
                                 {SI_TYPE_Q6_K, "q6_k"}};
-
-static uint16_t rnd_scale_f16(float mag) { return fp32_to_fp16(mag * (0.25f + 0.75f * std::fabs(rnd_f()))); }
-
-/* n_blocks blocks of type t: random bytes, then valid random fp16 scales */
-static void fill_random_blocks(si_type t, uint8_t *p, size_t bytes) {
-    for (size_t i = 0; i < bytes; i++) p[i] = (uint8_t)rnd_u32();
-    const quant_traits *qt = quant_get(t);
-    const size_t ts = qt->type_size, nb = bytes / ts;
-    for (size_t b = 0; b < nb; b++) {
-        uint8_t *blk = p + b * ts;
-        uint16_t h[2];
-        switch (t) {
-        case SI_TYPE_F16:
-        case SI_TYPE_BF16:
-            for (size_t j = 0; j < ts / 2; j++) {
-                uint16_t v = t == SI_TYPE_F16 ? fp32_to_fp16(rnd_f()) : fp32_to_bf16(rnd_f());
-                memcpy(blk + 2 * j, &v, 2);
-            }
-            break;
-        case SI_TYPE_F32:
-            for (size_t j = 0; j < ts / 4; j++) { float v = rnd_f(); memcpy(blk + 4 * j, &v, 4); }
-            break;
-        case SI_TYPE_Q8_0: h[0] = rnd_scale_f16(0.01f); memcpy(blk, h, 2); break;
-        case SI_TYPE_Q4_0: h[0] = rnd_scale_f16(0.1f); memcpy(blk, h, 2); break;
-        case SI_TYPE_Q4_1:
-        case SI_TYPE_Q4_K:
-            h[0] = rnd_scale_f16(t == SI_TYPE_Q4_K ? 0.003f : 0.1f);
-            h[1] = rnd_scale_f16(t == SI_TYPE_Q4_K ? 0.003f : 0.5f);
-            memcpy(blk, h, 4);
-            break;
-        case SI_TYPE_Q6_K: h[0] = rnd_scale_f16(0.0005f); memcpy(blk + 208, h, 2); break;
-        default: break;
-        }
-    }
-}
 
 static const double k_peak_gbs = 4210.0;
 static char g_bench_buf[1 << 16];

@@ -4,12 +4,13 @@
 #ifndef SI_BACKEND_CUDA_COMMON_CUH
 #define SI_BACKEND_CUDA_COMMON_CUH
 
-#include <cuda_runtime.h>
-#include <cuda_fp16.h>
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "backend/cuda/cuda_check.h"
 
@@ -17,12 +18,61 @@
  * the next synchronising call, also through CUDA_CHECK. */
 #define CUDA_CHECK_LAUNCH() CUDA_CHECK(cudaGetLastError())
 
-__device__ __forceinline__ float si_h2f(uint16_t h) { return __half2float(__ushort_as_half(h)); }
-__device__ __forceinline__ float si_bf2f(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
+/* SI_HD: device code that the host runs too. The weight decoders (dequant.cuh,
+ * gemv_q8x_units.cuh) are SI_HD so that test_cuda_decoders checks them against the CPU's
+ * reference on a machine without a GPU (CTest, CI). The integer intrinsics they use have a host
+ * twin below; on the device each is the intrinsic itself (the same machine code as calling it). */
+#define SI_HD __host__ __device__ __forceinline__
 
-__device__ __forceinline__ uint16_t si_ld16(const uint8_t *p) { return *(const uint16_t *)p; }
+SI_HD float si_u2f(uint32_t u) {
+#ifdef __CUDA_ARCH__
+    return __uint_as_float(u);
+#else
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+#endif
+}
+
+/* the low 32 bits of (hi:lo) >> (sh & 31) */
+SI_HD uint32_t si_funnel_r(uint32_t lo, uint32_t hi, uint32_t sh) {
+#ifdef __CUDA_ARCH__
+    return __funnelshift_r(lo, hi, sh);
+#else
+    return (uint32_t)((((uint64_t)hi << 32) | lo) >> (sh & 31));
+#endif
+}
+
+/* c + the dot product of the 4 signed bytes of a and of b */
+SI_HD int si_dp4a(int a, int b, int c) {
+#ifdef __CUDA_ARCH__
+    return __dp4a(a, b, c);
+#else
+    for (int i = 0; i < 4; i++)
+        c += (int)(int8_t)(a >> (8 * i)) * (int)(int8_t)(b >> (8 * i));
+    return c;
+#endif
+}
+
+/* c + the dot product of the 4 unsigned bytes of a and the 4 signed bytes of b */
+SI_HD int si_dp4a_us(uint32_t a, uint32_t b, int c) {
+#ifdef __CUDA_ARCH__
+    int d;
+    asm("dp4a.u32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+    return d;
+#else
+    for (int i = 0; i < 4; i++)
+        c += (int)(uint8_t)(a >> (8 * i)) * (int)(int8_t)(b >> (8 * i));
+    return c;
+#endif
+}
+
+SI_HD float si_h2f(uint16_t h) { return __half2float(__ushort_as_half(h)); }
+SI_HD float si_bf2f(uint16_t h) { return si_u2f((uint32_t)h << 16); }
+
+SI_HD uint16_t si_ld16(const uint8_t *p) { return *(const uint16_t *)p; }
 /* 4 bytes from a 2-aligned address (GGUF blocks are 2-aligned: fp16 fields first). */
-__device__ __forceinline__ uint32_t si_ld32(const uint8_t *p) {
+SI_HD uint32_t si_ld32(const uint8_t *p) {
     return (uint32_t)si_ld16(p) | ((uint32_t)si_ld16(p + 2) << 16);
 }
 

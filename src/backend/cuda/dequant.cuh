@@ -19,7 +19,7 @@
 
 struct tq_f16 {
     static constexpr int BE = 8, BB = 16, UPB = 1, NG = 2;
-    __device__ static void unit(const uint8_t *b, int u, float *w, int *xo) {
+    SI_HD static void unit(const uint8_t *b, int u, float *w, int *xo) {
 #pragma unroll
         for (int j = 0; j < 8; j++) w[j] = si_h2f(si_ld16(b + 2 * j));
         xo[0] = 0; xo[1] = 4;
@@ -28,7 +28,7 @@ struct tq_f16 {
 
 struct tq_bf16 {
     static constexpr int BE = 8, BB = 16, UPB = 1, NG = 2;
-    __device__ static void unit(const uint8_t *b, int u, float *w, int *xo) {
+    SI_HD static void unit(const uint8_t *b, int u, float *w, int *xo) {
 #pragma unroll
         for (int j = 0; j < 8; j++) w[j] = si_bf2f(si_ld16(b + 2 * j));
         xo[0] = 0; xo[1] = 4;
@@ -37,9 +37,10 @@ struct tq_bf16 {
 
 struct tq_f32 { /* embeddings only */
     static constexpr int BE = 4, BB = 16, UPB = 1, NG = 1;
-    __device__ static void unit(const uint8_t *b, int u, float *w, int *xo) {
+    SI_HD static void unit(const uint8_t *b, int u, float *w, int *xo) {
 #pragma unroll
-        for (int j = 0; j < 4; j++) w[j] = __uint_as_float(si_ld32(b + 4 * j));
+        for (int j = 0; j < 4; j++)
+            w[j] = si_u2f(si_ld32(b + 4 * j));
         xo[0] = 0;
     }
 };
@@ -47,7 +48,7 @@ struct tq_f32 { /* embeddings only */
 /* x = d * q */
 struct tq_q8_0 {
     static constexpr int BE = QK8_0, BB = sizeof(block_q8_0), UPB = 4, NG = 2;
-    __device__ static void unit(const uint8_t *b, int u, float *w, int *xo) {
+    SI_HD static void unit(const uint8_t *b, int u, float *w, int *xo) {
         const float d = si_h2f(si_ld16(b));
         const uint32_t q0 = si_ld32(b + 2 + 8 * u), q1 = si_ld32(b + 6 + 8 * u);
 #pragma unroll
@@ -62,7 +63,7 @@ struct tq_q8_0 {
 /* x = d * (q - 8); qs[j]: element j (low nibble), j + 16 (high) */
 struct tq_q4_0 {
     static constexpr int BE = QK4_0, BB = sizeof(block_q4_0), UPB = 4, NG = 2;
-    __device__ static void unit(const uint8_t *b, int u, float *w, int *xo) {
+    SI_HD static void unit(const uint8_t *b, int u, float *w, int *xo) {
         const float d = si_h2f(si_ld16(b));
         const uint32_t q = si_ld32(b + 2 + 4 * u);
 #pragma unroll
@@ -77,7 +78,7 @@ struct tq_q4_0 {
 /* x = d * q + m */
 struct tq_q4_1 {
     static constexpr int BE = QK4_1, BB = sizeof(block_q4_1), UPB = 4, NG = 2;
-    __device__ static void unit(const uint8_t *b, int u, float *w, int *xo) {
+    SI_HD static void unit(const uint8_t *b, int u, float *w, int *xo) {
         const float d = si_h2f(si_ld16(b)), m = si_h2f(si_ld16(b + 2));
         const uint32_t q = si_ld32(b + 4 + 4 * u);
 #pragma unroll
@@ -90,7 +91,7 @@ struct tq_q4_1 {
 };
 
 /* 6-bit scale and min j of a q4_K block (ggml's get_scale_min_k4) */
-__device__ __forceinline__ void si_scale_min_k4(int j, const uint8_t *q, int *d, int *m) {
+SI_HD void si_scale_min_k4(int j, const uint8_t *q, int *d, int *m) {
     if (j < 4) {
         *d = q[j] & 63;
         *m = q[j + 4] & 63;
@@ -104,7 +105,7 @@ __device__ __forceinline__ void si_scale_min_k4(int j, const uint8_t *q, int *d,
  * sub-block 2g + 1); x = d * sc * q - dmin * m. 32 units of 4 bytes. */
 struct tq_q4_k {
     static constexpr int BE = QK_K, BB = sizeof(block_q4_K), UPB = 32, NG = 2;
-    __device__ static void unit(const uint8_t *b, int u, float *w, int *xo) {
+    SI_HD static void unit(const uint8_t *b, int u, float *w, int *xo) {
         const float d = si_h2f(si_ld16(b)), dmin = si_h2f(si_ld16(b + 2));
         const int g = u >> 3, k = u & 7;
         int sc0, m0, sc1, m1;
@@ -126,7 +127,7 @@ struct tq_q4_k {
  * 16 units of 16 elements (4 consecutive l). */
 struct tq_q6_k {
     static constexpr int BE = QK_K, BB = sizeof(block_q6_K), UPB = 16, NG = 4;
-    __device__ static void unit(const uint8_t *b, int u, float *w, int *xo) {
+    SI_HD static void unit(const uint8_t *b, int u, float *w, int *xo) {
         const int n = u >> 3, l0 = 4 * (u & 7);
         const float d = si_h2f(si_ld16(b + 208));
         const int8_t *sc = (const int8_t *)(b + 192) + 8 * n + (l0 >> 4);

@@ -19,28 +19,28 @@
 
 /* A 32-bit word at byte offset o (even) of a register array; o is a compile-time constant once
  * the loops around are unrolled, so the array stays in registers. */
-__device__ __forceinline__ uint32_t si_wget32(const uint32_t *w, int o) {
-    return (o & 3) ? __funnelshift_r(w[o >> 2], w[(o >> 2) + 1], 8 * (o & 3)) : w[o >> 2];
+SI_HD uint32_t si_wget32(const uint32_t *w, int o) {
+    return (o & 3) ? si_funnel_r(w[o >> 2], w[(o >> 2) + 1], 8 * (o & 3)) : w[o >> 2];
 }
-__device__ __forceinline__ float si_wgeth(const uint32_t *w, int o) {
+SI_HD float si_wgeth(const uint32_t *w, int o) {
     return si_h2f((uint16_t)(w[o >> 2] >> (8 * (o & 3))));
 }
 
 /* N words of shared memory from a 2-byte-aligned address: aligned 4-byte loads, shifted by the
  * (run-time) misalignment. Reads one word past the N when misaligned. */
-template <int N> __device__ __forceinline__ void si_lds_words2(const uint8_t *p, uint32_t *w) {
+template <int N> SI_HD void si_lds_words2(const uint8_t *p, uint32_t *w) {
     const uint32_t sh = 8 * ((uint32_t)(uintptr_t)p & 3);
     const uint32_t *a = (const uint32_t *)((uintptr_t)p & ~(uintptr_t)3);
     uint32_t lo = a[0];
 #pragma unroll
     for (int i = 0; i < N; i++) {
         const uint32_t hi = i + 1 < N || sh ? a[i + 1] : 0u; /* word N only when misaligned */
-        w[i] = __funnelshift_r(lo, hi, sh);
+        w[i] = si_funnel_r(lo, hi, sh);
         lo = hi;
     }
 }
 
-template <int N> __device__ __forceinline__ void si_lds_words16(const uint8_t *p, uint32_t *w) {
+template <int N> SI_HD void si_lds_words16(const uint8_t *p, uint32_t *w) {
 #pragma unroll
     for (int i = 0; i < N / 4; i++) {
         const uint4 v = ((const uint4 *)p)[i];
@@ -48,18 +48,11 @@ template <int N> __device__ __forceinline__ void si_lds_words16(const uint8_t *p
     }
 }
 
-/* dp4a of unsigned bytes a and signed bytes b, added to c */
-__device__ __forceinline__ int si_dp4a_us(uint32_t a, uint32_t b, int c) {
-    int d;
-    asm("dp4a.u32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
-    return d;
-}
-
 /* x = d * (q - 8). Units of 4 blocks = 72 bytes: 8-aligned, lanes' 8-byte loads hit distinct
  * banks (stride 18 words). */
 struct tqx_q4_0 {
     static constexpr int BE = 32, UB = 4, BB = 18, UBYTES = 72, WORDS = 18;
-    __device__ static void load(const uint8_t *seg, int lane, uint32_t *w) {
+    SI_HD static void load(const uint8_t *seg, int lane, uint32_t *w) {
         const uint2 *p = (const uint2 *)(seg + lane * UBYTES);
 #pragma unroll
         for (int i = 0; i < WORDS / 2; i++) {
@@ -72,7 +65,7 @@ struct tqx_q4_0 {
      * times their sum, so the block's integer sum is kept times 16 and so is s, scaled back at
      * the end. Scaling by 16 is exact in integers and floats, so the result has the same bits
      * as with the shift, one instruction a word fewer. */
-    __device__ static float dot(const uint32_t *w, const uint32_t *xw, const float *xd, const int *xs) {
+    SI_HD static float dot(const uint32_t *w, const uint32_t *xw, const float *xd, const int *xs) {
         float dw[UB];
         int isum[UB];
 #pragma unroll
@@ -81,7 +74,7 @@ struct tqx_q4_0 {
 #pragma unroll
             for (int j = 0; j < 4; j++) {
                 const uint32_t q = si_wget32(w, BB * b + 2 + 4 * j);
-                lo = __dp4a((int)(q & 0x0F0F0F0Fu), (int)xw[8 * b + j], lo);
+                lo = si_dp4a((int)(q & 0x0F0F0F0Fu), (int)xw[8 * b + j], lo);
                 hi16 = si_dp4a_us(q & 0xF0F0F0F0u, xw[8 * b + 4 + j], hi16);
             }
             dw[b] = si_wgeth(w, BB * b);
@@ -92,7 +85,7 @@ struct tqx_q4_0 {
     /* The float part of a unit, from each block's weight scale, x scale and integer sum (16 *
      * sum(q x) - 128 * xs: q the raw nibbles): the one sequence of rounding steps every kernel
      * of this arithmetic runs (gemv_q8x_tc.cuh computes the integer sums on tensor cores). */
-    __device__ static float fold(const float *dw, const float *xd, const int *isum) {
+    SI_HD static float fold(const float *dw, const float *xd, const int *isum) {
         float s16 = 0.0f;
 #pragma unroll
         for (int b = 0; b < UB; b++) s16 = fmaf(dw[b] * xd[b], (float)isum[b], s16);
@@ -103,18 +96,19 @@ struct tqx_q4_0 {
 /* x = d * q. Units of 2 blocks = 68 bytes: 4-aligned (stride 17 words, distinct banks). */
 struct tqx_q8_0 {
     static constexpr int BE = 32, UB = 2, BB = 34, UBYTES = 68, WORDS = 17;
-    __device__ static void load(const uint8_t *seg, int lane, uint32_t *w) {
+    SI_HD static void load(const uint8_t *seg, int lane, uint32_t *w) {
         const uint32_t *p = (const uint32_t *)(seg + lane * UBYTES);
 #pragma unroll
         for (int i = 0; i < WORDS; i++) w[i] = p[i];
     }
-    __device__ static float dot(const uint32_t *w, const uint32_t *xw, const float *xd, const int *xs) {
+    SI_HD static float dot(const uint32_t *w, const uint32_t *xw, const float *xd, const int *xs) {
         float s = 0.0f;
 #pragma unroll
         for (int b = 0; b < UB; b++) {
             int sumi = 0;
 #pragma unroll
-            for (int j = 0; j < 8; j++) sumi = __dp4a((int)si_wget32(w, BB * b + 2 + 4 * j), (int)xw[8 * b + j], sumi);
+            for (int j = 0; j < 8; j++)
+                sumi = si_dp4a((int)si_wget32(w, BB * b + 2 + 4 * j), (int)xw[8 * b + j], sumi);
             s = fmaf(si_wgeth(w, BB * b) * xd[b], (float)sumi, s);
         }
         (void)xs;
@@ -127,11 +121,11 @@ struct tqx_q8_0 {
  * exact integer sum of the q8 x (ggml's q8_1 keeps it as fp16(d * sum), less precise). */
 struct tqx_q4_1 {
     static constexpr int BE = 32, UB = 4, BB = 20, UBYTES = 80, WORDS = 20;
-    __device__ static void load(const uint8_t *seg, int lane, uint32_t *w) {
+    SI_HD static void load(const uint8_t *seg, int lane, uint32_t *w) {
         si_lds_words16<WORDS>(seg + lane * UBYTES, w);
     }
     /* the high nibbles unshifted, everything times 16, as tqx_q4_0 */
-    __device__ static float dot(const uint32_t *w, const uint32_t *xw, const float *xd, const int *xs) {
+    SI_HD static float dot(const uint32_t *w, const uint32_t *xw, const float *xd, const int *xs) {
         float s16 = 0.0f;
 #pragma unroll
         for (int b = 0; b < UB; b++) {
@@ -139,7 +133,7 @@ struct tqx_q4_1 {
 #pragma unroll
             for (int j = 0; j < 4; j++) {
                 const uint32_t q = w[5 * b + 1 + j];
-                lo = __dp4a((int)(q & 0x0F0F0F0Fu), (int)xw[8 * b + j], lo);
+                lo = si_dp4a((int)(q & 0x0F0F0F0Fu), (int)xw[8 * b + j], lo);
                 hi16 = si_dp4a_us(q & 0xF0F0F0F0u, xw[8 * b + 4 + j], hi16);
             }
             const float2 dm = __half22float2(*(const __half2 *)&w[5 * b]); /* d, m */
@@ -163,11 +157,11 @@ struct tqx_q4_k {
      * header's words hd.y, hd.z, hd.w (scales[0..11]). j < 4: sc = s[j] & 63, m = s[j + 4] & 63;
      * j >= 4: the low (sc) or high (m) nibble of s[j + 4] plus bits 6..7 of s[j - 4] (sc) or
      * s[j] (m) as bits 4..5 */
-    __device__ static void scale_min(uint4 hd, int h, uint32_t &sc, uint32_t &m) {
+    SI_HD static void scale_min(uint4 hd, int h, uint32_t &sc, uint32_t &m) {
         sc = h ? (hd.w & 0x0F0F0F0Fu) | ((hd.y >> 2) & 0x30303030u) : hd.y & 0x3F3F3F3Fu;
         m = h ? ((hd.w >> 4) & 0x0F0F0F0Fu) | ((hd.z >> 2) & 0x30303030u) : hd.z & 0x3F3F3F3Fu;
     }
-    __device__ static void load(const uint8_t *seg, int lane, uint32_t *w) {
+    SI_HD static void load(const uint8_t *seg, int lane, uint32_t *w) {
         const uint8_t *blk = seg + (lane >> 1) * 144;
         const int h = lane & 1;
         const uint4 hd = *(const uint4 *)blk; /* d, dmin | scales[0..3] | [4..7] | [8..11] */
@@ -177,7 +171,7 @@ struct tqx_q4_k {
     }
     /* odd t: the high nibbles unshifted (as tqx_q4_0), so the sum and the min term are 16 times
      * theirs and x's scale a 16th: the same bits, 8 shifts fewer */
-    __device__ static float dot(const uint32_t *w, const uint32_t *xw, const float *xd, const int *xs) {
+    SI_HD static float dot(const uint32_t *w, const uint32_t *xw, const float *xd, const int *xs) {
         int sumi[UB];
 #pragma unroll
         for (int t = 0; t < UB; t++) {
@@ -186,7 +180,7 @@ struct tqx_q4_k {
             for (int j = 0; j < 8; j++) {
                 const uint32_t q = w[3 + 8 * (t >> 1) + j];
                 sumi[t] = t & 1 ? si_dp4a_us(q & 0xF0F0F0F0u, xw[8 * t + j], sumi[t])
-                                : __dp4a((int)(q & 0x0F0F0F0Fu), (int)xw[8 * t + j], sumi[t]);
+                                : si_dp4a((int)(q & 0x0F0F0F0Fu), (int)xw[8 * t + j], sumi[t]);
             }
         }
         return fold(w[0], w[1], w[2], xd, xs, sumi);
@@ -194,8 +188,8 @@ struct tqx_q4_k {
     /* The float part of a unit, from d | dmin << 16, the sub-blocks' scale and min bytes, x's
      * scales and sums and the integer sums (odd t: 16 times theirs): the one sequence of
      * rounding steps every kernel of this arithmetic runs (as tqx_q4_0::fold). */
-    __device__ static float fold(uint32_t dmw, uint32_t sc, uint32_t m, const float *xd,
-                                 const int *xs, const int *sumi) {
+    SI_HD static float fold(uint32_t dmw, uint32_t sc, uint32_t m, const float *xd, const int *xs,
+                            const int *sumi) {
         const float2 dm = __half22float2(*(const __half2 *)&dmw); /* d, dmin */
         float s = 0.0f;
 #pragma unroll
@@ -217,7 +211,7 @@ struct tqx_q4_k {
  * lane's misalignment. w[0..15] = ql, w[16..23] = qh, w[24..25] = the 8 scales, w[26] = d. */
 struct tqx_q6_k {
     static constexpr int BE = 256, UB = 4, UBYTES = 105, WORDS = 27;
-    __device__ static void load(const uint8_t *seg, int lane, uint32_t *w) {
+    SI_HD static void load(const uint8_t *seg, int lane, uint32_t *w) {
         const uint8_t *blk = seg + (lane >> 1) * 210;
         const int h = lane & 1;
         si_lds_words2<16>(blk + 64 * h, w);
@@ -225,7 +219,7 @@ struct tqx_q6_k {
         si_lds_words2<2>(blk + 192 + 8 * h, w + 24);
         w[26] = si_ld16(blk + 208);
     }
-    __device__ static float dot(const uint32_t *w, const uint32_t *xw, const float *xd, const int *xs) {
+    SI_HD static float dot(const uint32_t *w, const uint32_t *xw, const float *xd, const int *xs) {
         float s = 0.0f;
 #pragma unroll
         for (int t = 0; t < 4; t++) {
@@ -239,7 +233,7 @@ struct tqx_q6_k {
                     const uint32_t hi = ((w[16 + 4 * lh + j] >> (2 * t)) & 0x03030303u) << 4;
                     /* bytes q in [0, 63] -> q - 32 as int8: q + 96 never carries, ^ 0x80 wraps */
                     const uint32_t q = ((lo | hi) + 0x60606060u) ^ 0x80808080u;
-                    sumi = __dp4a((int)q, (int)xw[8 * t + 4 * lh + j], sumi);
+                    sumi = si_dp4a((int)q, (int)xw[8 * t + 4 * lh + j], sumi);
                 }
                 const int sb = 2 * t + lh; /* scale byte of this 16 */
                 isum += (int)(int8_t)(w[24 + (sb >> 2)] >> (8 * (sb & 3))) * sumi;

@@ -1,0 +1,159 @@
+/* test_cuda_decoders.cu — the GPU's GGUF weight decoders, run on the host against the CPU's
+ * reference: no GPU needed, so CTest runs it on every machine that has nvcc (CI among them);
+ * tests/cuda/run.sh runs it too, as every test_cuda_* binary.
+ *
+ * The decode kernels read weight blocks through two kinds of decoder, both SI_HD (host and
+ * device code, cuda_common.cuh):
+ *   - dequant.cuh's units (tq_*: the general GEMV, embeddings, prefill's dequantisation to f16):
+ *     a unit's floats and the offsets in the block they belong to. Checked: every element of
+ *     random blocks comes out exactly once, bit for bit the CPU dequantiser's
+ *     (quant_get(t)->to_float).
+ *   - gemv_q8x_units.cuh's units (tqx_*: the batch-1..8 GEMVs on q8 x): load() from a staged
+ *     segment, dot() with a unit of q8 x. Each unit is staged and loaded as gemv_q8x_body does
+ *     (segment u / 32 copied to a 16-aligned buffer at the source's offset mod 16, lane u % 32),
+ *     in 4 consecutive rows, so rows start at every offset mod 16 the type's rows can have, and
+ *     the last segment is partial. Checked: each unit's dot against sum w_i * xd * xq_i in
+ *     double, w the CPU's dequantised weights, within 1e-5 of the unit's sum |w_i * xd * xq_i|
+ *     (one wrong quant bit costs ~1e-3 of it).
+ * Host and device compile these to different instructions (the device fuses multiply-adds), so
+ * this checks the bit layouts and the integer sums; test_cuda_kernels checks the kernels' results
+ * on the GPU.
+ *
+ * Usage: test_cuda_decoders [--small] [--no-bench] (both accepted and ignored: run.sh passes
+ * them to every kernel test). Exit status 1 on any failure. */
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+#include "backend/cuda/gemv_q8x_units.cuh"
+#include "test_blocks.cuh" /* fill_random_blocks, rnd_u32 */
+
+static int g_fail = 0, g_checks = 0;
+
+static void report(const char *what, const char *type, double err, double tol) {
+    const bool ok = err <= tol && !std::isnan(err);
+    g_checks++;
+    if (!ok) g_fail++;
+    printf("%-4s %-34s %-5s err %.3e  tol %.1e\n", ok ? "PASS" : "FAIL", what, type, err, tol);
+}
+
+/* tq_*: n_blocks random blocks, every unit decoded; err = the number of elements that are not
+ * produced exactly once with the reference's bits */
+template <class T> static void check_float_units(si_type t, const char *name) {
+    const int n_blocks = 64, K = n_blocks * T::BE;
+    const quant_traits *qt = quant_get(t);
+    const size_t bytes = quant_row_size(t, K);
+    std::vector<uint8_t> w(bytes);
+    fill_random_blocks(t, w.data(), bytes);
+    std::vector<float> ref(K);
+    qt->to_float(w.data(), ref.data(), K);
+    std::vector<int> seen(K, 0);
+    int bad = 0;
+    for (int blk = 0; blk < n_blocks; blk++)
+        for (int u = 0; u < T::UPB; u++) {
+            float v[4 * T::NG];
+            int xo[T::NG];
+            T::unit(w.data() + (size_t)blk * T::BB, u, v, xo);
+            for (int g = 0; g < T::NG; g++)
+                for (int j = 0; j < 4; j++) {
+                    const int e = xo[g] + j;
+                    if (e < 0 || e >= T::BE) {
+                        bad++;
+                        continue;
+                    }
+                    const int i = blk * T::BE + e;
+                    seen[i]++;
+                    if (memcmp(&v[4 * g + j], &ref[i], sizeof(float)) != 0) bad++;
+                }
+        }
+    for (int i = 0; i < K; i++)
+        bad += seen[i] != 1;
+    report("dequant units (elements wrong)", name, bad, 0);
+}
+
+/* tqx_*: 4 rows of K weights in one buffer, one row of q8 x; err = the largest error of a unit's
+ * dot, relative to that unit's sum of |terms| */
+template <class T> static void check_q8x_units(si_type t, const char *name) {
+    /* K % 128 == 0 (and % 256 for the k-quants), rows of the 32-element types at offsets 8 mod
+     * 16 where their size allows; units = K / (32 UB): the last segment of 32 is partial */
+    const int K = T::BE == 256 ? 21 * 256 : 41 * 128;
+    const int n_rows = 4, units = K / (32 * T::UB), nblk = K / 32;
+    const quant_traits *qt = quant_get(t);
+    const size_t row_bytes = quant_row_size(t, K);
+    if ((size_t)units * T::UBYTES != row_bytes) {
+        report("q8x units (row bytes != units x UBYTES)", name, 1, 0);
+        return;
+    }
+    std::vector<uint8_t> w(row_bytes * n_rows + 16);
+    uint8_t *W = w.data() + (16 - (uintptr_t)w.data() % 16) % 16; /* 16-aligned, as on the GPU */
+    fill_random_blocks(t, W, row_bytes * n_rows);
+
+    std::vector<int8_t> xq(K);
+    std::vector<float> xd(nblk);
+    std::vector<int> xs(nblk);
+    for (int b = 0; b < nblk; b++) {
+        xd[b] = fp16_to_fp32(fp32_to_fp16(0.01f + 0.02f * std::fabs(rnd_f())));
+        xs[b] = 0;
+        for (int i = 0; i < 32; i++) {
+            xq[32 * b + i] = (int8_t)(rnd_int(255) - 127);
+            xs[b] += xq[32 * b + i];
+        }
+    }
+
+    constexpr int SEGB = 32 * T::UBYTES;
+    alignas(16) uint8_t stage[SEGB + 32];
+    std::vector<float> ref(K);
+    double worst = 0;
+    for (int r = 0; r < n_rows; r++) {
+        const uint8_t *row = W + r * row_bytes;
+        qt->to_float(row, ref.data(), K);
+        for (int u = 0; u < units; u++) {
+            const int seg = u / 32, lane = u % 32, n = std::min(32, units - seg * 32);
+            const uint8_t *src = row + (size_t)seg * SEGB;
+            const int off = (int)((uintptr_t)src % 16);
+            memset(stage, 0, sizeof stage);
+            memcpy(stage + off, src, (size_t)n * T::UBYTES);
+            uint32_t wr[T::WORDS];
+            T::load(stage + off, lane, wr);
+            uint32_t xw[8 * T::UB];
+            memcpy(xw, &xq[(size_t)u * 32 * T::UB], sizeof xw);
+            const float got = T::dot(wr, xw, &xd[u * T::UB], &xs[u * T::UB]);
+            double want = 0, mag = 0;
+            for (int i = u * 32 * T::UB; i < (u + 1) * 32 * T::UB; i++) {
+                const double term = (double)ref[i] * xd[i / 32] * xq[i];
+                want += term;
+                mag += std::fabs(term);
+            }
+            const double err = std::isnan(got) ? NAN : std::fabs(got - want) / std::max(mag, 1e-30);
+            worst = std::isnan(err) || std::isnan(worst) ? NAN : std::max(worst, err);
+        }
+    }
+    report("q8x units (a unit's dot, relative)", name, worst, 1e-5);
+}
+
+int main(int argc, char **argv) {
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "--small") && strcmp(argv[i], "--no-bench")) {
+            fprintf(stderr, "test_cuda_decoders: unknown argument '%s' (--small, --no-bench)\n",
+                    argv[i]);
+            return 2;
+        }
+    check_float_units<tq_f16>(SI_TYPE_F16, "f16");
+    check_float_units<tq_bf16>(SI_TYPE_BF16, "bf16");
+    check_float_units<tq_q8_0>(SI_TYPE_Q8_0, "q8_0");
+    check_float_units<tq_q4_0>(SI_TYPE_Q4_0, "q4_0");
+    check_float_units<tq_q4_1>(SI_TYPE_Q4_1, "q4_1");
+    check_float_units<tq_q4_k>(SI_TYPE_Q4_K, "q4_k");
+    check_float_units<tq_q6_k>(SI_TYPE_Q6_K, "q6_k");
+
+    check_q8x_units<tqx_q8_0>(SI_TYPE_Q8_0, "q8_0");
+    check_q8x_units<tqx_q4_0>(SI_TYPE_Q4_0, "q4_0");
+    check_q8x_units<tqx_q4_1>(SI_TYPE_Q4_1, "q4_1");
+    check_q8x_units<tqx_q4_k>(SI_TYPE_Q4_K, "q4_k");
+    check_q8x_units<tqx_q6_k>(SI_TYPE_Q6_K, "q6_k");
+
+    printf("==== summary: %d checks, %d failed\n", g_checks, g_fail);
+    return g_fail ? 1 : 0;
+}
