@@ -30,9 +30,13 @@ build-test: setup-test
 	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSWIFTINFER_WERROR=ON -DSWIFTINFER_SANITIZE=ON -DSWIFTINFER_CUDA=OFF >/dev/null
 	@cmake --build build-asan -j$(JOBS)
 
+# The unit tests in the sanitised build; then, where nvcc built the CUDA backend, the GPU's weight
+# decoders run on the host (label cuda_host: sanitised too, no GPU needed).
 unit-test: build-test
 	cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --output-on-failure -j$(JOBS)
+	cd build && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	  ctest --output-on-failure -L cuda_host
 
 python-test: build-test
 	SI_BUILD_DIR=$(CURDIR)/build .venv/bin/python -m pytest -q tests/python
