@@ -23,6 +23,12 @@
  * reference on a machine without a GPU (CTest, CI). The integer intrinsics they use have a host
  * twin below; on the device each is the intrinsic itself (the same machine code as calling it). */
 #define SI_HD __host__ __device__ __forceinline__
+/* #pragma unroll inside SI_HD code: the host compiler knows no such pragma (-Wunknown-pragmas) */
+#ifdef __CUDA_ARCH__
+#define SI_UNROLL _Pragma("unroll")
+#else
+#define SI_UNROLL
+#endif
 
 SI_HD float si_u2f(uint32_t u) {
 #ifdef __CUDA_ARCH__
@@ -69,6 +75,15 @@ SI_HD int si_dp4a_us(uint32_t a, uint32_t b, int c) {
 
 SI_HD float si_h2f(uint16_t h) { return __half2float(__ushort_as_half(h)); }
 SI_HD float si_bf2f(uint16_t h) { return si_u2f((uint32_t)h << 16); }
+
+/* the two fp16 halves of w (low, high) as floats */
+SI_HD float2 si_h2x2f(uint32_t w) {
+#ifdef __CUDA_ARCH__
+    return __half22float2(*(const __half2 *)&w);
+#else
+    return make_float2(si_h2f((uint16_t)w), si_h2f((uint16_t)(w >> 16)));
+#endif
+}
 
 SI_HD uint16_t si_ld16(const uint8_t *p) { return *(const uint16_t *)p; }
 /* 4 bytes from a 2-aligned address (GGUF blocks are 2-aligned: fp16 fields first). */

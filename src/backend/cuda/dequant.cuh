@@ -20,7 +20,7 @@
 struct tq_f16 {
     static constexpr int BE = 8, BB = 16, UPB = 1, NG = 2;
     SI_HD static void unit(const uint8_t *b, int u, float *w, int *xo) {
-#pragma unroll
+        SI_UNROLL
         for (int j = 0; j < 8; j++) w[j] = si_h2f(si_ld16(b + 2 * j));
         xo[0] = 0; xo[1] = 4;
     }
@@ -29,7 +29,7 @@ struct tq_f16 {
 struct tq_bf16 {
     static constexpr int BE = 8, BB = 16, UPB = 1, NG = 2;
     SI_HD static void unit(const uint8_t *b, int u, float *w, int *xo) {
-#pragma unroll
+        SI_UNROLL
         for (int j = 0; j < 8; j++) w[j] = si_bf2f(si_ld16(b + 2 * j));
         xo[0] = 0; xo[1] = 4;
     }
@@ -38,7 +38,7 @@ struct tq_bf16 {
 struct tq_f32 { /* embeddings only */
     static constexpr int BE = 4, BB = 16, UPB = 1, NG = 1;
     SI_HD static void unit(const uint8_t *b, int u, float *w, int *xo) {
-#pragma unroll
+        SI_UNROLL
         for (int j = 0; j < 4; j++)
             w[j] = si_u2f(si_ld32(b + 4 * j));
         xo[0] = 0;
@@ -51,7 +51,7 @@ struct tq_q8_0 {
     SI_HD static void unit(const uint8_t *b, int u, float *w, int *xo) {
         const float d = si_h2f(si_ld16(b));
         const uint32_t q0 = si_ld32(b + 2 + 8 * u), q1 = si_ld32(b + 6 + 8 * u);
-#pragma unroll
+        SI_UNROLL
         for (int j = 0; j < 4; j++) {
             w[j] = d * (float)(int8_t)(q0 >> (8 * j));
             w[4 + j] = d * (float)(int8_t)(q1 >> (8 * j));
@@ -66,7 +66,7 @@ struct tq_q4_0 {
     SI_HD static void unit(const uint8_t *b, int u, float *w, int *xo) {
         const float d = si_h2f(si_ld16(b));
         const uint32_t q = si_ld32(b + 2 + 4 * u);
-#pragma unroll
+        SI_UNROLL
         for (int j = 0; j < 4; j++) {
             w[j] = d * (float)((int)((q >> (8 * j)) & 15) - 8);
             w[4 + j] = d * (float)((int)((q >> (8 * j + 4)) & 15) - 8);
@@ -81,7 +81,7 @@ struct tq_q4_1 {
     SI_HD static void unit(const uint8_t *b, int u, float *w, int *xo) {
         const float d = si_h2f(si_ld16(b)), m = si_h2f(si_ld16(b + 2));
         const uint32_t q = si_ld32(b + 4 + 4 * u);
-#pragma unroll
+        SI_UNROLL
         for (int j = 0; j < 4; j++) {
             w[j] = d * (float)((q >> (8 * j)) & 15) + m;
             w[4 + j] = d * (float)((q >> (8 * j + 4)) & 15) + m;
@@ -113,7 +113,7 @@ struct tq_q4_k {
         si_scale_min_k4(2 * g + 1, b + 4, &sc1, &m1);
         const float d0 = d * sc0, mm0 = dmin * m0, d1 = d * sc1, mm1 = dmin * m1;
         const uint32_t q = si_ld32(b + 16 + 32 * g + 4 * k);
-#pragma unroll
+        SI_UNROLL
         for (int j = 0; j < 4; j++) {
             w[j] = d0 * (float)((q >> (8 * j)) & 15) - mm0;
             w[4 + j] = d1 * (float)((q >> (8 * j + 4)) & 15) - mm1;
@@ -134,7 +134,7 @@ struct tq_q6_k {
         const uint32_t qa = si_ld32(b + 64 * n + l0), qb = si_ld32(b + 64 * n + l0 + 32);
         const uint32_t qh = si_ld32(b + 128 + 32 * n + l0);
         const float s0 = d * sc[0], s1 = d * sc[2], s2 = d * sc[4], s3 = d * sc[6];
-#pragma unroll
+        SI_UNROLL
         for (int j = 0; j < 4; j++) {
             const uint32_t a = (qa >> (8 * j)) & 0xFF, c = (qb >> (8 * j)) & 0xFF;
             const uint32_t h = (qh >> (8 * j)) & 0xFF;

@@ -32,7 +32,7 @@ template <int N> SI_HD void si_lds_words2(const uint8_t *p, uint32_t *w) {
     const uint32_t sh = 8 * ((uint32_t)(uintptr_t)p & 3);
     const uint32_t *a = (const uint32_t *)((uintptr_t)p & ~(uintptr_t)3);
     uint32_t lo = a[0];
-#pragma unroll
+    SI_UNROLL
     for (int i = 0; i < N; i++) {
         const uint32_t hi = i + 1 < N || sh ? a[i + 1] : 0u; /* word N only when misaligned */
         w[i] = si_funnel_r(lo, hi, sh);
@@ -41,7 +41,7 @@ template <int N> SI_HD void si_lds_words2(const uint8_t *p, uint32_t *w) {
 }
 
 template <int N> SI_HD void si_lds_words16(const uint8_t *p, uint32_t *w) {
-#pragma unroll
+    SI_UNROLL
     for (int i = 0; i < N / 4; i++) {
         const uint4 v = ((const uint4 *)p)[i];
         w[4 * i] = v.x; w[4 * i + 1] = v.y; w[4 * i + 2] = v.z; w[4 * i + 3] = v.w;
@@ -54,7 +54,7 @@ struct tqx_q4_0 {
     static constexpr int BE = 32, UB = 4, BB = 18, UBYTES = 72, WORDS = 18;
     SI_HD static void load(const uint8_t *seg, int lane, uint32_t *w) {
         const uint2 *p = (const uint2 *)(seg + lane * UBYTES);
-#pragma unroll
+        SI_UNROLL
         for (int i = 0; i < WORDS / 2; i++) {
             const uint2 v = p[i];
             w[2 * i] = v.x;
@@ -68,10 +68,10 @@ struct tqx_q4_0 {
     SI_HD static float dot(const uint32_t *w, const uint32_t *xw, const float *xd, const int *xs) {
         float dw[UB];
         int isum[UB];
-#pragma unroll
+        SI_UNROLL
         for (int b = 0; b < UB; b++) {
             int lo = 0, hi16 = 0;
-#pragma unroll
+            SI_UNROLL
             for (int j = 0; j < 4; j++) {
                 const uint32_t q = si_wget32(w, BB * b + 2 + 4 * j);
                 lo = si_dp4a((int)(q & 0x0F0F0F0Fu), (int)xw[8 * b + j], lo);
@@ -87,7 +87,7 @@ struct tqx_q4_0 {
      * of this arithmetic runs (gemv_q8x_tc.cuh computes the integer sums on tensor cores). */
     SI_HD static float fold(const float *dw, const float *xd, const int *isum) {
         float s16 = 0.0f;
-#pragma unroll
+        SI_UNROLL
         for (int b = 0; b < UB; b++) s16 = fmaf(dw[b] * xd[b], (float)isum[b], s16);
         return 0.0625f * s16;
     }
@@ -98,15 +98,15 @@ struct tqx_q8_0 {
     static constexpr int BE = 32, UB = 2, BB = 34, UBYTES = 68, WORDS = 17;
     SI_HD static void load(const uint8_t *seg, int lane, uint32_t *w) {
         const uint32_t *p = (const uint32_t *)(seg + lane * UBYTES);
-#pragma unroll
+        SI_UNROLL
         for (int i = 0; i < WORDS; i++) w[i] = p[i];
     }
     SI_HD static float dot(const uint32_t *w, const uint32_t *xw, const float *xd, const int *xs) {
         float s = 0.0f;
-#pragma unroll
+        SI_UNROLL
         for (int b = 0; b < UB; b++) {
             int sumi = 0;
-#pragma unroll
+            SI_UNROLL
             for (int j = 0; j < 8; j++)
                 sumi = si_dp4a((int)si_wget32(w, BB * b + 2 + 4 * j), (int)xw[8 * b + j], sumi);
             s = fmaf(si_wgeth(w, BB * b) * xd[b], (float)sumi, s);
@@ -127,16 +127,16 @@ struct tqx_q4_1 {
     /* the high nibbles unshifted, everything times 16, as tqx_q4_0 */
     SI_HD static float dot(const uint32_t *w, const uint32_t *xw, const float *xd, const int *xs) {
         float s16 = 0.0f;
-#pragma unroll
+        SI_UNROLL
         for (int b = 0; b < UB; b++) {
             int lo = 0, hi16 = 0;
-#pragma unroll
+            SI_UNROLL
             for (int j = 0; j < 4; j++) {
                 const uint32_t q = w[5 * b + 1 + j];
                 lo = si_dp4a((int)(q & 0x0F0F0F0Fu), (int)xw[8 * b + j], lo);
                 hi16 = si_dp4a_us(q & 0xF0F0F0F0u, xw[8 * b + 4 + j], hi16);
             }
-            const float2 dm = __half22float2(*(const __half2 *)&w[5 * b]); /* d, m */
+            const float2 dm = si_h2x2f(w[5 * b]); /* d, m */
             s16 = fmaf(xd[b], fmaf(dm.x, (float)(16 * lo + hi16), 16.0f * (dm.y * (float)xs[b])),
                        s16);
         }
@@ -173,10 +173,10 @@ struct tqx_q4_k {
      * theirs and x's scale a 16th: the same bits, 8 shifts fewer */
     SI_HD static float dot(const uint32_t *w, const uint32_t *xw, const float *xd, const int *xs) {
         int sumi[UB];
-#pragma unroll
+        SI_UNROLL
         for (int t = 0; t < UB; t++) {
             sumi[t] = 0;
-#pragma unroll
+            SI_UNROLL
             for (int j = 0; j < 8; j++) {
                 const uint32_t q = w[3 + 8 * (t >> 1) + j];
                 sumi[t] = t & 1 ? si_dp4a_us(q & 0xF0F0F0F0u, xw[8 * t + j], sumi[t])
@@ -190,9 +190,9 @@ struct tqx_q4_k {
      * rounding steps every kernel of this arithmetic runs (as tqx_q4_0::fold). */
     SI_HD static float fold(uint32_t dmw, uint32_t sc, uint32_t m, const float *xd, const int *xs,
                             const int *sumi) {
-        const float2 dm = __half22float2(*(const __half2 *)&dmw); /* d, dmin */
+        const float2 dm = si_h2x2f(dmw); /* d, dmin */
         float s = 0.0f;
-#pragma unroll
+        SI_UNROLL
         for (int t = 0; t < UB; t++) {
             const bool hi = t & 1;
             const int sc_t = (sc >> (8 * t)) & 0xFF, m_t = (m >> (8 * t)) & 0xFF;
@@ -221,13 +221,13 @@ struct tqx_q6_k {
     }
     SI_HD static float dot(const uint32_t *w, const uint32_t *xw, const float *xd, const int *xs) {
         float s = 0.0f;
-#pragma unroll
+        SI_UNROLL
         for (int t = 0; t < 4; t++) {
             int isum = 0;
-#pragma unroll
+            SI_UNROLL
             for (int lh = 0; lh < 2; lh++) {
                 int sumi = 0;
-#pragma unroll
+                SI_UNROLL
                 for (int j = 0; j < 4; j++) {
                     const uint32_t lo = (w[8 * (t & 1) + 4 * lh + j] >> (4 * (t >> 1))) & 0x0F0F0F0Fu;
                     const uint32_t hi = ((w[16 + 4 * lh + j] >> (2 * t)) & 0x03030303u) << 4;
