@@ -17,7 +17,10 @@ static void usage(FILE *f) {
                "      --shape NAME     tiny (default), tiny-qwen2, smollm2-135m, tinyllama-1.1b,\n"
                "                       llama2-7b, llama3-8b, qwen2-7b\n"
                "      --type TYPE      type of the weight matrices (default f16): f32, f16, bf16,\n"
-               "                       q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k\n"
+               "                       q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k;\n"
+               "                       q4_k_m, q5_k_m: llama.cpp's mixtures (output and some\n"
+               "                       layers' attn_v/ffn_down q6_k; rows not a multiple of 256\n"
+               "                       fall back to q5_0/q5_1/q8_0)\n"
                "      --seed N         random seed (default 0)\n"
                "      --vocab-from F   copy the tokenizer of GGUF file F (default: a synthetic\n"
                "                       byte-level BPE vocabulary)\n"
@@ -82,8 +85,13 @@ int cmd_synth(int argc, char **argv) {
     if (!out) return cli_fail("synth: no output file given (use -o FILE)") + 1;
     si_status st = synth_params_init(&p, shape);
     if (st) return cli_fail_status(st) + 1;
-    const int t = parse_type(type);
-    if (t < 0) return cli_fail("synth: unknown type '%s' (try --help)", type) + 1;
+    char base[16];
+    const size_t tl = strlen(type);
+    p.k_m = tl > 2 && tl < sizeof base && strcasecmp(type + tl - 2, "_m") == 0;
+    snprintf(base, sizeof base, "%.*s", p.k_m ? (int)(tl - 2) : (int)sizeof base - 1, type);
+    const int t = parse_type(base);
+    if (t < 0 || (p.k_m && t != SI_TYPE_Q4_K && t != SI_TYPE_Q5_K))
+        return cli_fail("synth: unknown type '%s' (try --help)", type) + 1;
     p.type = (si_type)t;
     p.seed = (uint64_t)seed;
     p.vocab_from = vocab_from;
@@ -102,7 +110,7 @@ int cmd_synth(int argc, char **argv) {
 
     st = synth_write(&p, out);
     if (st) return cli_fail_status(st);
-    fprintf(stderr, "synth: wrote %s (%s, %s, seed %lu)\n", out, shape, si_type_name(p.type),
-            (unsigned long)seed);
+    fprintf(stderr, "synth: wrote %s (%s, %s%s, seed %lu)\n", out, shape, si_type_name(p.type),
+            p.k_m ? "_m" : "", (unsigned long)seed);
     return 0;
 }

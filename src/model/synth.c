@@ -159,6 +159,7 @@ typedef struct plan_tensor {
     tensor_kind kind;
     int64_t n_cols, n_rows; /* ne[0], ne[1] (n_rows 1: a vector) */
     si_type type;           /* stored type */
+    si_type qtype;          /* the type the values are quantised to (type, or F32's source) */
     size_t row_bytes, nbytes;
     uint64_t offset;        /* absolute file offset of the data, once written */
 } plan_tensor;
@@ -168,8 +169,26 @@ typedef struct plan {
     int n, cap;
 } plan;
 
+/* llama.cpp's use_more_bits: the layers of a *_K_M file whose attn_v and ffn_down get Q6_K */
+static bool k_m_more_bits(int il, int n_layer) {
+    return il < n_layer / 8 || il >= 7 * n_layer / 8 || (il - n_layer / 8) % 3 == 2;
+}
+
+/* The type of weight `name` (layer il, -1 outside the layers) with rows of n_cols: p->type, or
+ * under p->k_m the mixture synth_params describes. */
+static si_type weight_type(const synth_params *p, const char *name, int il, int64_t n_cols) {
+    if (!p->k_m) return p->type;
+    si_type t = p->type;
+    if (!strcmp(name, "output.weight") ||
+        (il >= 0 && k_m_more_bits(il, p->dims.n_layer) &&
+         (strstr(name, ".attn_v.") || strstr(name, ".ffn_down."))))
+        t = SI_TYPE_Q6_K;
+    if (n_cols % QK_K == 0) return t;
+    return t == SI_TYPE_Q4_K ? SI_TYPE_Q5_0 : t == SI_TYPE_Q5_K ? SI_TYPE_Q5_1 : SI_TYPE_Q8_0;
+}
+
 static si_status plan_add(plan *pl, const char *name, tensor_kind kind, int64_t n_cols,
-                          int64_t n_rows, const synth_params *p) {
+                          int64_t n_rows, int il, const synth_params *p) {
     if (p->omit_tensor && strcmp(name, p->omit_tensor) == 0) return SI_OK;
     if (pl->n == pl->cap) {
         int cap = pl->cap ? 2 * pl->cap : 64;
@@ -184,9 +203,10 @@ static si_status plan_add(plan *pl, const char *name, tensor_kind kind, int64_t 
     t->kind = kind;
     t->n_cols = n_cols;
     t->n_rows = n_rows;
-    t->type = kind == T_MATRIX && !p->dequantize ? p->type : SI_TYPE_F32;
+    t->qtype = kind == T_MATRIX ? weight_type(p, name, il, n_cols) : SI_TYPE_F32;
+    t->type = p->dequantize ? SI_TYPE_F32 : t->qtype;
     if (kind == T_MATRIX) {
-        const quant_traits *q = quant_get(p->type);
+        const quant_traits *q = quant_get(t->qtype);
         if (n_cols % q->block_size != 0)
             return si_error(SI_ERR_INVALID_ARG, "synth: tensor '%s' has rows of %lld elements, "
                             "not a multiple of %s's block size %d; pick another type or shape",
@@ -203,16 +223,16 @@ static si_status plan_build(plan *pl, const synth_params *p, int32_t n_vocab) {
     const int64_t q_dim = d->n_head * head_dim, kv_dim = d->n_head_kv * head_dim;
     const bool bias = strcmp(d->arch, "qwen2") == 0;
     si_status st;
-    if ((st = plan_add(pl, "token_embd.weight", T_MATRIX, d->n_embd, n_vocab, p)) ||
-        (st = plan_add(pl, "output_norm.weight", T_NORM, d->n_embd, 1, p)))
+    if ((st = plan_add(pl, "token_embd.weight", T_MATRIX, d->n_embd, n_vocab, -1, p)) ||
+        (st = plan_add(pl, "output_norm.weight", T_NORM, d->n_embd, 1, -1, p)))
         return st;
-    if (!d->tied && (st = plan_add(pl, "output.weight", T_MATRIX, d->n_embd, n_vocab, p)))
+    if (!d->tied && (st = plan_add(pl, "output.weight", T_MATRIX, d->n_embd, n_vocab, -1, p)))
         return st;
     for (int il = 0; il < d->n_layer; il++) {
         char n[64];
 #define ADD(suffix, kind, cols, rows)                                                          \
     snprintf(n, sizeof n, "blk.%d.%s", il, suffix);                                            \
-    if ((st = plan_add(pl, n, kind, cols, rows, p))) return st;
+    if ((st = plan_add(pl, n, kind, cols, rows, il, p))) return st;
         ADD("attn_norm.weight", T_NORM, d->n_embd, 1)
         ADD("attn_q.weight", T_MATRIX, d->n_embd, q_dim)
         ADD("attn_k.weight", T_MATRIX, d->n_embd, kv_dim)
@@ -447,9 +467,6 @@ static int pwrite_all(int fd, const void *buf, size_t n, uint64_t off) {
  * itself, so one thread's write overlaps the others' generation. */
 typedef struct fill_job {
     const plan_tensor *t;
-    const quant_traits *q; /* the requested weight type (matrices) */
-    encode_fn encode;      /* synth_encoder of that type */
-    bool dequantize;
     uint64_t seed, name_hash;
     int64_t row0, n_rows;
     int fd;
@@ -479,9 +496,9 @@ static void fill_worker(void *ctx, int ith, int nth) {
         case T_BIAS: gen_normal(x, t->n_cols, j->seed, j->name_hash, row, 0.0f, 0.1f); break;
         case T_MATRIX: gen_normal(x, t->n_cols, j->seed, j->name_hash, row, 0.0f, 0.02f); break;
         }
-        if (t->kind == T_MATRIX && j->dequantize) {
-            j->encode(x, qrow, t->n_cols);
-            j->q->to_float(qrow, (float *)dst, t->n_cols);
+        if (t->type != t->qtype) { /* dequantize: the quantised values, stored as f32 */
+            synth_encoder(t->qtype)(x, qrow, t->n_cols);
+            quant_get(t->qtype)->to_float(qrow, (float *)dst, t->n_cols);
         } else {
             synth_encoder(t->type)(x, dst, t->n_cols);
         }
@@ -500,23 +517,22 @@ static void fill_worker(void *ctx, int ith, int nth) {
 
 static si_status fill_data(const plan *pl, const synth_params *p, const char *path) {
     int64_t max_cols = 1;
-    size_t total = 0, written = 0, max_chunk = 0;
+    size_t total = 0, written = 0, max_chunk = 0, max_qrow = 0;
     for (int i = 0; i < pl->n; i++) {
         const plan_tensor *t = &pl->t[i];
         if (t->n_cols > max_cols) max_cols = t->n_cols;
+        const size_t qrow = quant_row_size(t->qtype, t->n_cols) + 64;
+        if (qrow > max_qrow) max_qrow = qrow;
         total += t->nbytes;
         size_t rows = CHUNK_BYTES / t->row_bytes ? CHUNK_BYTES / t->row_bytes : 1;
         size_t c = (rows < (size_t)t->n_rows ? rows : (size_t)t->n_rows) * t->row_bytes;
         if (c > max_chunk) max_chunk = c;
     }
-    const quant_traits *q = quant_get(p->type);
-    const size_t max_qrow = quant_row_size(p->type, max_cols) + 64;
     thread_pool *pool = NULL;
     si_status st = pool_create(0, &pool);
     if (st) return st;
     const int nth = pool_size(pool);
-    fill_job job = {.q = q, .encode = synth_encoder(p->type), .dequantize = p->dequantize,
-                    .seed = p->seed, .max_cols = max_cols, .max_qrow = max_qrow};
+    fill_job job = {.seed = p->seed, .max_cols = max_cols, .max_qrow = max_qrow};
     job.xs = malloc((size_t)nth * (size_t)max_cols * sizeof(float));
     job.qs = malloc((size_t)nth * max_qrow);
     job.out = malloc(max_chunk);
@@ -580,6 +596,9 @@ static si_status check_params(const synth_params *p) {
     if (!q || !q->from_float || !q->to_float || !q->vec_dot)
         return si_error(SI_ERR_UNSUPPORTED, "synth: type %s (%d) cannot be used for weights",
                         si_type_name(p->type) ? si_type_name(p->type) : "?", (int)p->type);
+    if (p->k_m && p->type != SI_TYPE_Q4_K && p->type != SI_TYPE_Q5_K)
+        return si_error(SI_ERR_INVALID_ARG,
+                        "synth: the _k_m mixture is built around q4_k or q5_k, not %s", q->name);
     if (d->n_embd < 1 || d->n_ff < 1 || d->n_layer < 1 || d->n_head < 1 || d->n_head_kv < 1 ||
         d->n_ctx < 1 || d->n_vocab < 0 || !(d->rope_base > 0.0f) || !(d->rms_eps > 0.0f))
         return si_error(SI_ERR_INVALID_ARG, "synth: n_embd, n_ff, n_layer, n_head, n_head_kv, "

@@ -31,7 +31,12 @@ typedef struct synth_dims {
 
 typedef struct synth_params {
     synth_dims dims;
-    si_type type;           /* every 2-D weight, token_embd and output included */
+    si_type type;           /* every 2-D weight, token_embd and output included (but see k_m) */
+    /* llama.cpp's *_K_M mixture around type (Q4_K or Q5_K; llama_tensor_get_type): output and,
+     * in the layers it gives more bits (the first and last eighth, every third between), attn_v
+     * and ffn_down are Q6_K; a weight whose rows are no multiple of 256 takes llama.cpp's
+     * fallback (Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0). */
+    bool k_m;
     uint64_t seed;
     const char *vocab_from; /* copy the tokenizer.* keys of this GGUF; NULL: synthetic BPE */
     /* Quantise the weights to `type`, then store them dequantised as f32: a model whose f32

@@ -152,3 +152,12 @@ def test_kv_cache_dtype_f16_names_run(binary, default_model, value):
 def test_help_names_kv_cache_dtype(binary, cmd):
     proc = run_cli(cmd, "--help")
     assert b"--kv-cache-dtype" in proc.stdout and b"fp8_e4m3" in proc.stdout
+
+
+@pytest.mark.parametrize("type_name", ["q6_k_m", "q4_k_mm", "q8_0_m", "q7", "_m"])
+def test_synth_unknown_type(binary, tmp_path, type_name):
+    """synth's --type: a plain type or a _k_m mixture around q4_k / q5_k; anything else is one
+    line naming it, and no file is left behind."""
+    out = tmp_path / "m.gguf"
+    check_error(run_cli("synth", "-o", out, "--type", type_name, check=False), type_name)
+    assert not out.exists()

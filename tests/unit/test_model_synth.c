@@ -32,18 +32,30 @@
 
 #define N_TOKENS 20
 
-/* Writes shape in type (dequantised to f32 when deq) to g_dir/name; returns the path. */
-static const char *write_model(char *path, size_t cap, const char *name, const char *shape,
-                               si_type type, bool deq) {
+/* Writes p to g_dir/name; returns the path. */
+static const char *write_params(char *path, size_t cap, const char *name, const synth_params *p) {
+    snprintf(path, cap, "%s/%s", g_dir, name);
+    si_status st = synth_write(p, path);
+    if (st) fail_msg("synth_write %s: %s", path, si_last_error());
+    return path;
+}
+
+/* Writes shape in type (llama.cpp's _K_M mixture around it when k_m; dequantised to f32 when
+ * deq) to g_dir/name; returns the path. */
+static const char *write_mix(char *path, size_t cap, const char *name, const char *shape,
+                             si_type type, bool k_m, bool deq) {
     synth_params p;
     assert_int_equal(synth_params_init(&p, shape), SI_OK);
     p.type = type;
+    p.k_m = k_m;
     p.seed = 42;
     p.dequantize = deq;
-    snprintf(path, cap, "%s/%s", g_dir, name);
-    si_status st = synth_write(&p, path);
-    if (st) fail_msg("synth_write %s: %s", path, si_last_error());
-    return path;
+    return write_params(path, cap, name, &p);
+}
+
+static const char *write_model(char *path, size_t cap, const char *name, const char *shape,
+                               si_type type, bool deq) {
+    return write_mix(path, cap, name, shape, type, false, deq);
 }
 
 static si_model *load(const char *path) {
@@ -100,7 +112,9 @@ static double rel_diff(const float *a, const float *ref, int n, double *range_ou
 /* ---- quantised vs dequantised ---------------------------------------------------------------- */
 
 typedef struct type_case {
+    const char *name;
     si_type type;
+    bool k_m; /* llama.cpp's _K_M mixture around type */
     /* Bound on max |logit diff| / logit range between the model in this type and the f32 model
      * of its dequantised weights. The difference is the activations' rounding for the dot
      * product: 8-bit blocks (q8_0/q8_1 per 32, q8_K per 256) have a step of amax/127, so a
@@ -113,10 +127,14 @@ typedef struct type_case {
 } type_case;
 
 static const type_case TYPE_CASES[] = {
-    {SI_TYPE_F32, 0.0},   {SI_TYPE_F16, 1e-3},  {SI_TYPE_BF16, 6e-3}, {SI_TYPE_Q8_0, 2e-2},
-    {SI_TYPE_Q4_0, 2e-2}, {SI_TYPE_Q4_1, 2e-2}, {SI_TYPE_Q5_0, 2e-2}, {SI_TYPE_Q5_1, 2e-2},
-    {SI_TYPE_Q2_K, 3e-2}, {SI_TYPE_Q3_K, 3e-2}, {SI_TYPE_Q4_K, 3e-2}, {SI_TYPE_Q5_K, 3e-2},
-    {SI_TYPE_Q6_K, 3e-2},
+    {"f32", SI_TYPE_F32, false, 0.0},     {"f16", SI_TYPE_F16, false, 1e-3},
+    {"bf16", SI_TYPE_BF16, false, 6e-3},  {"q8_0", SI_TYPE_Q8_0, false, 2e-2},
+    {"q4_0", SI_TYPE_Q4_0, false, 2e-2},  {"q4_1", SI_TYPE_Q4_1, false, 2e-2},
+    {"q5_0", SI_TYPE_Q5_0, false, 2e-2},  {"q5_1", SI_TYPE_Q5_1, false, 2e-2},
+    {"q2_k", SI_TYPE_Q2_K, false, 3e-2},  {"q3_k", SI_TYPE_Q3_K, false, 3e-2},
+    {"q4_k", SI_TYPE_Q4_K, false, 3e-2},  {"q5_k", SI_TYPE_Q5_K, false, 3e-2},
+    {"q6_k", SI_TYPE_Q6_K, false, 3e-2},  {"q4_k_m", SI_TYPE_Q4_K, true, 3e-2},
+    {"q5_k_m", SI_TYPE_Q5_K, true, 3e-2},
 };
 
 /* one eval of 20 tokens vs 20 evals of one: the same per-row kernels, so the same logits up to
@@ -125,12 +143,12 @@ static const type_case TYPE_CASES[] = {
 
 static void test_type_vs_dequantized(void **state) {
     const type_case *tc = *state;
-    const char *tn = si_type_name(tc->type);
+    const char *tn = tc->name;
     char pq[320], pf[320], nq[64], nf[64];
     snprintf(nq, sizeof nq, "tiny-%s.gguf", tn);
     snprintf(nf, sizeof nf, "tiny-%s-deq-f32.gguf", tn);
-    si_model *mq = load(write_model(pq, sizeof pq, nq, "tiny", tc->type, false));
-    si_model *mf = load(write_model(pf, sizeof pf, nf, "tiny", tc->type, true));
+    si_model *mq = load(write_mix(pq, sizeof pq, nq, "tiny", tc->type, tc->k_m, false));
+    si_model *mf = load(write_mix(pf, sizeof pf, nf, "tiny", tc->type, tc->k_m, true));
     const int nv = si_model_n_vocab(mq);
     assert_int_equal(nv, si_model_n_vocab(mf));
     int32_t tok[N_TOKENS];
@@ -386,6 +404,53 @@ static int64_t n_elements(const gguf_tensor *t) {
     return n;
 }
 
+/* The _K_M mixtures' types, tensor by tensor: tiny (2 layers, n_embd 256) in q4_k_m, where
+ * llama.cpp's more-bits layer is 1 of 2; then q5_k_m at n_embd 320 (no multiple of 256), where
+ * the rows of n_embd take the fallbacks and ffn_down's rows of n_ff = 768 keep q5_k/q6_k; a mixture
+ * around another type is refused. */
+static void expect_types(const char *path, const char *const *names, const si_type *types, int n) {
+    gguf_file *f = NULL;
+    assert_int_equal(gguf_open(path, &f), SI_OK);
+    for (int i = 0; i < n; i++)
+        if (find(f, names[i])->type != types[i])
+            fail_msg("%s: %s is %s, expected %s", path, names[i],
+                     si_type_name(find(f, names[i])->type), si_type_name(types[i]));
+    gguf_close(f);
+}
+
+static void test_k_m_types(void **state) {
+    (void)state;
+    static const char *const names[] = {"token_embd.weight",     "output.weight",
+                                        "blk.0.attn_q.weight",   "blk.0.attn_v.weight",
+                                        "blk.0.ffn_down.weight", "blk.1.attn_v.weight",
+                                        "blk.1.ffn_down.weight", "blk.1.ffn_up.weight"};
+    static const si_type q4[] = {SI_TYPE_Q4_K, SI_TYPE_Q6_K, SI_TYPE_Q4_K, SI_TYPE_Q4_K,
+                                 SI_TYPE_Q4_K, SI_TYPE_Q6_K, SI_TYPE_Q6_K, SI_TYPE_Q4_K};
+    static const si_type q5_320[] = {SI_TYPE_Q5_1, SI_TYPE_Q8_0, SI_TYPE_Q5_1, SI_TYPE_Q5_1,
+                                     SI_TYPE_Q5_K, SI_TYPE_Q8_0, SI_TYPE_Q6_K, SI_TYPE_Q5_1};
+    char path[320];
+    expect_types(write_mix(path, sizeof path, "km4.gguf", "tiny", SI_TYPE_Q4_K, true, false), names,
+                 q4, 8);
+    synth_params p;
+    assert_int_equal(synth_params_init(&p, "tiny"), SI_OK);
+    p.type = SI_TYPE_Q5_K;
+    p.k_m = true;
+    p.dims.n_embd = 320;
+    p.dims.n_head = 5;
+    p.dims.n_head_kv = 5;
+    p.dims.n_ff = 768;
+    expect_types(write_params(path, sizeof path, "km5.gguf", &p), names, q5_320, 8);
+    si_model *m = load(path); /* the mixture loads and runs */
+    int32_t tok[N_TOKENS];
+    test_tokens(tok, si_model_n_vocab(m));
+    free(run(m, tok, N_TOKENS, false));
+    si_model_free(m);
+    p.type = SI_TYPE_Q8_0;
+    snprintf(path, sizeof path, "%s/km8.gguf", g_dir);
+    assert_int_equal(synth_write(&p, path), SI_ERR_INVALID_ARG);
+    assert_non_null(strstr(si_last_error(), "q4_k or q5_k"));
+}
+
 /* The generator: matrices N(0, 0.02), norms 1 + N(0, 0.02), over the 2 x 65536 + 8 x 131072
  * elements of tiny's embeddings and FFN matrices. Bounds: ~5 standard errors. */
 static void test_weight_statistics(void **state) {
@@ -588,12 +653,12 @@ static void test_session_eval_sample(void **state) {
 }
 
 int main(void) {
-    struct CMUnitTest tests[sizeof TYPE_CASES / sizeof TYPE_CASES[0] + 9];
+    struct CMUnitTest tests[sizeof TYPE_CASES / sizeof TYPE_CASES[0] + 10];
     size_t n = 0;
     for (size_t i = 0; i < sizeof TYPE_CASES / sizeof TYPE_CASES[0]; i++) {
         struct CMUnitTest t = cmocka_unit_test_prestate(test_type_vs_dequantized,
                                                         (void *)&TYPE_CASES[i]);
-        t.name = si_type_name(TYPE_CASES[i].type);
+        t.name = TYPE_CASES[i].name;
         tests[n++] = t;
     }
     const struct CMUnitTest rest[] = {
@@ -601,7 +666,7 @@ int main(void) {
         cmocka_unit_test(test_synthetic_vocab),     cmocka_unit_test(test_missing_tensor),
         cmocka_unit_test(test_unsupported_arch),    cmocka_unit_test(test_block_size_mismatch),
         cmocka_unit_test(test_weight_statistics),   cmocka_unit_test(test_q4_k_encoding),
-        cmocka_unit_test(test_session_eval_sample),
+        cmocka_unit_test(test_session_eval_sample), cmocka_unit_test(test_k_m_types),
     };
     for (size_t i = 0; i < sizeof rest / sizeof rest[0]; i++) tests[n++] = rest[i];
     return _cmocka_run_group_tests("model_synth", tests, n, setup_dir, teardown_dir);
