@@ -101,17 +101,25 @@ SI_HD void si_scale_min_k4(int j, const uint8_t *q, int *d, int *m) {
     }
 }
 
+/* The factors of group g (sub-blocks 2g, 2g + 1) of a q4_K block b (d, dmin, then the 12 bytes
+ * of scales): x = d0 * q - mm0 in sub-block 2g, d1 * q - mm1 in 2g + 1. */
+SI_HD void si_k4_group_scales(const uint8_t *b, int g, float *d0, float *mm0, float *d1,
+                              float *mm1) {
+    const float d = si_h2f(si_ld16(b)), dmin = si_h2f(si_ld16(b + 2));
+    int sc0, m0, sc1, m1;
+    si_scale_min_k4(2 * g, b + 4, &sc0, &m0);
+    si_scale_min_k4(2 * g + 1, b + 4, &sc1, &m1);
+    *d0 = d * sc0, *mm0 = dmin * m0, *d1 = d * sc1, *mm1 = dmin * m1;
+}
+
 /* 4 groups of 64: qs[32g + l] holds element 64g + l (low, sub-block 2g) and 64g + 32 + l (high,
  * sub-block 2g + 1); x = d * sc * q - dmin * m. 32 units of 4 bytes. */
 struct tq_q4_k {
     static constexpr int BE = QK_K, BB = sizeof(block_q4_K), UPB = 32, NG = 2;
     SI_HD static void unit(const uint8_t *b, int u, float *w, int *xo) {
-        const float d = si_h2f(si_ld16(b)), dmin = si_h2f(si_ld16(b + 2));
         const int g = u >> 3, k = u & 7;
-        int sc0, m0, sc1, m1;
-        si_scale_min_k4(2 * g, b + 4, &sc0, &m0);
-        si_scale_min_k4(2 * g + 1, b + 4, &sc1, &m1);
-        const float d0 = d * sc0, mm0 = dmin * m0, d1 = d * sc1, mm1 = dmin * m1;
+        float d0, mm0, d1, mm1;
+        si_k4_group_scales(b, g, &d0, &mm0, &d1, &mm1);
         const uint32_t q = si_ld32(b + 16 + 32 * g + 4 * k);
         SI_UNROLL
         for (int j = 0; j < 4; j++) {

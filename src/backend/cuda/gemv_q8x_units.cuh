@@ -40,6 +40,16 @@ template <int N> SI_HD void si_lds_words2(const uint8_t *p, uint32_t *w) {
     }
 }
 
+/* N words from an 8-aligned address: 8-byte loads */
+template <int N> SI_HD void si_lds_words8(const uint8_t *p, uint32_t *w) {
+    SI_UNROLL
+    for (int i = 0; i < N / 2; i++) {
+        const uint2 v = ((const uint2 *)p)[i];
+        w[2 * i] = v.x;
+        w[2 * i + 1] = v.y;
+    }
+}
+
 template <int N> SI_HD void si_lds_words16(const uint8_t *p, uint32_t *w) {
     SI_UNROLL
     for (int i = 0; i < N / 4; i++) {
@@ -53,13 +63,7 @@ template <int N> SI_HD void si_lds_words16(const uint8_t *p, uint32_t *w) {
 struct tqx_q4_0 {
     static constexpr int BE = 32, UB = 4, BB = 18, UBYTES = 72, WORDS = 18;
     SI_HD static void load(const uint8_t *seg, int lane, uint32_t *w) {
-        const uint2 *p = (const uint2 *)(seg + lane * UBYTES);
-        SI_UNROLL
-        for (int i = 0; i < WORDS / 2; i++) {
-            const uint2 v = p[i];
-            w[2 * i] = v.x;
-            w[2 * i + 1] = v.y;
-        }
+        si_lds_words8<WORDS>(seg + lane * UBYTES, w);
     }
     /* The high nibbles are not shifted down: dp4a of the bytes q & 0xF0 (unsigned) gives 16
      * times their sum, so the block's integer sum is kept times 16 and so is s, scaled back at
