@@ -15,6 +15,9 @@
  *     the last segment is partial. Checked: each unit's dot against sum w_i * xd * xq_i in
  *     double, w the CPU's dequantised weights, within 1e-5 of the unit's sum |w_i * xd * xq_i|
  *     (one wrong quant bit costs ~1e-3 of it).
+ *   - gemv_mma_units.cuh's fragment builders (tmma_*: the int8 tensor-core GEMV and matmul):
+ *     for every 32-block and lane column of random segments, sa (k < 16) or sb (k >= 16) times
+ *     each int8 byte plus mn, against the CPU's dequantised weight (equal as floats).
  * Host and device compile these to different instructions (the device fuses multiply-adds), so
  * this checks the bit layouts and the integer sums; test_cuda_kernels checks the kernels' results
  * on the GPU.
@@ -27,6 +30,7 @@
 #include <cstring>
 #include <vector>
 
+#include "backend/cuda/gemv_mma_units.cuh"
 #include "backend/cuda/gemv_q8x_units.cuh"
 #include "test_blocks.cuh" /* fill_random_blocks, rnd_u32 */
 
@@ -133,6 +137,34 @@ template <class T> static void check_q8x_units(si_type t, const char *name) {
     report("q8x units (a unit's dot, relative)", name, worst, 1e-5);
 }
 
+/* tmma_*: 16 random 256-element segments; err = the number of weights frag() gives wrong */
+template <class T> static void check_mma_frags(si_type t, const char *name) {
+    const int n_seg = 16, K = n_seg * 256;
+    const size_t bytes = quant_row_size(t, K);
+    if (bytes != (size_t)n_seg * T::SEGB) {
+        report("mma fragments (segment bytes != SEGB)", name, 1, 0);
+        return;
+    }
+    std::vector<uint8_t> w(bytes);
+    fill_random_blocks(t, w.data(), bytes);
+    std::vector<float> ref(K);
+    quant_get(t)->to_float(w.data(), ref.data(), K);
+    int bad = 0;
+    for (int s = 0; s < n_seg; s++)
+        for (int j = 0; j < 8; j++)
+            for (int c = 0; c < 4; c++) {
+                uint32_t lo, hi;
+                float sa, sb, mn;
+                T::frag(w.data() + (size_t)s * T::SEGB, j, c, lo, hi, sa, sb, mn);
+                const float *r = &ref[256 * s + 32 * j + 4 * c];
+                for (int i = 0; i < 4; i++) {
+                    bad += sa * (float)(int8_t)(lo >> (8 * i)) + mn != r[i];
+                    bad += (T::TWO ? sb : sa) * (float)(int8_t)(hi >> (8 * i)) + mn != r[16 + i];
+                }
+            }
+    report("mma fragments (weights wrong)", name, bad, 0);
+}
+
 int main(int argc, char **argv) {
     for (int i = 1; i < argc; i++)
         if (strcmp(argv[i], "--small") && strcmp(argv[i], "--no-bench")) {
@@ -153,6 +185,12 @@ int main(int argc, char **argv) {
     check_q8x_units<tqx_q4_1>(SI_TYPE_Q4_1, "q4_1");
     check_q8x_units<tqx_q4_k>(SI_TYPE_Q4_K, "q4_k");
     check_q8x_units<tqx_q6_k>(SI_TYPE_Q6_K, "q6_k");
+
+    check_mma_frags<tmma_q8_0>(SI_TYPE_Q8_0, "q8_0");
+    check_mma_frags<tmma_q4_0>(SI_TYPE_Q4_0, "q4_0");
+    check_mma_frags<tmma_q4_1>(SI_TYPE_Q4_1, "q4_1");
+    check_mma_frags<tmma_q4_k>(SI_TYPE_Q4_K, "q4_k");
+    check_mma_frags<tmma_q6_k>(SI_TYPE_Q6_K, "q6_k");
 
     printf("==== summary: %d checks, %d failed\n", g_checks, g_fail);
     return g_fail ? 1 : 0;
