@@ -44,15 +44,20 @@ static void fill_random_blocks(si_type t, uint8_t *p, size_t bytes) {
             memcpy(blk, h, 2);
             break;
         case SI_TYPE_Q4_0:
-            h[0] = rnd_scale_f16(0.1f);
+        case SI_TYPE_Q5_0:
+            h[0] = rnd_scale_f16(t == SI_TYPE_Q5_0 ? 0.05f : 0.1f);
             memcpy(blk, h, 2);
             break;
         case SI_TYPE_Q4_1:
+        case SI_TYPE_Q5_1:
         case SI_TYPE_Q4_K:
-            h[0] = rnd_scale_f16(t == SI_TYPE_Q4_K ? 0.003f : 0.1f);
-            h[1] = rnd_scale_f16(t == SI_TYPE_Q4_K ? 0.003f : 0.5f);
+        case SI_TYPE_Q5_K: {
+            const bool k = t == SI_TYPE_Q4_K || t == SI_TYPE_Q5_K;
+            h[0] = rnd_scale_f16(k ? 0.003f : 0.1f);
+            h[1] = rnd_scale_f16(k ? 0.003f : 0.5f);
             memcpy(blk, h, 4);
             break;
+        }
         case SI_TYPE_Q6_K:
             h[0] = rnd_scale_f16(0.0005f);
             memcpy(blk + 208, h, 2);

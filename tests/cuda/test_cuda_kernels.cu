@@ -78,9 +78,10 @@ static double rel_max_err(const float *a, const double *b, size_t n) {
 
 /* ---- random GGUF weights ---- */
 struct wtype { si_type t; const char *name; };
-static const wtype k_types[] = {{SI_TYPE_F16, "f16"},   {SI_TYPE_BF16, "bf16"}, {SI_TYPE_Q8_0, "q8_0"},
-                                {SI_TYPE_Q4_0, "q4_0"}, {SI_TYPE_Q4_1, "q4_1"}, {SI_TYPE_Q4_K, "q4_k"},
-                                {SI_TYPE_Q6_K, "q6_k"}};
+static const wtype k_types[] = {
+    {SI_TYPE_F16, "f16"},   {SI_TYPE_BF16, "bf16"}, {SI_TYPE_Q8_0, "q8_0"}, {SI_TYPE_Q4_0, "q4_0"},
+    {SI_TYPE_Q4_1, "q4_1"}, {SI_TYPE_Q5_0, "q5_0"}, {SI_TYPE_Q5_1, "q5_1"}, {SI_TYPE_Q4_K, "q4_k"},
+    {SI_TYPE_Q5_K, "q5_k"}, {SI_TYPE_Q6_K, "q6_k"}};
 
 static const double k_peak_gbs = 4210.0;
 static char g_bench_buf[1 << 16];

@@ -90,6 +90,50 @@ struct tq_q4_1 {
     }
 };
 
+/* Bits j .. j + 3 of the 32 high bits qh of a 5-bit block, each moved to bit 4 of its byte: the
+ * high bits of elements j .. j + 3, to be or-ed onto their nibbles. */
+SI_HD uint32_t si_q5_high4(uint32_t qh, int j) {
+    const uint32_t h = qh >> j;
+    return ((h & 1) << 4) | ((h & 2) << 11) | ((h & 4) << 18) | ((h & 8) << 25);
+}
+
+/* x = d * (q - 16), q = nibble | high bit << 4; qs[j]: element j (low nibble), j + 16 (high);
+ * bit j of qh: element j's high bit */
+struct tq_q5_0 {
+    static constexpr int BE = QK5_0, BB = sizeof(block_q5_0), UPB = 4, NG = 2;
+    SI_HD static void unit(const uint8_t *b, int u, float *w, int *xo) {
+        const float d = si_h2f(si_ld16(b));
+        const uint32_t qh = si_ld32(b + 2), q = si_ld32(b + 6 + 4 * u);
+        const uint32_t lo = (q & 0x0F0F0F0Fu) | si_q5_high4(qh, 4 * u);
+        const uint32_t hi = ((q >> 4) & 0x0F0F0F0Fu) | si_q5_high4(qh, 16 + 4 * u);
+        SI_UNROLL
+        for (int j = 0; j < 4; j++) {
+            w[j] = d * (float)((int)((lo >> (8 * j)) & 31) - 16);
+            w[4 + j] = d * (float)((int)((hi >> (8 * j)) & 31) - 16);
+        }
+        xo[0] = 4 * u;
+        xo[1] = 16 + 4 * u;
+    }
+};
+
+/* x = d * q + m, q as tq_q5_0's */
+struct tq_q5_1 {
+    static constexpr int BE = QK5_1, BB = sizeof(block_q5_1), UPB = 4, NG = 2;
+    SI_HD static void unit(const uint8_t *b, int u, float *w, int *xo) {
+        const float d = si_h2f(si_ld16(b)), m = si_h2f(si_ld16(b + 2));
+        const uint32_t qh = si_ld32(b + 4), q = si_ld32(b + 8 + 4 * u);
+        const uint32_t lo = (q & 0x0F0F0F0Fu) | si_q5_high4(qh, 4 * u);
+        const uint32_t hi = ((q >> 4) & 0x0F0F0F0Fu) | si_q5_high4(qh, 16 + 4 * u);
+        SI_UNROLL
+        for (int j = 0; j < 4; j++) {
+            w[j] = d * (float)((lo >> (8 * j)) & 31) + m;
+            w[4 + j] = d * (float)((hi >> (8 * j)) & 31) + m;
+        }
+        xo[0] = 4 * u;
+        xo[1] = 16 + 4 * u;
+    }
+};
+
 /* 6-bit scale and min j of a q4_K block (ggml's get_scale_min_k4) */
 SI_HD void si_scale_min_k4(int j, const uint8_t *q, int *d, int *m) {
     if (j < 4) {
@@ -101,8 +145,8 @@ SI_HD void si_scale_min_k4(int j, const uint8_t *q, int *d, int *m) {
     }
 }
 
-/* The factors of group g (sub-blocks 2g, 2g + 1) of a q4_K block b (d, dmin, then the 12 bytes
- * of scales): x = d0 * q - mm0 in sub-block 2g, d1 * q - mm1 in 2g + 1. */
+/* The factors of group g (sub-blocks 2g, 2g + 1) of a q4_K / q5_K block b (d, dmin, then the
+ * 12 bytes of scales): x = d0 * q - mm0 in sub-block 2g, d1 * q - mm1 in 2g + 1. */
 SI_HD void si_k4_group_scales(const uint8_t *b, int g, float *d0, float *mm0, float *d1,
                               float *mm1) {
     const float d = si_h2f(si_ld16(b)), dmin = si_h2f(si_ld16(b + 2));
@@ -127,6 +171,27 @@ struct tq_q4_k {
             w[4 + j] = d1 * (float)((q >> (8 * j + 4)) & 15) - mm1;
         }
         xo[0] = 64 * g + 4 * k; xo[1] = 64 * g + 32 + 4 * k;
+    }
+};
+
+/* tq_q4_k's layout (qs after the 32 bytes qh) plus a high bit: bit 2g of qh[l] for element
+ * 64g + l, bit 2g + 1 for 64g + 32 + l (ggml's dequantize_row_q5_K); x = d * sc * q - dmin * m.
+ * 32 units of 4 bytes. */
+struct tq_q5_k {
+    static constexpr int BE = QK_K, BB = sizeof(block_q5_K), UPB = 32, NG = 2;
+    SI_HD static void unit(const uint8_t *b, int u, float *w, int *xo) {
+        const int g = u >> 3, k = u & 7;
+        float d0, mm0, d1, mm1;
+        si_k4_group_scales(b, g, &d0, &mm0, &d1, &mm1);
+        const uint32_t q = si_ld32(b + 48 + 32 * g + 4 * k), qh = si_ld32(b + 16 + 4 * k);
+        SI_UNROLL
+        for (int j = 0; j < 4; j++) {
+            const uint32_t h = qh >> (8 * j + 2 * g);
+            w[j] = d0 * (float)(((q >> (8 * j)) & 15) | ((h & 1) << 4)) - mm0;
+            w[4 + j] = d1 * (float)(((q >> (8 * j + 4)) & 15) | ((h & 2) << 3)) - mm1;
+        }
+        xo[0] = 64 * g + 4 * k;
+        xo[1] = 64 * g + 32 + 4 * k;
     }
 };
 

@@ -1,6 +1,6 @@
-/* gemm_q8x_mma.cu — matmul of the quantised types (Q8_0, Q4_0, Q4_1, Q4_K, Q6_K) for
- * MMQ_MIN_ROWS..MMQ_MAX_ROWS activation rows (batched decode, short prefill chunks) on int8
- * tensor cores, reading every weight byte once per call: cuda_matmul_quant_rows (cuda_ops.h).
+/* gemm_q8x_mma.cu — matmul of the quantised types (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K,
+ * Q6_K) for MMQ_MIN_ROWS..MMQ_MAX_ROWS activation rows (batched decode, short prefill chunks) on
+ * int8 tensor cores, reading every weight byte once per call: cuda_matmul_quant_rows (cuda_ops.h).
  * The path it replaces dequantised the whole weight to f16 scratch and ran cuBLASLt: for
  * Llama-2-7B Q4_0 that is 3.7 GB read + 13.2 GB written + 13.2 GB read per step, ~4.6 ms of
  * dequantisation alone on the H200.
@@ -108,6 +108,8 @@ static_assert(MMQ_STAGES >= 2, "the split-K partial tile reuses the stage memory
 template <class T> struct mmq_min { static constexpr bool v = false; }; /* block min term? */
 template <> struct mmq_min<tmma_q4_1> { static constexpr bool v = true; };
 template <> struct mmq_min<tmma_q4_k> { static constexpr bool v = true; };
+template <> struct mmq_min<tmma_q5_1> { static constexpr bool v = true; };
+template <> struct mmq_min<tmma_q5_k> { static constexpr bool v = true; };
 
 /* HALF: the f16 path (the header's last part): x staged as f16, 512 bytes a row a segment */
 template <class T, bool HALF = false> struct mmq_layout {
@@ -604,8 +606,13 @@ static int mmq_run(const void *W, int M, int K, const float *x, int nb, float *y
 static bool mmq_half_type(si_type t) { return t == SI_TYPE_Q4_0; }
 
 static bool mmq_type(si_type t) {
-    return t == SI_TYPE_Q8_0 || t == SI_TYPE_Q4_0 || t == SI_TYPE_Q4_1 || t == SI_TYPE_Q4_K ||
-           t == SI_TYPE_Q6_K;
+    return t == SI_TYPE_Q8_0 || t == SI_TYPE_Q4_0 || t == SI_TYPE_Q4_1 || t == SI_TYPE_Q5_0 ||
+           t == SI_TYPE_Q5_1 || t == SI_TYPE_Q4_K || t == SI_TYPE_Q5_K || t == SI_TYPE_Q6_K;
+}
+
+/* the types whose blocks have a min term (mmq_min) */
+static bool mmq_min_type(si_type t) {
+    return t == SI_TYPE_Q4_1 || t == SI_TYPE_Q5_1 || t == SI_TYPE_Q4_K || t == SI_TYPE_Q5_K;
 }
 
 extern "C" size_t cuda_matmul_quant_rows_scratch_bytes(si_type t, int K, int n_rows) {
@@ -613,7 +620,7 @@ extern "C" size_t cuda_matmul_quant_rows_scratch_bytes(si_type t, int K, int n_r
     const int npad = mmq_npad(min(n_rows, MMQ_MAX_ROWS));
     /* the f16 path's size for its types whether or not SI_CUDA_MMQ_HALF turns it off */
     return (size_t)(K / 256) * npad *
-           mmq_xb(t == SI_TYPE_Q4_1 || t == SI_TYPE_Q4_K, mmq_half_type(t));
+           mmq_xb(mmq_min_type(t), mmq_half_type(t));
 }
 
 extern "C" int cuda_matmul_quant_rows_half(si_type t) {
@@ -651,6 +658,9 @@ extern "C" int cuda_matmul_quant_rows(si_type t, const void *W, int M, int K, co
                    : mmq_run<tmma_q4_0, false>(W, M, K, x, n_rows, y, scratch, stream);
     case SI_TYPE_Q4_1: return mmq_run<tmma_q4_1, false>(W, M, K, x, n_rows, y, scratch, stream);
     case SI_TYPE_Q4_K: return mmq_run<tmma_q4_k, false>(W, M, K, x, n_rows, y, scratch, stream);
+    case SI_TYPE_Q5_0: return mmq_run<tmma_q5_0, false>(W, M, K, x, n_rows, y, scratch, stream);
+    case SI_TYPE_Q5_1: return mmq_run<tmma_q5_1, false>(W, M, K, x, n_rows, y, scratch, stream);
+    case SI_TYPE_Q5_K: return mmq_run<tmma_q5_k, false>(W, M, K, x, n_rows, y, scratch, stream);
     case SI_TYPE_Q6_K: return mmq_run<tmma_q6_k, false>(W, M, K, x, n_rows, y, scratch, stream);
     default: return -1;
     }

@@ -134,6 +134,9 @@ extern "C" size_t cuda_weight_alloc_bytes(si_type t, int64_t M, int64_t K) {
     case SI_TYPE_Q4_0: be = QK4_0; bb = sizeof(block_q4_0); break;
     case SI_TYPE_Q4_1: be = QK4_1; bb = sizeof(block_q4_1); break;
     case SI_TYPE_Q4_K: be = QK_K; bb = sizeof(block_q4_K); break;
+    case SI_TYPE_Q5_0: be = QK5_0; bb = sizeof(block_q5_0); break;
+    case SI_TYPE_Q5_1: be = QK5_1; bb = sizeof(block_q5_1); break;
+    case SI_TYPE_Q5_K: be = QK_K; bb = sizeof(block_q5_K); break;
     case SI_TYPE_Q6_K: be = QK_K; bb = sizeof(block_q6_K); break;
     default: return 0;
     }
@@ -189,6 +192,9 @@ extern "C" int cuda_gemv(si_type t, const void *W, int M, int K, const float *x,
     case SI_TYPE_Q4_0: return gemv_quant<tmma_q4_0, tqx_q4_0, tq_q4_0>(W, M, K, x, n_batch, y, stream);
     case SI_TYPE_Q4_1: return gemv_quant<tmma_q4_1, tqx_q4_1, tq_q4_1>(W, M, K, x, n_batch, y, stream);
     case SI_TYPE_Q4_K: return gemv_quant<tmma_q4_k, tqx_q4_k, tq_q4_k>(W, M, K, x, n_batch, y, stream);
+    case SI_TYPE_Q5_0: return gemv_quant<tmma_q5_0, tqx_q5_0, tq_q5_0>(W, M, K, x, n_batch, y, stream);
+    case SI_TYPE_Q5_1: return gemv_quant<tmma_q5_1, tqx_q5_1, tq_q5_1>(W, M, K, x, n_batch, y, stream);
+    case SI_TYPE_Q5_K: return gemv_quant<tmma_q5_k, tqx_q5_k, tq_q5_k>(W, M, K, x, n_batch, y, stream);
     case SI_TYPE_Q6_K: return gemv_quant<tmma_q6_k, tqx_q6_k, tq_q6_k>(W, M, K, x, n_batch, y, stream);
     default: return -1;
     }
@@ -204,6 +210,9 @@ extern "C" int cuda_gemv_pre_ok(si_type t, int K, int n_batch) {
     case SI_TYPE_Q4_0: return gemv_q8x_ok<tqx_q4_0>(K);
     case SI_TYPE_Q4_1: return gemv_q8x_ok<tqx_q4_1>(K);
     case SI_TYPE_Q4_K: return gemv_q8x_ok<tqx_q4_k>(K);
+    case SI_TYPE_Q5_0: return gemv_q8x_ok<tqx_q5_0>(K);
+    case SI_TYPE_Q5_1: return gemv_q8x_ok<tqx_q5_1>(K);
+    case SI_TYPE_Q5_K: return gemv_q8x_ok<tqx_q5_k>(K);
     case SI_TYPE_Q6_K: return gemv_q8x_ok<tqx_q6_k>(K);
     default: return 0;
     }
@@ -219,6 +228,9 @@ extern "C" int cuda_gemv_pre(si_type t, const void *W, int M, int K, const void 
     case SI_TYPE_Q4_0: return gemv_q8x_launch<tqx_q4_0, Q8X_PRE>(W, M, K, x, n_batch, y, stream);
     case SI_TYPE_Q4_1: return gemv_q8x_launch<tqx_q4_1, Q8X_PRE>(W, M, K, x, n_batch, y, stream);
     case SI_TYPE_Q4_K: return gemv_q8x_launch<tqx_q4_k, Q8X_PRE>(W, M, K, x, n_batch, y, stream);
+    case SI_TYPE_Q5_0: return gemv_q8x_launch<tqx_q5_0, Q8X_PRE>(W, M, K, x, n_batch, y, stream);
+    case SI_TYPE_Q5_1: return gemv_q8x_launch<tqx_q5_1, Q8X_PRE>(W, M, K, x, n_batch, y, stream);
+    case SI_TYPE_Q5_K: return gemv_q8x_launch<tqx_q5_k, Q8X_PRE>(W, M, K, x, n_batch, y, stream);
     case SI_TYPE_Q6_K: return gemv_q8x_launch<tqx_q6_k, Q8X_PRE>(W, M, K, x, n_batch, y, stream);
     default: return -1;
     }
@@ -233,6 +245,9 @@ extern "C" int cuda_gemv_norm_ok(si_type t, int M, int K) {
     case SI_TYPE_Q4_0: return gemv_q8x_norm_ok<tqx_q4_0>(M, K);
     case SI_TYPE_Q4_1: return gemv_q8x_norm_ok<tqx_q4_1>(M, K);
     case SI_TYPE_Q4_K: return gemv_q8x_norm_ok<tqx_q4_k>(M, K);
+    case SI_TYPE_Q5_0: return gemv_q8x_norm_ok<tqx_q5_0>(M, K);
+    case SI_TYPE_Q5_1: return gemv_q8x_norm_ok<tqx_q5_1>(M, K);
+    case SI_TYPE_Q5_K: return gemv_q8x_norm_ok<tqx_q5_k>(M, K);
     case SI_TYPE_Q6_K: return gemv_q8x_norm_ok<tqx_q6_k>(M, K);
     default: return 0;
     }
@@ -251,6 +266,9 @@ extern "C" int cuda_gemv_norm(si_type t, const void *W, int M, int K, const floa
     case SI_TYPE_Q4_0: return gemv_q8x_norm_launch<tqx_q4_0>(W, M, K, x, y, nin, stream);
     case SI_TYPE_Q4_1: return gemv_q8x_norm_launch<tqx_q4_1>(W, M, K, x, y, nin, stream);
     case SI_TYPE_Q4_K: return gemv_q8x_norm_launch<tqx_q4_k>(W, M, K, x, y, nin, stream);
+    case SI_TYPE_Q5_0: return gemv_q8x_norm_launch<tqx_q5_0>(W, M, K, x, y, nin, stream);
+    case SI_TYPE_Q5_1: return gemv_q8x_norm_launch<tqx_q5_1>(W, M, K, x, y, nin, stream);
+    case SI_TYPE_Q5_K: return gemv_q8x_norm_launch<tqx_q5_k>(W, M, K, x, y, nin, stream);
     case SI_TYPE_Q6_K: return gemv_q8x_norm_launch<tqx_q6_k>(W, M, K, x, y, nin, stream);
     default: return -1;
     }

@@ -12,7 +12,10 @@ template <> struct gemv_seg<tq_bf16> { static constexpr int SEGB = 128; };
 template <> struct gemv_seg<tq_q8_0> { static constexpr int SEGB = 64; };
 template <> struct gemv_seg<tq_q4_0> { static constexpr int SEGB = 128; };
 template <> struct gemv_seg<tq_q4_1> { static constexpr int SEGB = 128; };
+template <> struct gemv_seg<tq_q5_0> { static constexpr int SEGB = 128; };
+template <> struct gemv_seg<tq_q5_1> { static constexpr int SEGB = 64; }; /* 128: > 48 KB a CTA */
 template <> struct gemv_seg<tq_q4_k> { static constexpr int SEGB = 16; };
+template <> struct gemv_seg<tq_q5_k> { static constexpr int SEGB = 16; };
 template <> struct gemv_seg<tq_q6_k> { static constexpr int SEGB = 8; };
 
 #define GEMV_WARPS 4 /* warps per CTA */

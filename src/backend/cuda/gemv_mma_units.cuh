@@ -77,6 +77,59 @@ struct tmma_q4_k {
     }
 };
 
+/* bytes of v minus off as int8 (v's bytes in [0, 127 + off]: + 0x80 - off never carries) */
+SI_HD uint32_t si_u8_minus(uint32_t v, int off) {
+    return (v + 0x80808080u - 0x01010101u * (uint32_t)off) ^ 0x80808080u;
+}
+
+/* x = d * (q - 16): block j's nibbles as tmma_q4_0's, bit k of qh (bytes 2..5) on top */
+struct tmma_q5_0 {
+    static constexpr int SEGB = 8 * 22;
+    static constexpr bool TWO = false;
+    SI_HD static void frag(const uint8_t *row, int j, int c, uint32_t &lo, uint32_t &hi, float &sa,
+                           float &sb, float &mn) {
+        const uint8_t *b = row + 22 * j;
+        const uint32_t w = si_ld32(b + 6 + 4 * c), qh = si_ld32(b + 2);
+        lo = si_u8_minus((w & 0x0F0F0F0Fu) | si_q5_high4(qh, 4 * c), 16);
+        hi = si_u8_minus(((w >> 4) & 0x0F0F0F0Fu) | si_q5_high4(qh, 16 + 4 * c), 16);
+        sa = sb = si_h2f(si_ld16(b));
+        mn = 0.0f;
+    }
+};
+
+/* x = d * q + m, q as tmma_q5_0's (qh at bytes 4..7, nibbles from 8) */
+struct tmma_q5_1 {
+    static constexpr int SEGB = 8 * 24;
+    static constexpr bool TWO = false;
+    SI_HD static void frag(const uint8_t *row, int j, int c, uint32_t &lo, uint32_t &hi, float &sa,
+                           float &sb, float &mn) {
+        const uint8_t *b = row + 24 * j;
+        const uint32_t w = si_ld32(b + 8 + 4 * c), qh = si_ld32(b + 4);
+        lo = (w & 0x0F0F0F0Fu) | si_q5_high4(qh, 4 * c);
+        hi = ((w >> 4) & 0x0F0F0F0Fu) | si_q5_high4(qh, 16 + 4 * c);
+        sa = sb = si_h2f(si_ld16(b));
+        mn = si_h2f(si_ld16(b + 2));
+    }
+};
+
+/* sub-block j: tmma_q4_k's nibbles (qs from byte 48) with bit j of qh[l] (bytes 16..47) on top */
+struct tmma_q5_k {
+    static constexpr int SEGB = 176;
+    static constexpr bool TWO = false;
+    SI_HD static void frag(const uint8_t *row, int j, int c, uint32_t &lo, uint32_t &hi, float &sa,
+                           float &sb, float &mn) {
+        const uint8_t *q = row + 48 + 32 * (j >> 1), *qh = row + 16 + 4 * c;
+        lo = si_nib_s8(si_ld32(q + 4 * c), 4 * (j & 1), 0) |
+             (((si_ld32(qh) >> j) & 0x01010101u) << 4);
+        hi = si_nib_s8(si_ld32(q + 16 + 4 * c), 4 * (j & 1), 0) |
+             (((si_ld32(qh + 16) >> j) & 0x01010101u) << 4);
+        int sc, m;
+        si_scale_min_k4(j, row + 4, &sc, &m);
+        sa = sb = si_h2f(si_ld16(row)) * (float)sc;
+        mn = -si_h2f(si_ld16(row + 2)) * (float)m;
+    }
+};
+
 /* 32-block j = 4h + t: elements 128h + 32t + l from ql[64h + 32 (t & 1) + l] (low nibble for
  * t < 2, high otherwise) and bits 2t..2t+1 of qh[32h + l]; scale sc[8h + 2t + l / 16] */
 struct tmma_q6_k {

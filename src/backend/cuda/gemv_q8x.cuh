@@ -1,5 +1,6 @@
-/* gemv_q8x.cuh — decode GEMV of the quantised types (Q8_0, Q4_0, Q4_1, Q4_K, Q6_K) with integer
- * dot products against a q8 copy of x (llama.cpp's mmvq idea; included by gemv.cu).
+/* gemv_q8x.cuh — decode GEMV of the quantised types (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K,
+ * Q6_K) with integer dot products against a q8 copy of x (llama.cpp's mmvq idea; included by
+ * gemv.cu).
  *
  * Each CTA first quantises x to Q8_0 blocks in shared memory (exactly the CPU backend's
  * quantize_row_q8_0_ref: d = amax / 127 rounded to fp16, q = roundf(x / d)), with the integer

@@ -1,17 +1,19 @@
 /* gemv_q8x_units.cuh — the weight side of the q8x GEMV (gemv_q8x.cuh): one "unit" per lane.
  *
  * A unit is the part of a weight row that one lane multiplies by UB * 32 consecutive activations
- * (UB Q8_0 blocks of x; UB = 4, 128 elements, except Q8_0's 2). A warp owns a segment of 32 consecutive units,
- * copied from global memory as one aligned byte span (32 * UBYTES bytes) into shared memory;
- * load() reads this lane's unit out of the staged segment into WORDS registers, dot() multiplies
- * them with the q8 x of the unit:
- *   xw: 8 * UB words = the unit's int8 activations, xd[i]: the fp16-rounded scale of x block i,
- *   xs[i]: the sum of its 32 int8 values (the min/offset terms need it).
- * Integer sums (dp4a) per 32 (or 16) elements, then one float multiply-add per block.
+ * (UB Q8_0 blocks of x; UB = 4, 128 elements, except Q8_0's 2). A warp owns a segment of 32
+ * consecutive units, copied from global memory as one aligned byte span (32 * UBYTES bytes) into
+ * shared memory; load() reads this lane's unit out of the staged segment into WORDS registers,
+ * dot() multiplies them with the q8 x of the unit: xw: 8 * UB words = the unit's int8 activations,
+ * xd[i]: the fp16-rounded scale of x block i, xs[i]: the sum of its 32 int8 values (the min/offset
+ * terms need it). Integer sums (dp4a) per 32 (or 16) elements, then one float multiply-add per
+ * block.
  *
- * Units: Q4_0 4 blocks (72 bytes), Q8_0 2 blocks (68), Q4_1 4 blocks (80), Q4_K half a block
- * (its 16-byte header + 64 bytes of nibbles), Q6_K half a block (64 bytes of low bits, 32 of
- * high bits, 8 scales and d). BE: elements per weight block (K must be a multiple). */
+ * Units: Q4_0 4 blocks (72 bytes), Q8_0 2 blocks (68), Q4_1 4 blocks (80), Q5_0 4 blocks (88),
+ * Q5_1 4 blocks (96), Q4_K half a block (its 16-byte header + 64 bytes of nibbles), Q5_K half a
+ * block (header, the 32 bytes of high bits, 64 bytes of nibbles), Q6_K half a block (64 bytes of
+ * low bits, 32 of high bits, 8 scales and d). BE: elements per weight block (K must be a multiple).
+ */
 #ifndef SI_BACKEND_CUDA_GEMV_Q8X_UNITS_CUH
 #define SI_BACKEND_CUDA_GEMV_Q8X_UNITS_CUH
 
@@ -203,6 +205,102 @@ struct tqx_q4_k {
             const float min_t = -dm.y * (float)(m_t * xs[t]);
             s = fmaf(hi ? 0.0625f * xd[t] : xd[t],
                      fmaf(dm.x, (float)(sc_t * sumi[t]), hi ? 16.0f * min_t : min_t), s);
+        }
+        return s;
+    }
+};
+
+/* x = d * (q - 16), q = nibble | high bit << 4 (tq_q5_0). Units of 4 blocks = 88 bytes: rows are
+ * 8-aligned (K % 128 == 0), so 8-byte loads; the fields sit at even offsets (si_wget32). */
+struct tqx_q5_0 {
+    static constexpr int BE = 32, UB = 4, BB = 22, UBYTES = 88, WORDS = 22;
+    SI_HD static void load(const uint8_t *seg, int lane, uint32_t *w) {
+        si_lds_words8<WORDS>(seg + lane * UBYTES, w);
+    }
+    SI_HD static float dot(const uint32_t *w, const uint32_t *xw, const float *xd, const int *xs) {
+        float s = 0.0f;
+        SI_UNROLL
+        for (int b = 0; b < UB; b++) {
+            const uint32_t qh = si_wget32(w, BB * b + 2);
+            int sumi = 0;
+            SI_UNROLL
+            for (int j = 0; j < 4; j++) {
+                const uint32_t q = si_wget32(w, BB * b + 6 + 4 * j);
+                const uint32_t lo = (q & 0x0F0F0F0Fu) | si_q5_high4(qh, 4 * j);
+                const uint32_t hi = ((q >> 4) & 0x0F0F0F0Fu) | si_q5_high4(qh, 16 + 4 * j);
+                sumi = si_dp4a((int)lo, (int)xw[8 * b + j], sumi);
+                sumi = si_dp4a((int)hi, (int)xw[8 * b + 4 + j], sumi);
+            }
+            s = fmaf(si_wgeth(w, BB * b) * xd[b], (float)(sumi - 16 * xs[b]), s);
+        }
+        return s;
+    }
+};
+
+/* x = d * q + m, q as tqx_q5_0's. Units of 4 blocks = 96 bytes: 16-byte loads (rows are
+ * 16-aligned); block b is w[6b] = d | m << 16, w[6b + 1] = qh, w[6b + 2 ..] = qs. The min term
+ * uses the exact integer sum of the q8 x, as tqx_q4_1. */
+struct tqx_q5_1 {
+    static constexpr int BE = 32, UB = 4, BB = 24, UBYTES = 96, WORDS = 24;
+    SI_HD static void load(const uint8_t *seg, int lane, uint32_t *w) {
+        si_lds_words16<WORDS>(seg + lane * UBYTES, w);
+    }
+    SI_HD static float dot(const uint32_t *w, const uint32_t *xw, const float *xd, const int *xs) {
+        float s = 0.0f;
+        SI_UNROLL
+        for (int b = 0; b < UB; b++) {
+            const uint32_t qh = w[6 * b + 1];
+            int sumi = 0;
+            SI_UNROLL
+            for (int j = 0; j < 4; j++) {
+                const uint32_t q = w[6 * b + 2 + j];
+                const uint32_t lo = (q & 0x0F0F0F0Fu) | si_q5_high4(qh, 4 * j);
+                const uint32_t hi = ((q >> 4) & 0x0F0F0F0Fu) | si_q5_high4(qh, 16 + 4 * j);
+                sumi = si_dp4a((int)lo, (int)xw[8 * b + j], sumi);
+                sumi = si_dp4a((int)hi, (int)xw[8 * b + 4 + j], sumi);
+            }
+            const float2 dm = si_h2x2f(w[6 * b]); /* d, m */
+            s = fmaf(xd[b], fmaf(dm.x, (float)sumi, dm.y * (float)xs[b]), s);
+        }
+        return s;
+    }
+};
+
+/* x = d * sc_j * q - dmin * m_j, q = nibble | high bit << 4 (tq_q5_k). Unit = half h of a
+ * 176-byte block (lane & 1), as tqx_q4_k's: sub-blocks 4h..4h+3 = x blocks 0..3 of the unit,
+ * nibbles from qs[64h .. 64h + 63], high bits 4h + t of the 32 bytes qh (element l of sub-block
+ * 4h + t: bit 4h + t of qh[l]). Blocks are 16-aligned. w[0] = d | dmin << 16, w[1] = scales,
+ * w[2] = mins (tqx_q4_k::scale_min), w[3..10] = qh >> 4h (bit t of each byte: sub-block 4h + t),
+ * w[11..26] = the nibbles. */
+struct tqx_q5_k {
+    static constexpr int BE = 256, UB = 4, UBYTES = 88, WORDS = 27;
+    SI_HD static void load(const uint8_t *seg, int lane, uint32_t *w) {
+        const uint8_t *blk = seg + (lane >> 1) * 176;
+        const int h = lane & 1;
+        const uint4 hd = *(const uint4 *)blk; /* d, dmin | scales[0..3] | [4..7] | [8..11] */
+        w[0] = hd.x;
+        tqx_q4_k::scale_min(hd, h, w[1], w[2]);
+        si_lds_words16<8>(blk + 16, w + 3);
+        SI_UNROLL
+        for (int j = 0; j < 8; j++)
+            w[3 + j] >>= 4 * h;
+        si_lds_words16<16>(blk + 48 + 64 * h, w + 11);
+    }
+    SI_HD static float dot(const uint32_t *w, const uint32_t *xw, const float *xd, const int *xs) {
+        const float2 dm = si_h2x2f(w[0]); /* d, dmin */
+        float s = 0.0f;
+        SI_UNROLL
+        for (int t = 0; t < UB; t++) {
+            int sumi = 0;
+            SI_UNROLL
+            for (int j = 0; j < 8; j++) {
+                const uint32_t q = w[11 + 8 * (t >> 1) + j];
+                const uint32_t nib = (t & 1 ? q >> 4 : q) & 0x0F0F0F0Fu;
+                const uint32_t q5 = nib | (((w[3 + j] >> t) & 0x01010101u) << 4);
+                sumi = si_dp4a((int)q5, (int)xw[8 * t + j], sumi);
+            }
+            const int sc_t = (w[1] >> (8 * t)) & 0xFF, m_t = (w[2] >> (8 * t)) & 0xFF;
+            s = fmaf(xd[t], fmaf(dm.x, (float)(sc_t * sumi), -dm.y * (float)(m_t * xs[t])), s);
         }
         return s;
     }
