@@ -18,6 +18,9 @@
  *   - gemv_mma_units.cuh's fragment builders (tmma_*: the int8 tensor-core GEMV and matmul):
  *     for every 32-block and lane column of random segments, sa (k < 16) or sb (k >= 16) times
  *     each int8 byte plus mn, against the CPU's dequantised weight (equal as floats).
+ *   - gemv_q8x_tc_units.cuh (tc_*: the 5-8-row q8x GEMV on tensor cores, which must give the
+ *     1-row dp4a kernel's bits): each unit's block sums taken from its A fragments (as the
+ *     tensor cores would sum them), through fold(), against the q8x unit's dot(), bit for bit.
  * Host and device compile these to different instructions (the device fuses multiply-adds), so
  * this checks the bit layouts and the integer sums; test_cuda_kernels checks the kernels' results
  * on the GPU.
@@ -31,6 +34,7 @@
 #include <vector>
 
 #include "backend/cuda/gemv_mma_units.cuh"
+#include "backend/cuda/gemv_q8x_tc_units.cuh"
 #include "backend/cuda/gemv_q8x_units.cuh"
 #include "test_blocks.cuh" /* fill_random_blocks, rnd_u32 */
 
@@ -77,13 +81,81 @@ template <class T> static void check_float_units(si_type t, const char *name) {
     report("dequant units (elements wrong)", name, bad, 0);
 }
 
+/* One row of K random weights of type t (16-aligned, row bytes == units x UBYTES) and one row of
+ * q8 x (int8 values, fp16-rounded scales, integer block sums), as the q8x kernels take them. */
+struct q8x_case {
+    std::vector<uint8_t> buf;
+    uint8_t *w;
+    std::vector<int8_t> xq;
+    std::vector<float> xd;
+    std::vector<int> xs;
+};
+
+static void fill_q8x_x(q8x_case &c, int K) {
+    const int nblk = K / 32;
+    c.xq.resize(K);
+    c.xd.resize(nblk);
+    c.xs.resize(nblk);
+    for (int b = 0; b < nblk; b++) {
+        c.xd[b] = fp16_to_fp32(fp32_to_fp16(0.01f + 0.02f * std::fabs(rnd_f())));
+        c.xs[b] = 0;
+        for (int i = 0; i < 32; i++) {
+            c.xq[32 * b + i] = (int8_t)(rnd_int(255) - 127);
+            c.xs[b] += c.xq[32 * b + i];
+        }
+    }
+}
+
+/* tc_* against its q8x unit U: unit u's block sums from the fragments of its 4 sub-blocks (lanes
+ * c = 0..3: k 4c..4c+3 from lo, 16+4c.. from hi) times x, folded; err = units whose result
+ * differs in any bit from U::dot */
+template <class T> static void check_tc_units(si_type t, const char *name) {
+    using U = typename T::U;
+    const int K = 21 * 256, units = K / (32 * U::UB);
+    const size_t row_bytes = quant_row_size(t, K);
+    q8x_case c;
+    c.buf.resize(row_bytes + 16);
+    c.w = c.buf.data() + (16 - (uintptr_t)c.buf.data() % 16) % 16;
+    fill_random_blocks(t, c.w, row_bytes);
+    fill_q8x_x(c, K);
+    int bad = 0;
+    for (int u = 0; u < units; u++) {
+        const int h = u & 1; /* half-block units (Q4_K): the half; unused by Q4_0 */
+        const uint8_t *unit = T::unit(c.w, u, h);
+        const typename T::P p = T::params(unit, h);
+        int S[4], xt[4];
+        for (int j = 0; j < 4; j++) {
+            const int8_t *x = &c.xq[(size_t)u * 128 + 32 * j];
+            S[j] = 0;
+            for (int lane_c = 0; lane_c < 4; lane_c++) {
+                uint32_t lo, hi;
+                T::frag(unit, j, lane_c, lo, hi);
+                for (int i = 0; i < 4; i++) {
+                    S[j] += (int)(int8_t)(lo >> (8 * i)) * x[4 * lane_c + i];
+                    S[j] += (int)(int8_t)(hi >> (8 * i)) * x[16 + 4 * lane_c + i];
+                }
+            }
+            xt[j] = T::xterm(c.xs[u * 4 + j]);
+        }
+        const float got = T::fold(p, &c.xd[u * 4], xt, S);
+        /* the dp4a kernel's: the unit loaded from its segment as gemv_q8x_body loads it */
+        const int seg = u / 32, lane = u % 32;
+        uint32_t wr[U::WORDS], xw[8 * U::UB];
+        U::load(c.w + (size_t)seg * 32 * U::UBYTES, lane, wr);
+        memcpy(xw, &c.xq[(size_t)u * 128], sizeof xw);
+        const float want = U::dot(wr, xw, &c.xd[u * 4], &c.xs[u * 4]);
+        bad += memcmp(&got, &want, sizeof got) != 0;
+    }
+    report("tensor-core q8x units (units not the same bits)", name, bad, 0);
+}
+
 /* tqx_*: 4 rows of K weights in one buffer, one row of q8 x; err = the largest error of a unit's
  * dot, relative to that unit's sum of |terms| */
 template <class T> static void check_q8x_units(si_type t, const char *name) {
     /* K % 128 == 0 (and % 256 for the k-quants), rows of the 32-element types at offsets 8 mod
      * 16 where their size allows; units = K / (32 UB): the last segment of 32 is partial */
     const int K = T::BE == 256 ? 21 * 256 : 41 * 128;
-    const int n_rows = 4, units = K / (32 * T::UB), nblk = K / 32;
+    const int n_rows = 4, units = K / (32 * T::UB);
     const quant_traits *qt = quant_get(t);
     const size_t row_bytes = quant_row_size(t, K);
     if ((size_t)units * T::UBYTES != row_bytes) {
@@ -94,17 +166,11 @@ template <class T> static void check_q8x_units(si_type t, const char *name) {
     uint8_t *W = w.data() + (16 - (uintptr_t)w.data() % 16) % 16; /* 16-aligned, as on the GPU */
     fill_random_blocks(t, W, row_bytes * n_rows);
 
-    std::vector<int8_t> xq(K);
-    std::vector<float> xd(nblk);
-    std::vector<int> xs(nblk);
-    for (int b = 0; b < nblk; b++) {
-        xd[b] = fp16_to_fp32(fp32_to_fp16(0.01f + 0.02f * std::fabs(rnd_f())));
-        xs[b] = 0;
-        for (int i = 0; i < 32; i++) {
-            xq[32 * b + i] = (int8_t)(rnd_int(255) - 127);
-            xs[b] += xq[32 * b + i];
-        }
-    }
+    q8x_case x;
+    fill_q8x_x(x, K);
+    const std::vector<int8_t> &xq = x.xq;
+    const std::vector<float> &xd = x.xd;
+    const std::vector<int> &xs = x.xs;
 
     constexpr int SEGB = 32 * T::UBYTES;
     alignas(16) uint8_t stage[SEGB + 32];
@@ -191,6 +257,9 @@ int main(int argc, char **argv) {
     check_q8x_units<tqx_q5_1>(SI_TYPE_Q5_1, "q5_1");
     check_q8x_units<tqx_q5_k>(SI_TYPE_Q5_K, "q5_k");
     check_q8x_units<tqx_q6_k>(SI_TYPE_Q6_K, "q6_k");
+
+    check_tc_units<tc_q4_0>(SI_TYPE_Q4_0, "q4_0");
+    check_tc_units<tc_q4_k>(SI_TYPE_Q4_K, "q4_k");
 
     check_mma_frags<tmma_q8_0>(SI_TYPE_Q8_0, "q8_0");
     check_mma_frags<tmma_q4_0>(SI_TYPE_Q4_0, "q4_0");

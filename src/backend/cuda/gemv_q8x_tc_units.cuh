@@ -1,0 +1,90 @@
+/* gemv_q8x_tc_units.cuh — the per-type side of the q8x GEMV on tensor cores (gemv_q8x_tc.cuh):
+ * where a unit's blocks are, its A fragments and the float part that must give the dp4a kernel's
+ * bits. SI_HD: test_cuda_decoders sums the fragments on the host and checks fold() against the
+ * q8x unit's dot() bit for bit. */
+#ifndef SI_BACKEND_CUDA_GEMV_Q8X_TC_UNITS_CUH
+#define SI_BACKEND_CUDA_GEMV_Q8X_TC_UNITS_CUH
+
+#include "backend/cuda/gemv_q8x_units.cuh"
+
+/* The tensor-core side of a q8x unit type U, over a row's chunk of raw GGUF blocks in shared
+ * memory:
+ *   unit(): where unit i of the chunk (its half h of a block, for half-block units) starts;
+ *   frag(): A words of sub-block j of a unit for lane c: k 4c..4c+3 (lo), 16+4c..16+4c+3 (hi);
+ *   P / params(): a row's per-unit numbers that the float part takes;
+ *   xterm(): what is stored beside x's scale from the sum of x's block (the q8 values);
+ *   fold(): U's float part of a unit from the tensor cores' block sums S (of A x), the one
+ *     sequence of roundings the dp4a kernel runs (U::fold). */
+struct tc_q4_0 {
+    using U = tqx_q4_0;              /* A: the raw nibbles 0..15; the - 8 is in the x term */
+    static constexpr int MIN_NB = 5; /* see the top */
+    struct P {
+        float dw[4];
+    };
+    SI_HD static const uint8_t *unit(const uint8_t *chunk, int i, int) { return chunk + 72 * i; }
+    SI_HD static P params(const uint8_t *unit, int) {
+        P p;
+        SI_UNROLL
+        for (int j = 0; j < 4; j++)
+            p.dw[j] = si_h2f(si_ld16(unit + 18 * j));
+        return p;
+    }
+    /* A Q4_0 block's byte c packs elements c (low nibble) and c + 16 (high) */
+    SI_HD static void frag(const uint8_t *unit, int j, int c, uint32_t &lo, uint32_t &hi) {
+        const uint32_t w = si_ld32(unit + 18 * j + 2 + 4 * c);
+        lo = w & 0x0F0F0F0Fu;
+        hi = (w >> 4) & 0x0F0F0F0Fu;
+    }
+    SI_HD static int xterm(int xsum) { return -128 * xsum; }
+    /* tqx_q4_0's integer sum: 16 sum(q x) - 128 xs */
+    SI_HD static float fold(const P &p, const float *xd, const int *xt, const int *S) {
+        int is[4];
+        SI_UNROLL
+        for (int j = 0; j < 4; j++)
+            is[j] = 16 * S[j] + xt[j];
+        return U::fold(p.dw, xd, is);
+    }
+};
+
+/* Q4_K: a unit is half h of a 144-byte block: the block's 16-byte header and its 64 bytes of
+ * nibbles at 16 + 64 h (unit() points 64 h into the block). Sub-blocks 2i and 2i + 1 of the unit
+ * are the low and high nibbles of its bytes 32i..32i+31. */
+struct tc_q4_k {
+    using U = tqx_q4_k;
+    static constexpr int MIN_NB = 5;
+    struct P {
+        uint32_t dm, sc, m;
+    };
+    SI_HD static const uint8_t *unit(const uint8_t *chunk, int i, int h) {
+        return chunk + 144 * (i >> 1) + 64 * h;
+    }
+    SI_HD static P params(const uint8_t *unit, int h) {
+        const uint4 hd = *(const uint4 *)(unit - 64 * h);
+        P p;
+        p.dm = hd.x;
+        U::scale_min(hd, h, p.sc, p.m);
+        return p;
+    }
+    SI_HD static void frag(const uint8_t *unit, int j, int c, uint32_t &lo, uint32_t &hi) {
+        const uint8_t *q = unit + 16 + 32 * (j >> 1) + 4 * c;
+        const int sh = 4 * (j & 1);
+        lo = (*(const uint32_t *)q >> sh) & 0x0F0F0F0Fu;
+        hi = (*(const uint32_t *)(q + 16) >> sh) & 0x0F0F0F0Fu;
+    }
+    SI_HD static int xterm(int xsum) { return xsum; }
+    /* tqx_q4_k's sums of odd sub-blocks are 16 times theirs (the unshifted high nibbles) */
+    SI_HD static float fold(const P &p, const float *xd, const int *xt, const int *S) {
+        int sumi[4];
+        SI_UNROLL
+        for (int j = 0; j < 4; j++)
+            sumi[j] = j & 1 ? 16 * S[j] : S[j];
+        return U::fold(p.dm, p.sc, p.m, xd, xt, sumi);
+    }
+};
+
+/* the tensor-core type of a q8x unit type (void: none) */
+template <class T> struct q8x_tc_of { using type = void; };
+template <> struct q8x_tc_of<tqx_q4_0> { using type = tc_q4_0; };
+template <> struct q8x_tc_of<tqx_q4_k> { using type = tc_q4_k; };
+
+#endif
