@@ -97,6 +97,14 @@ SI_HD uint32_t si_q5_high4(uint32_t qh, int j) {
     return ((h & 1) << 4) | ((h & 2) << 11) | ((h & 4) << 18) | ((h & 8) << 25);
 }
 
+/* The 5-bit quants of a Q5_0/Q5_1 block's 4-byte word q = qs[j .. j + 3] (j a multiple of 4), as
+ * bytes: lo those of elements j .. j + 3 (low nibbles), hi of j + 16 .. j + 19 (high nibbles),
+ * each with its bit of qh on top. */
+SI_HD void si_q5_quants(uint32_t q, uint32_t qh, int j, uint32_t &lo, uint32_t &hi) {
+    lo = (q & 0x0F0F0F0Fu) | si_q5_high4(qh, j);
+    hi = ((q >> 4) & 0x0F0F0F0Fu) | si_q5_high4(qh, 16 + j);
+}
+
 /* x = d * (q - 16), q = nibble | high bit << 4; qs[j]: element j (low nibble), j + 16 (high);
  * bit j of qh: element j's high bit */
 struct tq_q5_0 {
@@ -104,8 +112,8 @@ struct tq_q5_0 {
     SI_HD static void unit(const uint8_t *b, int u, float *w, int *xo) {
         const float d = si_h2f(si_ld16(b));
         const uint32_t qh = si_ld32(b + 2), q = si_ld32(b + 6 + 4 * u);
-        const uint32_t lo = (q & 0x0F0F0F0Fu) | si_q5_high4(qh, 4 * u);
-        const uint32_t hi = ((q >> 4) & 0x0F0F0F0Fu) | si_q5_high4(qh, 16 + 4 * u);
+        uint32_t lo, hi;
+        si_q5_quants(q, qh, 4 * u, lo, hi);
         SI_UNROLL
         for (int j = 0; j < 4; j++) {
             w[j] = d * (float)((int)((lo >> (8 * j)) & 31) - 16);
@@ -122,8 +130,8 @@ struct tq_q5_1 {
     SI_HD static void unit(const uint8_t *b, int u, float *w, int *xo) {
         const float d = si_h2f(si_ld16(b)), m = si_h2f(si_ld16(b + 2));
         const uint32_t qh = si_ld32(b + 4), q = si_ld32(b + 8 + 4 * u);
-        const uint32_t lo = (q & 0x0F0F0F0Fu) | si_q5_high4(qh, 4 * u);
-        const uint32_t hi = ((q >> 4) & 0x0F0F0F0Fu) | si_q5_high4(qh, 16 + 4 * u);
+        uint32_t lo, hi;
+        si_q5_quants(q, qh, 4 * u, lo, hi);
         SI_UNROLL
         for (int j = 0; j < 4; j++) {
             w[j] = d * (float)((lo >> (8 * j)) & 31) + m;

@@ -90,8 +90,9 @@ struct tmma_q5_0 {
                            float &sb, float &mn) {
         const uint8_t *b = row + 22 * j;
         const uint32_t w = si_ld32(b + 6 + 4 * c), qh = si_ld32(b + 2);
-        lo = si_u8_minus((w & 0x0F0F0F0Fu) | si_q5_high4(qh, 4 * c), 16);
-        hi = si_u8_minus(((w >> 4) & 0x0F0F0F0Fu) | si_q5_high4(qh, 16 + 4 * c), 16);
+        si_q5_quants(w, qh, 4 * c, lo, hi);
+        lo = si_u8_minus(lo, 16);
+        hi = si_u8_minus(hi, 16);
         sa = sb = si_h2f(si_ld16(b));
         mn = 0.0f;
     }
@@ -105,8 +106,7 @@ struct tmma_q5_1 {
                            float &sb, float &mn) {
         const uint8_t *b = row + 24 * j;
         const uint32_t w = si_ld32(b + 8 + 4 * c), qh = si_ld32(b + 4);
-        lo = (w & 0x0F0F0F0Fu) | si_q5_high4(qh, 4 * c);
-        hi = ((w >> 4) & 0x0F0F0F0Fu) | si_q5_high4(qh, 16 + 4 * c);
+        si_q5_quants(w, qh, 4 * c, lo, hi);
         sa = sb = si_h2f(si_ld16(b));
         mn = si_h2f(si_ld16(b + 2));
     }

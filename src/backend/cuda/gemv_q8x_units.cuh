@@ -226,8 +226,8 @@ struct tqx_q5_0 {
             SI_UNROLL
             for (int j = 0; j < 4; j++) {
                 const uint32_t q = si_wget32(w, BB * b + 6 + 4 * j);
-                const uint32_t lo = (q & 0x0F0F0F0Fu) | si_q5_high4(qh, 4 * j);
-                const uint32_t hi = ((q >> 4) & 0x0F0F0F0Fu) | si_q5_high4(qh, 16 + 4 * j);
+                uint32_t lo, hi;
+                si_q5_quants(q, qh, 4 * j, lo, hi);
                 sumi = si_dp4a((int)lo, (int)xw[8 * b + j], sumi);
                 sumi = si_dp4a((int)hi, (int)xw[8 * b + 4 + j], sumi);
             }
@@ -254,8 +254,8 @@ struct tqx_q5_1 {
             SI_UNROLL
             for (int j = 0; j < 4; j++) {
                 const uint32_t q = w[6 * b + 2 + j];
-                const uint32_t lo = (q & 0x0F0F0F0Fu) | si_q5_high4(qh, 4 * j);
-                const uint32_t hi = ((q >> 4) & 0x0F0F0F0Fu) | si_q5_high4(qh, 16 + 4 * j);
+                uint32_t lo, hi;
+                si_q5_quants(q, qh, 4 * j, lo, hi);
                 sumi = si_dp4a((int)lo, (int)xw[8 * b + j], sumi);
                 sumi = si_dp4a((int)hi, (int)xw[8 * b + 4 + j], sumi);
             }
