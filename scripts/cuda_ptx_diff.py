@@ -24,6 +24,7 @@ def kernels(ptx):
     for part in ENTRY.split(ptx)[1:]:
         body = re.sub(r"\$L__BB\d+_", "$L__BB_", part)
         body = re.sub(r"\n\s*// \.globl.*", "", body)  # the next kernel's name trails each body
+        body = body.rstrip()  # the file's last kernel had a blank line after it
         m = NAME.match(part)
         out[m.group(1) if m else part[:80]] = body
     return out
