@@ -18,9 +18,10 @@ static void usage(FILE *f) {
                "                       llama2-7b, llama3-8b, qwen2-7b\n"
                "      --type TYPE      type of the weight matrices (default f16): f32, f16, bf16,\n"
                "                       q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k;\n"
-               "                       q4_k_m, q5_k_m: llama.cpp's mixtures (output and some\n"
-               "                       layers' attn_v/ffn_down q6_k; rows not a multiple of 256\n"
-               "                       fall back to q5_0/q5_1/q8_0)\n"
+               "                       q3_k_m, q4_k_m, q5_k_m: llama.cpp's mixtures (output\n"
+               "                       q6_k; some layers' attn_v/ffn_down q6_k, or in q3_k_m\n"
+               "                       q4_k/q5_k with attn_output q4_k; rows not a multiple of\n"
+               "                       256 fall back to q4_0/q5_0/q5_1/q8_0)\n"
                "      --seed N         random seed (default 0)\n"
                "      --vocab-from F   copy the tokenizer of GGUF file F (default: a synthetic\n"
                "                       byte-level BPE vocabulary)\n"
@@ -90,7 +91,7 @@ int cmd_synth(int argc, char **argv) {
     p.k_m = tl > 2 && tl < sizeof base && strcasecmp(type + tl - 2, "_m") == 0;
     snprintf(base, sizeof base, "%.*s", p.k_m ? (int)(tl - 2) : (int)sizeof base - 1, type);
     const int t = parse_type(base);
-    if (t < 0 || (p.k_m && t != SI_TYPE_Q4_K && t != SI_TYPE_Q5_K))
+    if (t < 0 || (p.k_m && t != SI_TYPE_Q3_K && t != SI_TYPE_Q4_K && t != SI_TYPE_Q5_K))
         return cli_fail("synth: unknown type '%s' (try --help)", type) + 1;
     p.type = (si_type)t;
     p.seed = (uint64_t)seed;

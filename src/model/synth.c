@@ -179,12 +179,26 @@ static bool k_m_more_bits(int il, int n_layer) {
 static si_type weight_type(const synth_params *p, const char *name, int il, int64_t n_cols) {
     if (!p->k_m) return p->type;
     si_type t = p->type;
-    if (!strcmp(name, "output.weight") ||
-        (il >= 0 && k_m_more_bits(il, p->dims.n_layer) &&
-         (strstr(name, ".attn_v.") || strstr(name, ".ffn_down."))))
+    const bool attn_v = il >= 0 && strstr(name, ".attn_v."),
+               down = il >= 0 && strstr(name, ".ffn_down.");
+    if (!strcmp(name, "output.weight"))
+        t = SI_TYPE_Q6_K;
+    else if (p->type == SI_TYPE_Q3_K) { /* Q3_K_M */
+        if (attn_v)
+            t = il < 2 ? SI_TYPE_Q5_K : SI_TYPE_Q4_K;
+        else if (down)
+            t = il < p->dims.n_layer / 16 ? SI_TYPE_Q5_K : SI_TYPE_Q4_K;
+        else if (il >= 0 && strstr(name, ".attn_output."))
+            t = SI_TYPE_Q4_K;
+    } else if ((attn_v || down) && k_m_more_bits(il, p->dims.n_layer))
         t = SI_TYPE_Q6_K;
     if (n_cols % QK_K == 0) return t;
-    return t == SI_TYPE_Q4_K ? SI_TYPE_Q5_0 : t == SI_TYPE_Q5_K ? SI_TYPE_Q5_1 : SI_TYPE_Q8_0;
+    switch (t) {
+    case SI_TYPE_Q3_K: return SI_TYPE_Q4_0;
+    case SI_TYPE_Q4_K: return SI_TYPE_Q5_0;
+    case SI_TYPE_Q5_K: return SI_TYPE_Q5_1;
+    default: return SI_TYPE_Q8_0;
+    }
 }
 
 static si_status plan_add(plan *pl, const char *name, tensor_kind kind, int64_t n_cols,
@@ -596,9 +610,10 @@ static si_status check_params(const synth_params *p) {
     if (!q || !q->from_float || !q->to_float || !q->vec_dot)
         return si_error(SI_ERR_UNSUPPORTED, "synth: type %s (%d) cannot be used for weights",
                         si_type_name(p->type) ? si_type_name(p->type) : "?", (int)p->type);
-    if (p->k_m && p->type != SI_TYPE_Q4_K && p->type != SI_TYPE_Q5_K)
+    if (p->k_m && p->type != SI_TYPE_Q3_K && p->type != SI_TYPE_Q4_K && p->type != SI_TYPE_Q5_K)
         return si_error(SI_ERR_INVALID_ARG,
-                        "synth: the _k_m mixture is built around q4_k or q5_k, not %s", q->name);
+                        "synth: the _k_m mixture is built around q3_k, q4_k or q5_k, not %s",
+                        q->name);
     if (d->n_embd < 1 || d->n_ff < 1 || d->n_layer < 1 || d->n_head < 1 || d->n_head_kv < 1 ||
         d->n_ctx < 1 || d->n_vocab < 0 || !(d->rope_base > 0.0f) || !(d->rms_eps > 0.0f))
         return si_error(SI_ERR_INVALID_ARG, "synth: n_embd, n_ff, n_layer, n_head, n_head_kv, "

@@ -32,10 +32,13 @@ typedef struct synth_dims {
 typedef struct synth_params {
     synth_dims dims;
     si_type type;           /* every 2-D weight, token_embd and output included (but see k_m) */
-    /* llama.cpp's *_K_M mixture around type (Q4_K or Q5_K; llama_tensor_get_type): output and,
-     * in the layers it gives more bits (the first and last eighth, every third between), attn_v
-     * and ffn_down are Q6_K; a weight whose rows are no multiple of 256 takes llama.cpp's
-     * fallback (Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0). */
+    /* llama.cpp's *_K_M mixture around type (Q3_K, Q4_K or Q5_K; llama_tensor_get_type): output
+     * is Q6_K; around Q4_K/Q5_K, in the layers it gives more bits (the first and last eighth,
+     * every third between), attn_v and ffn_down are Q6_K; around Q3_K (Q3_K_M), attn_v is Q5_K in
+     * layers 0-1 and Q4_K after, ffn_down Q5_K in the first sixteenth of the layers and Q4_K
+     * after, attn_output Q4_K. A weight whose rows are no multiple of 256 takes llama.cpp's
+     * fallback (Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0; Q3_K -> Q4_0, as llama.cpp chose
+     * before its IQ4_NL, a type SwiftInfer does not have). */
     bool k_m;
     uint64_t seed;
     const char *vocab_from; /* copy the tokenizer.* keys of this GGUF; NULL: synthetic BPE */

@@ -156,8 +156,8 @@ def test_help_names_kv_cache_dtype(binary, cmd):
 
 @pytest.mark.parametrize("type_name", ["q6_k_m", "q4_k_mm", "q8_0_m", "q7", "_m"])
 def test_synth_unknown_type(binary, tmp_path, type_name):
-    """synth's --type: a plain type or a _k_m mixture around q4_k / q5_k; anything else is one
-    line naming it, and no file is left behind."""
+    """synth's --type: a plain type or a _k_m mixture around q3_k / q4_k / q5_k; anything else is
+    one line naming it, and no file is left behind."""
     out = tmp_path / "m.gguf"
     check_error(run_cli("synth", "-o", out, "--type", type_name, check=False), type_name)
     assert not out.exists()

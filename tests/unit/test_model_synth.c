@@ -134,7 +134,7 @@ static const type_case TYPE_CASES[] = {
     {"q2_k", SI_TYPE_Q2_K, false, 3e-2},  {"q3_k", SI_TYPE_Q3_K, false, 3e-2},
     {"q4_k", SI_TYPE_Q4_K, false, 3e-2},  {"q5_k", SI_TYPE_Q5_K, false, 3e-2},
     {"q6_k", SI_TYPE_Q6_K, false, 3e-2},  {"q4_k_m", SI_TYPE_Q4_K, true, 3e-2},
-    {"q5_k_m", SI_TYPE_Q5_K, true, 3e-2},
+    {"q5_k_m", SI_TYPE_Q5_K, true, 3e-2}, {"q3_k_m", SI_TYPE_Q3_K, true, 3e-2},
 };
 
 /* one eval of 20 tokens vs 20 evals of one: the same per-row kernels, so the same logits up to
@@ -405,9 +405,10 @@ static int64_t n_elements(const gguf_tensor *t) {
 }
 
 /* The _K_M mixtures' types, tensor by tensor: tiny (2 layers, n_embd 256) in q4_k_m, where
- * llama.cpp's more-bits layer is 1 of 2; then q5_k_m at n_embd 320 (no multiple of 256), where
- * the rows of n_embd take the fallbacks and ffn_down's rows of n_ff = 768 keep q5_k/q6_k; a mixture
- * around another type is refused. */
+ * llama.cpp's more-bits layer is 1 of 2, and in q3_k_m; then q5_k_m at n_embd 320 (no multiple of
+ * 256), where the rows of n_embd take the fallbacks and ffn_down's rows of n_ff = 768 keep
+ * q5_k/q6_k, and q3_k_m there with 16 layers (ffn_down q5_k in the first sixteenth, attn_v q4_k
+ * from layer 2); a mixture around another type is refused. */
 static void expect_types(const char *path, const char *const *names, const si_type *types, int n) {
     gguf_file *f = NULL;
     assert_int_equal(gguf_open(path, &f), SI_OK);
@@ -420,17 +421,30 @@ static void expect_types(const char *path, const char *const *names, const si_ty
 
 static void test_k_m_types(void **state) {
     (void)state;
-    static const char *const names[] = {"token_embd.weight",     "output.weight",
-                                        "blk.0.attn_q.weight",   "blk.0.attn_v.weight",
-                                        "blk.0.ffn_down.weight", "blk.1.attn_v.weight",
-                                        "blk.1.ffn_down.weight", "blk.1.ffn_up.weight"};
-    static const si_type q4[] = {SI_TYPE_Q4_K, SI_TYPE_Q6_K, SI_TYPE_Q4_K, SI_TYPE_Q4_K,
-                                 SI_TYPE_Q4_K, SI_TYPE_Q6_K, SI_TYPE_Q6_K, SI_TYPE_Q4_K};
-    static const si_type q5_320[] = {SI_TYPE_Q5_1, SI_TYPE_Q8_0, SI_TYPE_Q5_1, SI_TYPE_Q5_1,
-                                     SI_TYPE_Q5_K, SI_TYPE_Q8_0, SI_TYPE_Q6_K, SI_TYPE_Q5_1};
+    static const char *const names[] = {
+        "token_embd.weight",     "output.weight",         "blk.0.attn_q.weight",
+        "blk.0.attn_v.weight",   "blk.0.ffn_down.weight", "blk.1.attn_v.weight",
+        "blk.1.ffn_down.weight", "blk.1.ffn_up.weight",   "blk.1.attn_output.weight"};
+    static const si_type q4[] = {SI_TYPE_Q4_K, SI_TYPE_Q6_K, SI_TYPE_Q4_K,
+                                 SI_TYPE_Q4_K, SI_TYPE_Q4_K, SI_TYPE_Q6_K,
+                                 SI_TYPE_Q6_K, SI_TYPE_Q4_K, SI_TYPE_Q4_K};
+    static const si_type q3[] = {SI_TYPE_Q3_K, SI_TYPE_Q6_K, SI_TYPE_Q3_K,
+                                 SI_TYPE_Q5_K, SI_TYPE_Q4_K, SI_TYPE_Q5_K,
+                                 SI_TYPE_Q4_K, SI_TYPE_Q3_K, SI_TYPE_Q4_K};
+    static const si_type q5_320[] = {SI_TYPE_Q5_1, SI_TYPE_Q8_0, SI_TYPE_Q5_1,
+                                     SI_TYPE_Q5_1, SI_TYPE_Q5_K, SI_TYPE_Q8_0,
+                                     SI_TYPE_Q6_K, SI_TYPE_Q5_1, SI_TYPE_Q5_1};
+    /* 16 layers: blk.0's ffn_down is the first sixteenth's q5_k, blk.1's q4_k */
+    static const si_type q3_320[] = {SI_TYPE_Q4_0, SI_TYPE_Q8_0, SI_TYPE_Q4_0,
+                                     SI_TYPE_Q5_1, SI_TYPE_Q5_K, SI_TYPE_Q5_1,
+                                     SI_TYPE_Q4_K, SI_TYPE_Q4_0, SI_TYPE_Q5_0};
+    static const char *const layer2[] = {"blk.2.attn_v.weight", "blk.2.ffn_down.weight"};
+    static const si_type q3_layer2[] = {SI_TYPE_Q5_0, SI_TYPE_Q4_K};
     char path[320];
     expect_types(write_mix(path, sizeof path, "km4.gguf", "tiny", SI_TYPE_Q4_K, true, false), names,
-                 q4, 8);
+                 q4, 9);
+    expect_types(write_mix(path, sizeof path, "km3.gguf", "tiny", SI_TYPE_Q3_K, true, false), names,
+                 q3, 9);
     synth_params p;
     assert_int_equal(synth_params_init(&p, "tiny"), SI_OK);
     p.type = SI_TYPE_Q5_K;
@@ -439,16 +453,23 @@ static void test_k_m_types(void **state) {
     p.dims.n_head = 5;
     p.dims.n_head_kv = 5;
     p.dims.n_ff = 768;
-    expect_types(write_params(path, sizeof path, "km5.gguf", &p), names, q5_320, 8);
+    expect_types(write_params(path, sizeof path, "km5.gguf", &p), names, q5_320, 9);
     si_model *m = load(path); /* the mixture loads and runs */
     int32_t tok[N_TOKENS];
     test_tokens(tok, si_model_n_vocab(m));
     free(run(m, tok, N_TOKENS, false));
     si_model_free(m);
+    p.type = SI_TYPE_Q3_K;
+    p.dims.n_layer = 16;
+    expect_types(write_params(path, sizeof path, "km3-16.gguf", &p), names, q3_320, 9);
+    expect_types(path, layer2, q3_layer2, 2);
+    m = load(path);
+    free(run(m, tok, N_TOKENS, false));
+    si_model_free(m);
     p.type = SI_TYPE_Q8_0;
     snprintf(path, sizeof path, "%s/km8.gguf", g_dir);
     assert_int_equal(synth_write(&p, path), SI_ERR_INVALID_ARG);
-    assert_non_null(strstr(si_last_error(), "q4_k or q5_k"));
+    assert_non_null(strstr(si_last_error(), "q3_k, q4_k or q5_k"));
 }
 
 /* The generator: matrices N(0, 0.02), norms 1 + N(0, 0.02), over the 2 x 65536 + 8 x 131072
