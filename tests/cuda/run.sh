@@ -12,10 +12,10 @@
 #      those kernel tests; SI_SKIP_MODEL=1 skips 4);
 #   4. the whole model on the GPU: the full project (swiftinfer CLI, test_cuda_model) built with
 #      CUDA, synthetic models written by `swiftinfer synth` (tiny, tiny-qwen2, smollm2-135m in
-#      f16/q8_0/q4_0, tiny in q8_0/q4_0/q4_k/q5_0/q5_1/q5_k (n_embd 256: the batch-1 GEMVs with
-#      the norm inside; the 5-8-row steps of q4_0/q4_k on tensor cores) and in llama.cpp's
-#      q4_k_m and q5_k_m mixtures (layer 1's attn_v in q6_k: Q, K and V as three matmuls, not
-#      one); llama2-7b q4_0 with SI_SYNTH_7B=1; more
+#      f16/q8_0/q4_0, tiny in q8_0/q4_0/q4_k/q5_0/q5_1/q5_k/q2_k/q3_k (n_embd 256: the batch-1
+#      GEMVs with the norm inside; the 5-8-row steps of q4_0/q4_k on tensor cores) and in
+#      llama.cpp's q3_k_m, q4_k_m and q5_k_m mixtures (attn_v of another type than attn_q: Q, K
+#      and V as three matmuls, not one); llama2-7b q4_0 with SI_SYNTH_7B=1; more
 #      with SI_EXTRA_MODELS), whole-model logits GPU vs CPU and the
 #      engine's exactness on the GPU (test_cuda_model; the F16 models also with
 #      SI_CUDA_GEMV_H16_MMA=1), a CLI smoke run, the Python API with
@@ -125,8 +125,9 @@ fi
 [ "${SI_SKIP_MODEL:-0}" = 1 ] && full=0
 if [ "$full" = 1 ]; then
     SI=$BD/swiftinfer
-    # the 5-bit types' kernels are opt-in until this run passes with them (cuda_weights.c)
-    export SI_CUDA_Q5=1
+    # the Q2_K, Q3_K and 5-bit types' kernels are opt-in until this run passes with them
+    # (cuda_weights.c)
+    export SI_CUDA_NEW_TYPES=1
     MD=${SI_MODELS_DIR:-/tmp/si_models}
     mkdir -p "$MD"
     # name:shape:type:logits tolerance (max |gpu - cpu| / max |cpu|; 0: no logits test)
@@ -134,7 +135,8 @@ if [ "$full" = 1 ]; then
            smollm2-q8_0:smollm2-135m:q8_0:5e-2 smollm2-q4_0:smollm2-135m:q4_0:5e-2
            tiny-q8_0:tiny:q8_0:5e-2 tiny-q4_0:tiny:q4_0:5e-2 tiny-q4_k:tiny:q4_k:5e-2
            tiny-q4_k_m:tiny:q4_k_m:5e-2 tiny-q5_0:tiny:q5_0:5e-2 tiny-q5_1:tiny:q5_1:5e-2
-           tiny-q5_k:tiny:q5_k:5e-2 tiny-q5_k_m:tiny:q5_k_m:5e-2"
+           tiny-q5_k:tiny:q5_k:5e-2 tiny-q5_k_m:tiny:q5_k_m:5e-2 tiny-q2_k:tiny:q2_k:5e-2
+           tiny-q3_k:tiny:q3_k:5e-2 tiny-q3_k_m:tiny:q3_k_m:5e-2"
     [ "${SI_SYNTH_7B:-0}" = 1 ] && specs="$specs llama2-7b-q4_0:llama2-7b:q4_0:0"
     specs="$specs ${SI_EXTRA_MODELS:-}" # more name:shape:type:tol, e.g. tinyllama-q4_0:tinyllama-1.1b:q4_0:0
     bench_models=""

@@ -58,6 +58,15 @@ static void fill_random_blocks(si_type t, uint8_t *p, size_t bytes) {
             memcpy(blk, h, 4);
             break;
         }
+        case SI_TYPE_Q2_K:
+            h[0] = rnd_scale_f16(0.01f);
+            h[1] = rnd_scale_f16(0.01f);
+            memcpy(blk + 80, h, 4);
+            break;
+        case SI_TYPE_Q3_K:
+            h[0] = rnd_scale_f16(0.002f);
+            memcpy(blk + 108, h, 2);
+            break;
         case SI_TYPE_Q6_K:
             h[0] = rnd_scale_f16(0.0005f);
             memcpy(blk + 208, h, 2);

@@ -248,6 +248,8 @@ int main(int argc, char **argv) {
     check_float_units<tq_q5_1>(SI_TYPE_Q5_1, "q5_1");
     check_float_units<tq_q5_k>(SI_TYPE_Q5_K, "q5_k");
     check_float_units<tq_q6_k>(SI_TYPE_Q6_K, "q6_k");
+    check_float_units<tq_q2_k>(SI_TYPE_Q2_K, "q2_k");
+    check_float_units<tq_q3_k>(SI_TYPE_Q3_K, "q3_k");
 
     check_q8x_units<tqx_q8_0>(SI_TYPE_Q8_0, "q8_0");
     check_q8x_units<tqx_q4_0>(SI_TYPE_Q4_0, "q4_0");
@@ -257,6 +259,8 @@ int main(int argc, char **argv) {
     check_q8x_units<tqx_q5_1>(SI_TYPE_Q5_1, "q5_1");
     check_q8x_units<tqx_q5_k>(SI_TYPE_Q5_K, "q5_k");
     check_q8x_units<tqx_q6_k>(SI_TYPE_Q6_K, "q6_k");
+    check_q8x_units<tqx_q2_k>(SI_TYPE_Q2_K, "q2_k");
+    check_q8x_units<tqx_q3_k>(SI_TYPE_Q3_K, "q3_k");
 
     check_tc_units<tc_q4_0>(SI_TYPE_Q4_0, "q4_0");
     check_tc_units<tc_q4_k>(SI_TYPE_Q4_K, "q4_k");
@@ -269,6 +273,7 @@ int main(int argc, char **argv) {
     check_mma_frags<tmma_q5_1>(SI_TYPE_Q5_1, "q5_1");
     check_mma_frags<tmma_q5_k>(SI_TYPE_Q5_K, "q5_k");
     check_mma_frags<tmma_q6_k>(SI_TYPE_Q6_K, "q6_k");
+    check_mma_frags<tmma_q3_k>(SI_TYPE_Q3_K, "q3_k");
 
     printf("==== summary: %d checks, %d failed\n", g_checks, g_fail);
     return g_fail ? 1 : 0;

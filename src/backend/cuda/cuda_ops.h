@@ -30,12 +30,13 @@ size_t cuda_weight_alloc_bytes(si_type t, int64_t M, int64_t K);
 /* ---- matmul (gemv.cu, gemm.cu) ---- */
 
 /* Decode matmul: y[b][m] = sum_k W[m][k] * x[b][k] for b < n_batch (1..8).
- * W: M x K of type t in {F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K}, K a multiple
- * of the block size; x: f32 [n_batch][K], 16-byte aligned; y: f32 [n_batch][M]. For the quantised
- * types with K % 128 == 0 (k-quants: K % 256) and K <= 14336, x is first quantised to Q8_0 blocks
- * (for Q8_0/Q4_0 as the CPU backend's vec_dot_type, ggml's quantize_row_q8_0_ref) and the products
- * are integer (dp4a); every other case multiplies the f32 x. Each output row's arithmetic is the
- * same for every n_batch (batch invariance), unless the tensor-core kernel is on (below). */
+ * W: M x K of type t in {F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K},
+ * K a multiple of the block size; x: f32 [n_batch][K], 16-byte aligned; y: f32 [n_batch][M]. For
+ * the quantised types with K % 128 == 0 (k-quants: K % 256) and K <= 14336, x is first quantised
+ * to Q8_0 blocks (for Q8_0/Q4_0 as the CPU backend's vec_dot_type, ggml's quantize_row_q8_0_ref)
+ * and the products are integer (dp4a); every other case multiplies the f32 x. Each output row's
+ * arithmetic is the same for every n_batch (batch invariance), unless the tensor-core kernel is on
+ * (below). */
 int cuda_gemv(si_type t, const void *W, int M, int K, const float *x, int n_batch, float *y,
               cudaStream_t stream);
 #define GEMV_ROWS_MAX 8 /* cuda_gemv's n_batch limit */

@@ -90,6 +90,11 @@ struct tq_q4_1 {
     }
 };
 
+/* bytes of v minus off as int8 (v's bytes in [0, 127 + off]: + 0x80 - off never carries) */
+SI_HD uint32_t si_u8_minus(uint32_t v, int off) {
+    return (v + 0x80808080u - 0x01010101u * (uint32_t)off) ^ 0x80808080u;
+}
+
 /* Bits j .. j + 3 of the 32 high bits qh of a 5-bit block, each moved to bit 4 of its byte: the
  * high bits of elements j .. j + 3, to be or-ed onto their nibbles. */
 SI_HD uint32_t si_q5_high4(uint32_t qh, int j) {
@@ -200,6 +205,59 @@ struct tq_q5_k {
         }
         xo[0] = 64 * g + 4 * k;
         xo[1] = 64 * g + 32 + 4 * k;
+    }
+};
+
+/* Q2_K: two halves of 128; in half n, l < 32: bits 2g..2g+1 of qs[32n + l] (bytes 16..79) give
+ * element 128n + 32g + l, of sub-block 8n + 2g + l / 16, whose byte scales[...] holds its scale
+ * (low nibble) and min (high) (ggml's dequantize_row_q2_K); x = d * sc * q - dmin * m. 16 units
+ * of 16 elements (4 consecutive l). */
+struct tq_q2_k {
+    static constexpr int BE = QK_K, BB = sizeof(block_q2_K), UPB = 16, NG = 4;
+    SI_HD static void unit(const uint8_t *b, int u, float *w, int *xo) {
+        const int n = u >> 3, l0 = 4 * (u & 7);
+        const float d = si_h2f(si_ld16(b + 80)), dmin = si_h2f(si_ld16(b + 82));
+        const uint32_t q = si_ld32(b + 16 + 32 * n + l0);
+        SI_UNROLL
+        for (int g = 0; g < 4; g++) {
+            const int sc = b[8 * n + 2 * g + (l0 >> 4)];
+            const float dl = d * (float)(sc & 15), ml = dmin * (float)(sc >> 4);
+            SI_UNROLL
+            for (int j = 0; j < 4; j++)
+                w[4 * g + j] = dl * (float)((q >> (8 * j + 2 * g)) & 3) - ml;
+            xo[g] = 128 * n + 32 * g + l0;
+        }
+    }
+};
+
+/* 6-bit scale j (0..15) of a Q3_K block from its 12 scale bytes s: the low nibble of s[j] (j < 8)
+ * or the high one of s[j - 8], and bits 2 (j / 4)..+1 of s[8 + j % 4] on top (ggml's packing;
+ * the weight's scale is this minus 32) */
+SI_HD int si_q3k_scale(const uint8_t *s, int j) {
+    const int lo = j < 8 ? s[j] & 15 : s[j - 8] >> 4;
+    return lo | (((s[8 + (j & 3)] >> (2 * (j >> 2))) & 3) << 4);
+}
+
+/* Q3_K: tq_q2_k's 2-bit layout (qs at bytes 32..95) with a high bit, bit 4n + g of hmask[l]
+ * (bytes 0..31), that is clear for q - 4 (ggml's dequantize_row_q3_K); x = d * (sc - 32) * q,
+ * q = 2-bit value - (high bit ? 0 : 4), sc si_q3k_scale of sub-block 8n + 2g + l / 16. 16 units of
+ * 16 elements. */
+struct tq_q3_k {
+    static constexpr int BE = QK_K, BB = sizeof(block_q3_K), UPB = 16, NG = 4;
+    SI_HD static void unit(const uint8_t *b, int u, float *w, int *xo) {
+        const int n = u >> 3, l0 = 4 * (u & 7);
+        const float d = si_h2f(si_ld16(b + 108));
+        const uint32_t q = si_ld32(b + 32 + 32 * n + l0), hm = si_ld32(b + l0);
+        SI_UNROLL
+        for (int g = 0; g < 4; g++) {
+            const float dl = d * (float)(si_q3k_scale(b + 96, 8 * n + 2 * g + (l0 >> 4)) - 32);
+            SI_UNROLL
+            for (int j = 0; j < 4; j++) {
+                const int q2 = (int)((q >> (8 * j + 2 * g)) & 3);
+                w[4 * g + j] = dl * (float)(q2 - ((hm >> (8 * j + 4 * n + g)) & 1 ? 0 : 4));
+            }
+            xo[g] = 128 * n + 32 * g + l0;
+        }
     }
 };
 

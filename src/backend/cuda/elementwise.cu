@@ -86,6 +86,8 @@ extern "C" int cuda_get_rows(si_type t, const void *E, int n_cols, const int32_t
     case SI_TYPE_Q5_0: return get_rows_launch<tq_q5_0>(E, n_cols, ids, n_ids, out, stream);
     case SI_TYPE_Q5_1: return get_rows_launch<tq_q5_1>(E, n_cols, ids, n_ids, out, stream);
     case SI_TYPE_Q5_K: return get_rows_launch<tq_q5_k>(E, n_cols, ids, n_ids, out, stream);
+    case SI_TYPE_Q2_K: return get_rows_launch<tq_q2_k>(E, n_cols, ids, n_ids, out, stream);
+    case SI_TYPE_Q3_K: return get_rows_launch<tq_q3_k>(E, n_cols, ids, n_ids, out, stream);
     case SI_TYPE_Q6_K: return get_rows_launch<tq_q6_k>(E, n_cols, ids, n_ids, out, stream);
     default: return -1;
     }
@@ -136,6 +138,8 @@ extern "C" int cuda_dequantize_f16(si_type t, const void *src, int64_t n, void *
     case SI_TYPE_Q5_0: return dequant_launch<tq_q5_0>(src, n, dst, stream);
     case SI_TYPE_Q5_1: return dequant_launch<tq_q5_1>(src, n, dst, stream);
     case SI_TYPE_Q5_K: return dequant_launch<tq_q5_k>(src, n, dst, stream);
+    case SI_TYPE_Q2_K: return dequant_launch<tq_q2_k>(src, n, dst, stream);
+    case SI_TYPE_Q3_K: return dequant_launch<tq_q3_k>(src, n, dst, stream);
     case SI_TYPE_Q6_K: return dequant_launch<tq_q6_k>(src, n, dst, stream);
     default: return -1;
     }

@@ -1,9 +1,9 @@
-/* gemm_q8x_mma.cu — matmul of the quantised types (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K,
- * Q6_K) for MMQ_MIN_ROWS..MMQ_MAX_ROWS activation rows (batched decode, short prefill chunks) on
- * int8 tensor cores, reading every weight byte once per call: cuda_matmul_quant_rows (cuda_ops.h).
- * The path it replaces dequantised the whole weight to f16 scratch and ran cuBLASLt: for
- * Llama-2-7B Q4_0 that is 3.7 GB read + 13.2 GB written + 13.2 GB read per step, ~4.6 ms of
- * dequantisation alone on the H200.
+/* gemm_q8x_mma.cu — matmul of the quantised types (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q3_K, Q4_K,
+ * Q5_K, Q6_K; not Q2_K, whose mins are per 16 elements) for MMQ_MIN_ROWS..MMQ_MAX_ROWS activation
+ * rows (batched decode, short prefill chunks) on int8 tensor cores, reading every weight byte once
+ * per call: cuda_matmul_quant_rows (cuda_ops.h). The path it replaces dequantised the whole weight
+ * to f16 scratch and ran cuBLASLt: for Llama-2-7B Q4_0 that is 3.7 GB read + 13.2 GB written +
+ * 13.2 GB read per step, ~4.6 ms of dequantisation alone on the H200.
  *
  * Two kernels a call:
  *  1. mmq_quantize_x: x (f32 [nb][K]) to Q8_0 blocks once, into global scratch (it stays in
@@ -607,7 +607,8 @@ static bool mmq_half_type(si_type t) { return t == SI_TYPE_Q4_0; }
 
 static bool mmq_type(si_type t) {
     return t == SI_TYPE_Q8_0 || t == SI_TYPE_Q4_0 || t == SI_TYPE_Q4_1 || t == SI_TYPE_Q5_0 ||
-           t == SI_TYPE_Q5_1 || t == SI_TYPE_Q4_K || t == SI_TYPE_Q5_K || t == SI_TYPE_Q6_K;
+           t == SI_TYPE_Q5_1 || t == SI_TYPE_Q3_K || t == SI_TYPE_Q4_K || t == SI_TYPE_Q5_K ||
+           t == SI_TYPE_Q6_K;
 }
 
 /* the types whose blocks have a min term (mmq_min) */
@@ -662,6 +663,7 @@ extern "C" int cuda_matmul_quant_rows(si_type t, const void *W, int M, int K, co
     case SI_TYPE_Q5_1: return mmq_run<tmma_q5_1, false>(W, M, K, x, n_rows, y, scratch, stream);
     case SI_TYPE_Q5_K: return mmq_run<tmma_q5_k, false>(W, M, K, x, n_rows, y, scratch, stream);
     case SI_TYPE_Q6_K: return mmq_run<tmma_q6_k, false>(W, M, K, x, n_rows, y, scratch, stream);
+    case SI_TYPE_Q3_K: return mmq_run<tmma_q3_k, false>(W, M, K, x, n_rows, y, scratch, stream);
     default: return -1;
     }
 }

@@ -138,6 +138,8 @@ extern "C" size_t cuda_weight_alloc_bytes(si_type t, int64_t M, int64_t K) {
     case SI_TYPE_Q5_1: be = QK5_1; bb = sizeof(block_q5_1); break;
     case SI_TYPE_Q5_K: be = QK_K; bb = sizeof(block_q5_K); break;
     case SI_TYPE_Q6_K: be = QK_K; bb = sizeof(block_q6_K); break;
+    case SI_TYPE_Q2_K: be = QK_K; bb = sizeof(block_q2_K); break;
+    case SI_TYPE_Q3_K: be = QK_K; bb = sizeof(block_q3_K); break;
     default: return 0;
     }
     return (((size_t)M * (size_t)(K / be) * bb) + 15) & ~(size_t)15;
@@ -165,12 +167,14 @@ static bool gemv_mma_on() {
 }
 
 /* A quantised type: the tensor-core or dp4a kernel where K allows it (K % 256 == 0 / K % 128 == 0,
- * K <= 14336, shared memory fits), else the f32-activation kernel above. */
+ * K <= 14336, shared memory fits), else the f32-activation kernel above. TM void: a type without
+ * tensor-core fragments (Q2_K: a min per 16 elements, the fragments' x sums are per 32). */
 template <class TM, class TX, class T>
 static int gemv_quant(const void *W, int M, int K, const float *x, int nb, float *y, cudaStream_t st) {
-    if (nb >= GEMV_MMA_MIN_NB && gemv_mma_on() && gemv_mma_ok<TM>(K) &&
-        gemv_mma_launch<TM>(W, M, K, x, nb, y, st) == 0)
-        return 0;
+    if constexpr (!std::is_void<TM>::value)
+        if (nb >= GEMV_MMA_MIN_NB && gemv_mma_on() && gemv_mma_ok<TM>(K) &&
+            gemv_mma_launch<TM>(W, M, K, x, nb, y, st) == 0)
+            return 0;
     if (gemv_q8x_ok<TX>(K) && gemv_q8x_launch<TX>(W, M, K, x, nb, y, st) == 0) return 0;
     return gemv_launch<T>(W, M, K, x, nb, y, st);
 }
@@ -196,6 +200,8 @@ extern "C" int cuda_gemv(si_type t, const void *W, int M, int K, const float *x,
     case SI_TYPE_Q5_1: return gemv_quant<tmma_q5_1, tqx_q5_1, tq_q5_1>(W, M, K, x, n_batch, y, stream);
     case SI_TYPE_Q5_K: return gemv_quant<tmma_q5_k, tqx_q5_k, tq_q5_k>(W, M, K, x, n_batch, y, stream);
     case SI_TYPE_Q6_K: return gemv_quant<tmma_q6_k, tqx_q6_k, tq_q6_k>(W, M, K, x, n_batch, y, stream);
+    case SI_TYPE_Q2_K: return gemv_quant<void, tqx_q2_k, tq_q2_k>(W, M, K, x, n_batch, y, stream);
+    case SI_TYPE_Q3_K: return gemv_quant<tmma_q3_k, tqx_q3_k, tq_q3_k>(W, M, K, x, n_batch, y, stream);
     default: return -1;
     }
 }
@@ -214,6 +220,8 @@ extern "C" int cuda_gemv_pre_ok(si_type t, int K, int n_batch) {
     case SI_TYPE_Q5_1: return gemv_q8x_ok<tqx_q5_1>(K);
     case SI_TYPE_Q5_K: return gemv_q8x_ok<tqx_q5_k>(K);
     case SI_TYPE_Q6_K: return gemv_q8x_ok<tqx_q6_k>(K);
+    case SI_TYPE_Q2_K: return gemv_q8x_ok<tqx_q2_k>(K);
+    case SI_TYPE_Q3_K: return gemv_q8x_ok<tqx_q3_k>(K);
     default: return 0;
     }
 }
@@ -232,6 +240,8 @@ extern "C" int cuda_gemv_pre(si_type t, const void *W, int M, int K, const void 
     case SI_TYPE_Q5_1: return gemv_q8x_launch<tqx_q5_1, Q8X_PRE>(W, M, K, x, n_batch, y, stream);
     case SI_TYPE_Q5_K: return gemv_q8x_launch<tqx_q5_k, Q8X_PRE>(W, M, K, x, n_batch, y, stream);
     case SI_TYPE_Q6_K: return gemv_q8x_launch<tqx_q6_k, Q8X_PRE>(W, M, K, x, n_batch, y, stream);
+    case SI_TYPE_Q2_K: return gemv_q8x_launch<tqx_q2_k, Q8X_PRE>(W, M, K, x, n_batch, y, stream);
+    case SI_TYPE_Q3_K: return gemv_q8x_launch<tqx_q3_k, Q8X_PRE>(W, M, K, x, n_batch, y, stream);
     default: return -1;
     }
 }
@@ -249,6 +259,8 @@ extern "C" int cuda_gemv_norm_ok(si_type t, int M, int K) {
     case SI_TYPE_Q5_1: return gemv_q8x_norm_ok<tqx_q5_1>(M, K);
     case SI_TYPE_Q5_K: return gemv_q8x_norm_ok<tqx_q5_k>(M, K);
     case SI_TYPE_Q6_K: return gemv_q8x_norm_ok<tqx_q6_k>(M, K);
+    case SI_TYPE_Q2_K: return gemv_q8x_norm_ok<tqx_q2_k>(M, K);
+    case SI_TYPE_Q3_K: return gemv_q8x_norm_ok<tqx_q3_k>(M, K);
     default: return 0;
     }
 }
@@ -270,6 +282,8 @@ extern "C" int cuda_gemv_norm(si_type t, const void *W, int M, int K, const floa
     case SI_TYPE_Q5_1: return gemv_q8x_norm_launch<tqx_q5_1>(W, M, K, x, y, nin, stream);
     case SI_TYPE_Q5_K: return gemv_q8x_norm_launch<tqx_q5_k>(W, M, K, x, y, nin, stream);
     case SI_TYPE_Q6_K: return gemv_q8x_norm_launch<tqx_q6_k>(W, M, K, x, y, nin, stream);
+    case SI_TYPE_Q2_K: return gemv_q8x_norm_launch<tqx_q2_k>(W, M, K, x, y, nin, stream);
+    case SI_TYPE_Q3_K: return gemv_q8x_norm_launch<tqx_q3_k>(W, M, K, x, y, nin, stream);
     default: return -1;
     }
 }

@@ -77,11 +77,6 @@ struct tmma_q4_k {
     }
 };
 
-/* bytes of v minus off as int8 (v's bytes in [0, 127 + off]: + 0x80 - off never carries) */
-SI_HD uint32_t si_u8_minus(uint32_t v, int off) {
-    return (v + 0x80808080u - 0x01010101u * (uint32_t)off) ^ 0x80808080u;
-}
-
 /* x = d * (q - 16): block j's nibbles as tmma_q4_0's, bit k of qh (bytes 2..5) on top */
 struct tmma_q5_0 {
     static constexpr int SEGB = 8 * 22;
@@ -127,6 +122,29 @@ struct tmma_q5_k {
         si_scale_min_k4(j, row + 4, &sc, &m);
         sa = sb = si_h2f(si_ld16(row)) * (float)sc;
         mn = -si_h2f(si_ld16(row + 2)) * (float)m;
+    }
+};
+
+/* 32-block j = 4n + t: elements 128n + 32t + l from bits 2t..2t+1 of qs[32n + l] and bit
+ * 4n + t of hmask[l] (tq_q3_k); scales si_q3k_scale(8n + 2t + l / 16) - 32 */
+struct tmma_q3_k {
+    static constexpr int SEGB = 110;
+    static constexpr bool TWO = true;
+    SI_HD static uint32_t q3(const uint8_t *qs, const uint8_t *hm, int n, int t) {
+        const uint32_t v = ((si_ld32(qs) >> (2 * t)) & 0x03030303u) |
+                           (((si_ld32(hm) >> (4 * n + t)) & 0x01010101u) << 2);
+        return si_u8_minus(v, 4);
+    }
+    SI_HD static void frag(const uint8_t *row, int j, int c, uint32_t &lo, uint32_t &hi, float &sa,
+                           float &sb, float &mn) {
+        const int n = j >> 2, t = j & 3;
+        const uint8_t *qs = row + 32 + 32 * n + 4 * c, *hm = row + 4 * c;
+        lo = q3(qs, hm, n, t);
+        hi = q3(qs + 16, hm + 16, n, t);
+        const float d = si_h2f(si_ld16(row + 108));
+        sa = d * (float)(si_q3k_scale(row + 96, 8 * n + 2 * t) - 32);
+        sb = d * (float)(si_q3k_scale(row + 96, 8 * n + 2 * t + 1) - 32);
+        mn = 0.0f;
     }
 };
 

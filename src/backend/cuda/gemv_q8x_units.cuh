@@ -10,9 +10,11 @@
  * block.
  *
  * Units: Q4_0 4 blocks (72 bytes), Q8_0 2 blocks (68), Q4_1 4 blocks (80), Q5_0 4 blocks (88),
- * Q5_1 4 blocks (96), Q4_K half a block (its 16-byte header + 64 bytes of nibbles), Q5_K half a
- * block (header, the 32 bytes of high bits, 64 bytes of nibbles), Q6_K half a block (64 bytes of
- * low bits, 32 of high bits, 8 scales and d). BE: elements per weight block (K must be a multiple).
+ * Q5_1 4 blocks (96), Q2_K half a block (32 bytes of 2-bit quants, 8 scale bytes, d and dmin),
+ * Q3_K half a block (32 bytes of 2-bit quants, the 32 bytes of high bits, scales and d), Q4_K
+ * half a block (its 16-byte header + 64 bytes of nibbles), Q5_K half a block (header, the 32
+ * bytes of high bits, 64 bytes of nibbles), Q6_K half a block (64 bytes of low bits, 32 of high
+ * bits, 8 scales and d). BE: elements per weight block (K must be a multiple).
  */
 #ifndef SI_BACKEND_CUDA_GEMV_Q8X_UNITS_CUH
 #define SI_BACKEND_CUDA_GEMV_Q8X_UNITS_CUH
@@ -303,6 +305,96 @@ struct tqx_q5_k {
             s = fmaf(xd[t], fmaf(dm.x, (float)(sc_t * sumi), -dm.y * (float)(m_t * xs[t])), s);
         }
         return s;
+    }
+};
+
+/* x = d * sc * q - dmin * m over 16 sub-blocks of 16 (tq_q2_k). Unit = half h of an 84-byte
+ * block (lane & 1): x block t (0..3) of the unit is elements 128h + 32t + l, bits 2t..2t+1 of
+ * qs[32h + l], of sub-blocks 8h + 2t (l < 16) and 8h + 2t + 1. Rows are K / 256 x 84 bytes, so
+ * blocks are 4-aligned: 4-byte loads. w[0..7] = qs[32h ..], w[8..9] = the 8 sub-blocks' scale |
+ * min << 4 bytes, w[10] = d | dmin << 16. A block's two halves of 16 have their own mins, so
+ * each needs its own x sum: the first half's by dp4a with ones, the second's the block's less
+ * it. */
+struct tqx_q2_k {
+    static constexpr int BE = 256, UB = 4, UBYTES = 42, WORDS = 11;
+    SI_HD static void load(const uint8_t *seg, int lane, uint32_t *w) {
+        const uint8_t *blk = seg + (lane >> 1) * 84;
+        const int h = lane & 1;
+        const uint32_t *q = (const uint32_t *)(blk + 16 + 32 * h);
+        SI_UNROLL
+        for (int j = 0; j < 8; j++)
+            w[j] = q[j];
+        w[8] = *(const uint32_t *)(blk + 8 * h);
+        w[9] = *(const uint32_t *)(blk + 8 * h + 4);
+        w[10] = *(const uint32_t *)(blk + 80);
+    }
+    SI_HD static float dot(const uint32_t *w, const uint32_t *xw, const float *xd, const int *xs) {
+        const float2 dm = si_h2x2f(w[10]); /* d, dmin */
+        float s = 0.0f;
+        SI_UNROLL
+        for (int t = 0; t < UB; t++) {
+            int sum0 = 0, sum1 = 0, x0 = 0;
+            SI_UNROLL
+            for (int j = 0; j < 4; j++) {
+                sum0 = si_dp4a((int)((w[j] >> (2 * t)) & 0x03030303u), (int)xw[8 * t + j], sum0);
+                sum1 = si_dp4a((int)((w[4 + j] >> (2 * t)) & 0x03030303u), (int)xw[8 * t + 4 + j],
+                               sum1);
+                x0 = si_dp4a(0x01010101, (int)xw[8 * t + j], x0);
+            }
+            const uint32_t sm = w[8 + (t >> 1)] >> (16 * (t & 1)); /* sub-blocks 2t, 2t + 1 */
+            const int isum = (int)(sm & 15) * sum0 + (int)((sm >> 8) & 15) * sum1;
+            const int msum = (int)((sm >> 4) & 15) * x0 + (int)((sm >> 12) & 15) * (xs[t] - x0);
+            s = fmaf(xd[t], fmaf(dm.x, (float)isum, -dm.y * (float)msum), s);
+        }
+        return s;
+    }
+};
+
+/* x = d * (sc - 32) * q, q = 2-bit value - (high bit ? 0 : 4) (tq_q3_k). Unit = half h of a
+ * 110-byte block (lane & 1): x block t (0..3) is elements 128h + 32t + l: bits 2t..2t+1 of
+ * qs[32h + l], bit 4h + t of hmask[l], sub-blocks 8h + 2t (l < 16) and 8h + 2t + 1. Blocks are
+ * 2-aligned: 4-byte loads shifted by the lane's misalignment (as tqx_q6_k). w[0..7] = qs[32h ..],
+ * w[8..15] = hmask >> 4h (bit t of each byte: x block t), w[16..17] = the 8 sub-blocks' 6-bit
+ * scales, a byte each, w[18] = d. */
+struct tqx_q3_k {
+    static constexpr int BE = 256, UB = 4, UBYTES = 55, WORDS = 19;
+    SI_HD static void load(const uint8_t *seg, int lane, uint32_t *w) {
+        const uint8_t *blk = seg + (lane >> 1) * 110;
+        const int h = lane & 1;
+        si_lds_words2<8>(blk + 32 + 32 * h, w);
+        si_lds_words2<8>(blk, w + 8);
+        SI_UNROLL
+        for (int j = 0; j < 8; j++)
+            w[8 + j] >>= 4 * h;
+        uint32_t s[3];
+        si_lds_words2<3>(blk + 96, s);
+        /* sub-block 8h + i: the low (h = 0) or high nibble of scales[i] (s[0], s[1]) with bits
+         * 2 (i / 4) + 4h..+1 of scales[8 + i % 4] (s[2]) on top (si_q3k_scale) */
+        w[16] = ((s[0] >> 4 * h) & 0x0F0F0F0Fu) | (((s[2] >> 4 * h) & 0x03030303u) << 4);
+        w[17] = ((s[1] >> 4 * h) & 0x0F0F0F0Fu) | (((s[2] >> (4 * h + 2)) & 0x03030303u) << 4);
+        w[18] = si_ld16(blk + 108);
+    }
+    SI_HD static float dot(const uint32_t *w, const uint32_t *xw, const float *xd, const int *xs) {
+        float s = 0.0f;
+        SI_UNROLL
+        for (int t = 0; t < UB; t++) {
+            int isum = 0;
+            SI_UNROLL
+            for (int lh = 0; lh < 2; lh++) {
+                int sumi = 0;
+                SI_UNROLL
+                for (int j = 0; j < 4; j++) {
+                    const uint32_t q = ((w[4 * lh + j] >> (2 * t)) & 0x03030303u) |
+                                       (((w[8 + 4 * lh + j] >> t) & 0x01010101u) << 2);
+                    sumi = si_dp4a((int)si_u8_minus(q, 4), (int)xw[8 * t + 4 * lh + j], sumi);
+                }
+                const int sb = 2 * t + lh; /* scale byte of this 16 */
+                isum += ((int)((w[16 + (sb >> 2)] >> (8 * (sb & 3))) & 0xFF) - 32) * sumi;
+            }
+            s = fmaf(xd[t], (float)isum, s);
+        }
+        (void)xs;
+        return si_h2f((uint16_t)w[18]) * s;
     }
 };
 
