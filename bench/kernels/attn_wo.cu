@@ -222,10 +222,7 @@ __global__ void __launch_bounds__(THREADS)
 static void launch_fused(const uint8_t *W, const float *q, const __half *kc, const __half *vc,
                          int L, float *part, float *y, unsigned *counters) {
     cudaLaunchAttribute attr[2];
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = C;
-    attr[0].val.clusterDim.y = 1;
-    attr[0].val.clusterDim.z = 1;
+    si_cluster_attr(&attr[0], C);
     attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attr[1].val.programmaticStreamSerializationAllowed = 1;
     cudaLaunchConfig_t cfg = {};

@@ -21,6 +21,7 @@
  *   - gemv_q8x_tc_units.cuh (tc_*: the 5-8-row q8x GEMV on tensor cores, which must give the
  *     1-row dp4a kernel's bits): each unit's block sums taken from its A fragments (as the
  *     tensor cores would sum them), through fold(), against the q8x unit's dot(), bit for bit.
+ * The types and their units are weight_units.cuh's table, the one the kernels' dispatch reads.
  * Host and device compile these to different instructions (the device fuses multiply-adds), so
  * this checks the bit layouts and the integer sums; test_cuda_kernels checks the kernels' results
  * on the GPU.
@@ -33,9 +34,8 @@
 #include <cstring>
 #include <vector>
 
-#include "backend/cuda/gemv_mma_units.cuh"
 #include "backend/cuda/gemv_q8x_tc_units.cuh"
-#include "backend/cuda/gemv_q8x_units.cuh"
+#include "backend/cuda/weight_units.cuh"
 #include "test_blocks.cuh" /* fill_random_blocks, rnd_u32 */
 
 static int g_fail = 0, g_checks = 0;
@@ -238,42 +238,26 @@ int main(int argc, char **argv) {
                     argv[i]);
             return 2;
         }
-    check_float_units<tq_f16>(SI_TYPE_F16, "f16");
-    check_float_units<tq_bf16>(SI_TYPE_BF16, "bf16");
-    check_float_units<tq_q8_0>(SI_TYPE_Q8_0, "q8_0");
-    check_float_units<tq_q4_0>(SI_TYPE_Q4_0, "q4_0");
-    check_float_units<tq_q4_1>(SI_TYPE_Q4_1, "q4_1");
-    check_float_units<tq_q4_k>(SI_TYPE_Q4_K, "q4_k");
-    check_float_units<tq_q5_0>(SI_TYPE_Q5_0, "q5_0");
-    check_float_units<tq_q5_1>(SI_TYPE_Q5_1, "q5_1");
-    check_float_units<tq_q5_k>(SI_TYPE_Q5_K, "q5_k");
-    check_float_units<tq_q6_k>(SI_TYPE_Q6_K, "q6_k");
-    check_float_units<tq_q2_k>(SI_TYPE_Q2_K, "q2_k");
-    check_float_units<tq_q3_k>(SI_TYPE_Q3_K, "q3_k");
-
-    check_q8x_units<tqx_q8_0>(SI_TYPE_Q8_0, "q8_0");
-    check_q8x_units<tqx_q4_0>(SI_TYPE_Q4_0, "q4_0");
-    check_q8x_units<tqx_q4_1>(SI_TYPE_Q4_1, "q4_1");
-    check_q8x_units<tqx_q4_k>(SI_TYPE_Q4_K, "q4_k");
-    check_q8x_units<tqx_q5_0>(SI_TYPE_Q5_0, "q5_0");
-    check_q8x_units<tqx_q5_1>(SI_TYPE_Q5_1, "q5_1");
-    check_q8x_units<tqx_q5_k>(SI_TYPE_Q5_K, "q5_k");
-    check_q8x_units<tqx_q6_k>(SI_TYPE_Q6_K, "q6_k");
-    check_q8x_units<tqx_q2_k>(SI_TYPE_Q2_K, "q2_k");
-    check_q8x_units<tqx_q3_k>(SI_TYPE_Q3_K, "q3_k");
-
+    /* every weight type the GPU holds, with the units weight_units.cuh gives it: so the table's
+     * entries are checked too (a unit of another type decodes the type's blocks wrongly) */
+    static const si_type types[] = {SI_TYPE_F16,  SI_TYPE_BF16, SI_TYPE_Q8_0, SI_TYPE_Q4_0,
+                                    SI_TYPE_Q4_1, SI_TYPE_Q5_0, SI_TYPE_Q5_1, SI_TYPE_Q2_K,
+                                    SI_TYPE_Q3_K, SI_TYPE_Q4_K, SI_TYPE_Q5_K, SI_TYPE_Q6_K};
+    for (si_type t : types) {
+        const char *name = quant_get(t)->name;
+        const int held = with_weight_units(t, 0, [&](auto u) {
+            using U = decltype(u);
+            check_float_units<typename U::tq>(t, name);
+            if constexpr (!std::is_void<typename U::tqx>::value)
+                check_q8x_units<typename U::tqx>(t, name);
+            if constexpr (!std::is_void<typename U::tmma>::value)
+                check_mma_frags<typename U::tmma>(t, name);
+            return 1;
+        });
+        if (!held) report("weight_units.cuh (type missing)", name, 1, 0);
+    }
     check_tc_units<tc_q4_0>(SI_TYPE_Q4_0, "q4_0");
     check_tc_units<tc_q4_k>(SI_TYPE_Q4_K, "q4_k");
-
-    check_mma_frags<tmma_q8_0>(SI_TYPE_Q8_0, "q8_0");
-    check_mma_frags<tmma_q4_0>(SI_TYPE_Q4_0, "q4_0");
-    check_mma_frags<tmma_q4_1>(SI_TYPE_Q4_1, "q4_1");
-    check_mma_frags<tmma_q4_k>(SI_TYPE_Q4_K, "q4_k");
-    check_mma_frags<tmma_q5_0>(SI_TYPE_Q5_0, "q5_0");
-    check_mma_frags<tmma_q5_1>(SI_TYPE_Q5_1, "q5_1");
-    check_mma_frags<tmma_q5_k>(SI_TYPE_Q5_K, "q5_k");
-    check_mma_frags<tmma_q6_k>(SI_TYPE_Q6_K, "q6_k");
-    check_mma_frags<tmma_q3_k>(SI_TYPE_Q3_K, "q3_k");
 
     printf("==== summary: %d checks, %d failed\n", g_checks, g_fail);
     return g_fail ? 1 : 0;

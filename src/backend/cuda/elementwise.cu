@@ -5,6 +5,7 @@
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/elementwise.cuh"
 #include "backend/cuda/pdl.cuh"
+#include "backend/cuda/weight_units.cuh"
 
 static int ew_grid(int64_t n) {
     const int64_t g = (n + EW_THREADS - 1) / EW_THREADS;
@@ -75,22 +76,10 @@ static int get_rows_launch(const void *E, int n_cols, const int32_t *ids, int n_
 extern "C" int cuda_get_rows(si_type t, const void *E, int n_cols, const int32_t *ids, int n_ids,
                              float *out, cudaStream_t stream) {
     if (n_ids <= 0) return 0;
-    switch (t) {
-    case SI_TYPE_F32: return get_rows_launch<tq_f32>(E, n_cols, ids, n_ids, out, stream);
-    case SI_TYPE_F16: return get_rows_launch<tq_f16>(E, n_cols, ids, n_ids, out, stream);
-    case SI_TYPE_BF16: return get_rows_launch<tq_bf16>(E, n_cols, ids, n_ids, out, stream);
-    case SI_TYPE_Q8_0: return get_rows_launch<tq_q8_0>(E, n_cols, ids, n_ids, out, stream);
-    case SI_TYPE_Q4_0: return get_rows_launch<tq_q4_0>(E, n_cols, ids, n_ids, out, stream);
-    case SI_TYPE_Q4_1: return get_rows_launch<tq_q4_1>(E, n_cols, ids, n_ids, out, stream);
-    case SI_TYPE_Q4_K: return get_rows_launch<tq_q4_k>(E, n_cols, ids, n_ids, out, stream);
-    case SI_TYPE_Q5_0: return get_rows_launch<tq_q5_0>(E, n_cols, ids, n_ids, out, stream);
-    case SI_TYPE_Q5_1: return get_rows_launch<tq_q5_1>(E, n_cols, ids, n_ids, out, stream);
-    case SI_TYPE_Q5_K: return get_rows_launch<tq_q5_k>(E, n_cols, ids, n_ids, out, stream);
-    case SI_TYPE_Q2_K: return get_rows_launch<tq_q2_k>(E, n_cols, ids, n_ids, out, stream);
-    case SI_TYPE_Q3_K: return get_rows_launch<tq_q3_k>(E, n_cols, ids, n_ids, out, stream);
-    case SI_TYPE_Q6_K: return get_rows_launch<tq_q6_k>(E, n_cols, ids, n_ids, out, stream);
-    default: return -1;
-    }
+    if (t == SI_TYPE_F32) return get_rows_launch<tq_f32>(E, n_cols, ids, n_ids, out, stream);
+    return with_weight_units(t, -1, [&](auto u) {
+        return get_rows_launch<typename decltype(u)::tq>(E, n_cols, ids, n_ids, out, stream);
+    });
 }
 
 /* dequantise to f16: one thread per unit */
@@ -128,21 +117,14 @@ static int dequant_launch(const void *src, int64_t n, void *dst, cudaStream_t st
 
 extern "C" int cuda_dequantize_f16(si_type t, const void *src, int64_t n, void *dst,
                                    cudaStream_t stream) {
-    switch (t) {
-    case SI_TYPE_F32: return dequant_launch<tq_f32>(src, n, dst, stream);
-    case SI_TYPE_BF16: return dequant_launch<tq_bf16>(src, n, dst, stream);
-    case SI_TYPE_Q8_0: return dequant_launch<tq_q8_0>(src, n, dst, stream);
-    case SI_TYPE_Q4_0: return dequant_launch<tq_q4_0>(src, n, dst, stream);
-    case SI_TYPE_Q4_1: return dequant_launch<tq_q4_1>(src, n, dst, stream);
-    case SI_TYPE_Q4_K: return dequant_launch<tq_q4_k>(src, n, dst, stream);
-    case SI_TYPE_Q5_0: return dequant_launch<tq_q5_0>(src, n, dst, stream);
-    case SI_TYPE_Q5_1: return dequant_launch<tq_q5_1>(src, n, dst, stream);
-    case SI_TYPE_Q5_K: return dequant_launch<tq_q5_k>(src, n, dst, stream);
-    case SI_TYPE_Q2_K: return dequant_launch<tq_q2_k>(src, n, dst, stream);
-    case SI_TYPE_Q3_K: return dequant_launch<tq_q3_k>(src, n, dst, stream);
-    case SI_TYPE_Q6_K: return dequant_launch<tq_q6_k>(src, n, dst, stream);
-    default: return -1;
-    }
+    if (t == SI_TYPE_F32) return dequant_launch<tq_f32>(src, n, dst, stream);
+    return with_weight_units(t, -1, [&](auto u) {
+        using T = typename decltype(u)::tq;
+        if constexpr (std::is_same<T, tq_f16>::value)
+            return -1; /* cuBLASLt reads f16 as it is */
+        else
+            return dequant_launch<T>(src, n, dst, stream);
+    });
 }
 
 __global__ void __launch_bounds__(ARGMAX_THREADS)

@@ -67,6 +67,7 @@
 #include "backend/cuda/gemv_mma.cuh"
 #include "backend/cuda/mma.cuh"
 #include "backend/cuda/mmq_half.cuh"
+#include "backend/cuda/weight_units.cuh"
 
 namespace cg = cooperative_groups;
 
@@ -605,15 +606,14 @@ static int mmq_run(const void *W, int M, int K, const float *x, int nb, float *y
  * 2026-11-30 s9), so only Q4_0 takes it. */
 static bool mmq_half_type(si_type t) { return t == SI_TYPE_Q4_0; }
 
+/* the types with tensor-core fragments (weight_units.cuh) */
 static bool mmq_type(si_type t) {
-    return t == SI_TYPE_Q8_0 || t == SI_TYPE_Q4_0 || t == SI_TYPE_Q4_1 || t == SI_TYPE_Q5_0 ||
-           t == SI_TYPE_Q5_1 || t == SI_TYPE_Q3_K || t == SI_TYPE_Q4_K || t == SI_TYPE_Q5_K ||
-           t == SI_TYPE_Q6_K;
+    return with_mma_frags(t, false, [](auto) { return true; });
 }
 
 /* the types whose blocks have a min term (mmq_min) */
 static bool mmq_min_type(si_type t) {
-    return t == SI_TYPE_Q4_1 || t == SI_TYPE_Q5_1 || t == SI_TYPE_Q4_K || t == SI_TYPE_Q5_K;
+    return with_mma_frags(t, false, [](auto m) { return mmq_min<decltype(m)>::v; });
 }
 
 extern "C" size_t cuda_matmul_quant_rows_scratch_bytes(si_type t, int K, int n_rows) {
@@ -651,21 +651,11 @@ extern "C" int cuda_matmul_quant_rows(si_type t, const void *W, int M, int K, co
         return -1;
     mmq_init();
     if (!g_mmq_on) return -1;
-    switch (t) {
-    case SI_TYPE_Q8_0: return mmq_run<tmma_q8_0, false>(W, M, K, x, n_rows, y, scratch, stream);
-    case SI_TYPE_Q4_0:
-        return cuda_matmul_quant_rows_half(t)
-                   ? mmq_run<tmma_q4_0, true>(W, M, K, x, n_rows, y, scratch, stream)
-                   : mmq_run<tmma_q4_0, false>(W, M, K, x, n_rows, y, scratch, stream);
-    case SI_TYPE_Q4_1: return mmq_run<tmma_q4_1, false>(W, M, K, x, n_rows, y, scratch, stream);
-    case SI_TYPE_Q4_K: return mmq_run<tmma_q4_k, false>(W, M, K, x, n_rows, y, scratch, stream);
-    case SI_TYPE_Q5_0: return mmq_run<tmma_q5_0, false>(W, M, K, x, n_rows, y, scratch, stream);
-    case SI_TYPE_Q5_1: return mmq_run<tmma_q5_1, false>(W, M, K, x, n_rows, y, scratch, stream);
-    case SI_TYPE_Q5_K: return mmq_run<tmma_q5_k, false>(W, M, K, x, n_rows, y, scratch, stream);
-    case SI_TYPE_Q6_K: return mmq_run<tmma_q6_k, false>(W, M, K, x, n_rows, y, scratch, stream);
-    case SI_TYPE_Q3_K: return mmq_run<tmma_q3_k, false>(W, M, K, x, n_rows, y, scratch, stream);
-    default: return -1;
-    }
+    if (cuda_matmul_quant_rows_half(t)) /* Q4_0 (mmq_half_type) */
+        return mmq_run<tmma_q4_0, true>(W, M, K, x, n_rows, y, scratch, stream);
+    return with_mma_frags(t, -1, [&](auto m) {
+        return mmq_run<decltype(m), false>(W, M, K, x, n_rows, y, scratch, stream);
+    });
 }
 
 extern "C" int cuda_matmul_quant_rows_pre_ok(si_type t, int K, int n_rows) {

@@ -125,24 +125,13 @@ static int gemv_launch(const void *W, int M, int K, const float *x, int nb, floa
 #include "backend/cuda/gemv_h16_mma.cuh"
 #include "backend/cuda/gemv_q8x.cuh"
 #include "backend/cuda/gemv_mma.cuh"
+#include "backend/cuda/weight_units.cuh"
 
 extern "C" size_t cuda_weight_alloc_bytes(si_type t, int64_t M, int64_t K) {
-    int be, bb;
-    switch (t) {
-    case SI_TYPE_F16: case SI_TYPE_BF16: be = 8; bb = 16; break;
-    case SI_TYPE_Q8_0: be = QK8_0; bb = sizeof(block_q8_0); break;
-    case SI_TYPE_Q4_0: be = QK4_0; bb = sizeof(block_q4_0); break;
-    case SI_TYPE_Q4_1: be = QK4_1; bb = sizeof(block_q4_1); break;
-    case SI_TYPE_Q4_K: be = QK_K; bb = sizeof(block_q4_K); break;
-    case SI_TYPE_Q5_0: be = QK5_0; bb = sizeof(block_q5_0); break;
-    case SI_TYPE_Q5_1: be = QK5_1; bb = sizeof(block_q5_1); break;
-    case SI_TYPE_Q5_K: be = QK_K; bb = sizeof(block_q5_K); break;
-    case SI_TYPE_Q6_K: be = QK_K; bb = sizeof(block_q6_K); break;
-    case SI_TYPE_Q2_K: be = QK_K; bb = sizeof(block_q2_K); break;
-    case SI_TYPE_Q3_K: be = QK_K; bb = sizeof(block_q3_K); break;
-    default: return 0;
-    }
-    return (((size_t)M * (size_t)(K / be) * bb) + 15) & ~(size_t)15;
+    return with_weight_units(t, (size_t)0, [&](auto u) {
+        using T = typename decltype(u)::tq;
+        return (((size_t)M * (size_t)(K / T::BE) * T::BB) + 15) & ~(size_t)15;
+    });
 }
 
 /* Batch rows from which the quantised types take the tensor-core kernel (gemv_mma.cuh) rather
@@ -166,11 +155,15 @@ static bool gemv_mma_on() {
     return g_mma == 1;
 }
 
-/* A quantised type: the tensor-core or dp4a kernel where K allows it (K % 256 == 0 / K % 128 == 0,
- * K <= 14336, shared memory fits), else the f32-activation kernel above. TM void: a type without
- * tensor-core fragments (Q2_K: a min per 16 elements, the fragments' x sums are per 32). */
-template <class TM, class TX, class T>
-static int gemv_quant(const void *W, int M, int K, const float *x, int nb, float *y, cudaStream_t st) {
+/* A quantised type (weight_units U): the tensor-core or dp4a kernel where K allows it
+ * (K % 256 == 0 / K % 128 == 0, K <= 14336, shared memory fits), else the f32-activation kernel
+ * above. */
+template <class U>
+static int gemv_quant(const void *W, int M, int K, const float *x, int nb, float *y,
+                      cudaStream_t st) {
+    using TM = typename U::tmma;
+    using TX = typename U::tqx;
+    using T = typename U::tq;
     if constexpr (!std::is_void<TM>::value)
         if (nb >= GEMV_MMA_MIN_NB && gemv_mma_on() && gemv_mma_ok<TM>(K) &&
             gemv_mma_launch<TM>(W, M, K, x, nb, y, st) == 0)
@@ -192,17 +185,14 @@ extern "C" int cuda_gemv(si_type t, const void *W, int M, int K, const float *x,
         if (gemv_h16mma_on(K)) return gemv_h16mma_launch<true>(W, M, K, x, n_batch, y, stream);
         if (K % 8 == 0) return gemv_h16_launch<true>(W, M, K, x, n_batch, y, stream);
         return gemv_launch<tq_bf16>(W, M, K, x, n_batch, y, stream);
-    case SI_TYPE_Q8_0: return gemv_quant<tmma_q8_0, tqx_q8_0, tq_q8_0>(W, M, K, x, n_batch, y, stream);
-    case SI_TYPE_Q4_0: return gemv_quant<tmma_q4_0, tqx_q4_0, tq_q4_0>(W, M, K, x, n_batch, y, stream);
-    case SI_TYPE_Q4_1: return gemv_quant<tmma_q4_1, tqx_q4_1, tq_q4_1>(W, M, K, x, n_batch, y, stream);
-    case SI_TYPE_Q4_K: return gemv_quant<tmma_q4_k, tqx_q4_k, tq_q4_k>(W, M, K, x, n_batch, y, stream);
-    case SI_TYPE_Q5_0: return gemv_quant<tmma_q5_0, tqx_q5_0, tq_q5_0>(W, M, K, x, n_batch, y, stream);
-    case SI_TYPE_Q5_1: return gemv_quant<tmma_q5_1, tqx_q5_1, tq_q5_1>(W, M, K, x, n_batch, y, stream);
-    case SI_TYPE_Q5_K: return gemv_quant<tmma_q5_k, tqx_q5_k, tq_q5_k>(W, M, K, x, n_batch, y, stream);
-    case SI_TYPE_Q6_K: return gemv_quant<tmma_q6_k, tqx_q6_k, tq_q6_k>(W, M, K, x, n_batch, y, stream);
-    case SI_TYPE_Q2_K: return gemv_quant<void, tqx_q2_k, tq_q2_k>(W, M, K, x, n_batch, y, stream);
-    case SI_TYPE_Q3_K: return gemv_quant<tmma_q3_k, tqx_q3_k, tq_q3_k>(W, M, K, x, n_batch, y, stream);
-    default: return -1;
+    default:
+        return with_weight_units(t, -1, [&](auto u) {
+            using U = decltype(u);
+            if constexpr (std::is_void<typename U::tqx>::value)
+                return -1; /* F16/BF16: above */
+            else
+                return gemv_quant<U>(W, M, K, x, n_batch, y, stream);
+        });
     }
 }
 
@@ -211,19 +201,7 @@ extern "C" int cuda_gemv(si_type t, const void *W, int M, int K, const float *x,
 extern "C" int cuda_gemv_pre_ok(si_type t, int K, int n_batch) {
     if (n_batch < 1 || n_batch > GEMV_ROWS_MAX) return 0;
     if (n_batch >= GEMV_MMA_MIN_NB && gemv_mma_on()) return 0; /* cuda_gemv takes gemv_mma */
-    switch (t) {
-    case SI_TYPE_Q8_0: return gemv_q8x_ok<tqx_q8_0>(K);
-    case SI_TYPE_Q4_0: return gemv_q8x_ok<tqx_q4_0>(K);
-    case SI_TYPE_Q4_1: return gemv_q8x_ok<tqx_q4_1>(K);
-    case SI_TYPE_Q4_K: return gemv_q8x_ok<tqx_q4_k>(K);
-    case SI_TYPE_Q5_0: return gemv_q8x_ok<tqx_q5_0>(K);
-    case SI_TYPE_Q5_1: return gemv_q8x_ok<tqx_q5_1>(K);
-    case SI_TYPE_Q5_K: return gemv_q8x_ok<tqx_q5_k>(K);
-    case SI_TYPE_Q6_K: return gemv_q8x_ok<tqx_q6_k>(K);
-    case SI_TYPE_Q2_K: return gemv_q8x_ok<tqx_q2_k>(K);
-    case SI_TYPE_Q3_K: return gemv_q8x_ok<tqx_q3_k>(K);
-    default: return 0;
-    }
+    return with_q8x_unit(t, 0, [&](auto u) { return (int)gemv_q8x_ok<decltype(u)>(K); });
 }
 
 extern "C" int cuda_gemv_pre(si_type t, const void *W, int M, int K, const void *xq, int n_batch,
@@ -231,38 +209,16 @@ extern "C" int cuda_gemv_pre(si_type t, const void *W, int M, int K, const void 
     if (!cuda_gemv_pre_ok(t, K, n_batch) || M < 1 || ((uintptr_t)W & 15) || ((uintptr_t)xq & 15))
         return -1;
     const float *x = (const float *)xq; /* the kernels' x parameter; Q8X_PRE reads it as bytes */
-    switch (t) {
-    case SI_TYPE_Q8_0: return gemv_q8x_launch<tqx_q8_0, Q8X_PRE>(W, M, K, x, n_batch, y, stream);
-    case SI_TYPE_Q4_0: return gemv_q8x_launch<tqx_q4_0, Q8X_PRE>(W, M, K, x, n_batch, y, stream);
-    case SI_TYPE_Q4_1: return gemv_q8x_launch<tqx_q4_1, Q8X_PRE>(W, M, K, x, n_batch, y, stream);
-    case SI_TYPE_Q4_K: return gemv_q8x_launch<tqx_q4_k, Q8X_PRE>(W, M, K, x, n_batch, y, stream);
-    case SI_TYPE_Q5_0: return gemv_q8x_launch<tqx_q5_0, Q8X_PRE>(W, M, K, x, n_batch, y, stream);
-    case SI_TYPE_Q5_1: return gemv_q8x_launch<tqx_q5_1, Q8X_PRE>(W, M, K, x, n_batch, y, stream);
-    case SI_TYPE_Q5_K: return gemv_q8x_launch<tqx_q5_k, Q8X_PRE>(W, M, K, x, n_batch, y, stream);
-    case SI_TYPE_Q6_K: return gemv_q8x_launch<tqx_q6_k, Q8X_PRE>(W, M, K, x, n_batch, y, stream);
-    case SI_TYPE_Q2_K: return gemv_q8x_launch<tqx_q2_k, Q8X_PRE>(W, M, K, x, n_batch, y, stream);
-    case SI_TYPE_Q3_K: return gemv_q8x_launch<tqx_q3_k, Q8X_PRE>(W, M, K, x, n_batch, y, stream);
-    default: return -1;
-    }
+    return with_q8x_unit(t, -1, [&](auto u) {
+        return gemv_q8x_launch<decltype(u), Q8X_PRE>(W, M, K, x, n_batch, y, stream);
+    });
 }
 
 /* ---- the norm before it inside (cuda_gemv_norm) */
 
 extern "C" int cuda_gemv_norm_ok(si_type t, int M, int K) {
     if (!cuda_gemv_pre_ok(t, K, 1)) return 0;
-    switch (t) {
-    case SI_TYPE_Q8_0: return gemv_q8x_norm_ok<tqx_q8_0>(M, K);
-    case SI_TYPE_Q4_0: return gemv_q8x_norm_ok<tqx_q4_0>(M, K);
-    case SI_TYPE_Q4_1: return gemv_q8x_norm_ok<tqx_q4_1>(M, K);
-    case SI_TYPE_Q4_K: return gemv_q8x_norm_ok<tqx_q4_k>(M, K);
-    case SI_TYPE_Q5_0: return gemv_q8x_norm_ok<tqx_q5_0>(M, K);
-    case SI_TYPE_Q5_1: return gemv_q8x_norm_ok<tqx_q5_1>(M, K);
-    case SI_TYPE_Q5_K: return gemv_q8x_norm_ok<tqx_q5_k>(M, K);
-    case SI_TYPE_Q6_K: return gemv_q8x_norm_ok<tqx_q6_k>(M, K);
-    case SI_TYPE_Q2_K: return gemv_q8x_norm_ok<tqx_q2_k>(M, K);
-    case SI_TYPE_Q3_K: return gemv_q8x_norm_ok<tqx_q3_k>(M, K);
-    default: return 0;
-    }
+    return with_q8x_unit(t, 0, [&](auto u) { return (int)gemv_q8x_norm_ok<decltype(u)>(M, K); });
 }
 
 extern "C" int cuda_gemv_norm(si_type t, const void *W, int M, int K, const float *x,
@@ -273,19 +229,9 @@ extern "C" int cuda_gemv_norm(si_type t, const void *W, int M, int K, const floa
         ((uintptr_t)norm_w & 15) || ((uintptr_t)add & 15) || ((uintptr_t)x_out & 15))
         return -1;
     const q8x_norm_in nin = {add, norm_w, x_out, eps};
-    switch (t) {
-    case SI_TYPE_Q8_0: return gemv_q8x_norm_launch<tqx_q8_0>(W, M, K, x, y, nin, stream);
-    case SI_TYPE_Q4_0: return gemv_q8x_norm_launch<tqx_q4_0>(W, M, K, x, y, nin, stream);
-    case SI_TYPE_Q4_1: return gemv_q8x_norm_launch<tqx_q4_1>(W, M, K, x, y, nin, stream);
-    case SI_TYPE_Q4_K: return gemv_q8x_norm_launch<tqx_q4_k>(W, M, K, x, y, nin, stream);
-    case SI_TYPE_Q5_0: return gemv_q8x_norm_launch<tqx_q5_0>(W, M, K, x, y, nin, stream);
-    case SI_TYPE_Q5_1: return gemv_q8x_norm_launch<tqx_q5_1>(W, M, K, x, y, nin, stream);
-    case SI_TYPE_Q5_K: return gemv_q8x_norm_launch<tqx_q5_k>(W, M, K, x, y, nin, stream);
-    case SI_TYPE_Q6_K: return gemv_q8x_norm_launch<tqx_q6_k>(W, M, K, x, y, nin, stream);
-    case SI_TYPE_Q2_K: return gemv_q8x_norm_launch<tqx_q2_k>(W, M, K, x, y, nin, stream);
-    case SI_TYPE_Q3_K: return gemv_q8x_norm_launch<tqx_q3_k>(W, M, K, x, y, nin, stream);
-    default: return -1;
-    }
+    return with_q8x_unit(t, -1, [&](auto u) {
+        return gemv_q8x_norm_launch<decltype(u)>(W, M, K, x, y, nin, stream);
+    });
 }
 
 #ifdef GEMV_Q8X_TRACE
