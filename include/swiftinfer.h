@@ -54,6 +54,8 @@ typedef enum si_type {
     SI_TYPE_Q5_K = 13,
     SI_TYPE_Q6_K = 14,
     SI_TYPE_Q8_K = 15,
+    SI_TYPE_IQ4_NL = 20,
+    SI_TYPE_IQ4_XS = 23,
     SI_TYPE_BF16 = 30,
     SI_TYPE_COUNT = 31,
 } si_type;

@@ -117,6 +117,28 @@ typedef struct {
 } block_q6_K;
 _Static_assert(sizeof(block_q6_K) == 210, "block_q6_K size");
 
+/* ---- non-linear 4-bit types (ggml's IQ4_NL, IQ4_XS): a nibble indexes kvalues_iq4nl ---- */
+
+#define QK4_NL 32
+
+/* x = d * kvalues_iq4nl[q]; qs[j] holds element j (low nibble) and j + 16 (high), as Q4_0 */
+typedef struct {
+    uint16_t d;
+    uint8_t qs[QK4_NL / 2];
+} block_iq4_nl;
+_Static_assert(sizeof(block_iq4_nl) == 18, "block_iq4_nl size");
+
+/* 8 sub-blocks of 32 in IQ4_NL's nibble layout; x = d * (ls - 32) * kvalues_iq4nl[q], ls the
+ * sub-block's 6-bit scale: its low 4 bits in scales_l (sub-block 2i low nibble, 2i + 1 high), its
+ * high 2 bits at bits 2 ib..2 ib + 1 of scales_h */
+typedef struct {
+    uint16_t d;
+    uint16_t scales_h;
+    uint8_t scales_l[QK_K / 64];
+    uint8_t qs[QK_K / 2];
+} block_iq4_xs;
+_Static_assert(sizeof(block_iq4_xs) == 136, "block_iq4_xs size");
+
 /* 8-bit activations for the k-quant dot products; d is a plain float */
 typedef struct {
     float d;

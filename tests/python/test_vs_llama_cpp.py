@@ -243,3 +243,31 @@ def test_end_of_generation_tokens_match(default_model):
     vocab = llama_cpp.llama_model_get_vocab(llm.model)
     theirs = {t for t in range(llm.n_vocab()) if llama_cpp.llama_vocab_is_eog(vocab, t)}
     assert ours == theirs
+
+
+# Synthetic models (tiny's shape, the default model's tokenizer, seeded random weights) in types
+# the default model does not have, the whole forward pass against llama.cpp's on one prompt. Both
+# quantise the activations alike (q8_0 for iq4_nl, q8_K for the k-quants and iq4_xs) and sum the
+# same integer products, so only float summation order differs: measured max |diff| / logit span
+# 5e-8 to 1.4e-7 on these (seed 3). 1e-4 leaves room for another llama.cpp build's order; one
+# iq4 table value off by one (113 -> 112) gives 7e-3 and 1e-2.
+SYNTH_TYPES = ["q2_k", "q3_k", "q3_k_m", "iq4_nl", "iq4_xs"]
+SYNTH_TOL = 1e-4
+
+
+@pytest.mark.parametrize("qtype", SYNTH_TYPES)
+def test_synth_type_logits_match(default_model, tmp_path, qtype):
+    model = tmp_path / f"tiny-{qtype}.gguf"
+    run_cli("synth", "-o", model, "--type", qtype, "--vocab-from", default_model, "--seed", 3)
+    prompt = PROMPTS[1]
+    llm = fresh_llama(model)
+    llm.eval(llm.tokenize(prompt.encode(), add_bos=True, special=True))
+    expected = np.array(llm.scores[llm.n_tokens - 1], dtype=np.float32)
+    out = tmp_path / "logits.f32"
+    run_cli("run", "-m", model, "-p", prompt, "-n", 0, "--logits-out", out, "--no-stats",
+            "-c", 256)
+    got = np.fromfile(out, dtype=np.float32)
+    assert got.shape == expected.shape
+    rel = np.abs(got - expected).max() / (expected.max() - expected.min())
+    print(f"{qtype}: max |diff| / span {rel:.2e}")
+    assert rel <= SYNTH_TOL

@@ -127,14 +127,15 @@ typedef struct type_case {
 } type_case;
 
 static const type_case TYPE_CASES[] = {
-    {"f32", SI_TYPE_F32, false, 0.0},     {"f16", SI_TYPE_F16, false, 1e-3},
-    {"bf16", SI_TYPE_BF16, false, 6e-3},  {"q8_0", SI_TYPE_Q8_0, false, 2e-2},
-    {"q4_0", SI_TYPE_Q4_0, false, 2e-2},  {"q4_1", SI_TYPE_Q4_1, false, 2e-2},
-    {"q5_0", SI_TYPE_Q5_0, false, 2e-2},  {"q5_1", SI_TYPE_Q5_1, false, 2e-2},
-    {"q2_k", SI_TYPE_Q2_K, false, 3e-2},  {"q3_k", SI_TYPE_Q3_K, false, 3e-2},
-    {"q4_k", SI_TYPE_Q4_K, false, 3e-2},  {"q5_k", SI_TYPE_Q5_K, false, 3e-2},
-    {"q6_k", SI_TYPE_Q6_K, false, 3e-2},  {"q4_k_m", SI_TYPE_Q4_K, true, 3e-2},
-    {"q5_k_m", SI_TYPE_Q5_K, true, 3e-2}, {"q3_k_m", SI_TYPE_Q3_K, true, 3e-2},
+    {"f32", SI_TYPE_F32, false, 0.0},        {"f16", SI_TYPE_F16, false, 1e-3},
+    {"bf16", SI_TYPE_BF16, false, 6e-3},     {"q8_0", SI_TYPE_Q8_0, false, 2e-2},
+    {"q4_0", SI_TYPE_Q4_0, false, 2e-2},     {"q4_1", SI_TYPE_Q4_1, false, 2e-2},
+    {"q5_0", SI_TYPE_Q5_0, false, 2e-2},     {"q5_1", SI_TYPE_Q5_1, false, 2e-2},
+    {"q2_k", SI_TYPE_Q2_K, false, 3e-2},     {"q3_k", SI_TYPE_Q3_K, false, 3e-2},
+    {"q4_k", SI_TYPE_Q4_K, false, 3e-2},     {"q5_k", SI_TYPE_Q5_K, false, 3e-2},
+    {"q6_k", SI_TYPE_Q6_K, false, 3e-2},     {"q4_k_m", SI_TYPE_Q4_K, true, 3e-2},
+    {"q5_k_m", SI_TYPE_Q5_K, true, 3e-2},    {"q3_k_m", SI_TYPE_Q3_K, true, 3e-2},
+    {"iq4_nl", SI_TYPE_IQ4_NL, false, 2e-2}, {"iq4_xs", SI_TYPE_IQ4_XS, false, 3e-2},
 };
 
 /* one eval of 20 tokens vs 20 evals of one: the same per-row kernels, so the same logits up to
