@@ -121,6 +121,9 @@ _Static_assert(sizeof(block_q6_K) == 210, "block_q6_K size");
 
 #define QK4_NL 32
 
+/* the 16 values a nibble of IQ4_NL / IQ4_XS stands for (ggml's kvalues_iq4nl; quant_iq.c) */
+extern const int8_t kvalues_iq4nl[16];
+
 /* x = d * kvalues_iq4nl[q]; qs[j] holds element j (low nibble) and j + 16 (high), as Q4_0 */
 typedef struct {
     uint16_t d;

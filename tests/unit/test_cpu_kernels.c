@@ -38,7 +38,7 @@
 static const si_type all_types[] = {
     SI_TYPE_F32,  SI_TYPE_F16,  SI_TYPE_BF16, SI_TYPE_Q4_0, SI_TYPE_Q4_1, SI_TYPE_Q5_0,
     SI_TYPE_Q5_1, SI_TYPE_Q8_0, SI_TYPE_Q8_1, SI_TYPE_Q2_K, SI_TYPE_Q3_K, SI_TYPE_Q4_K,
-    SI_TYPE_Q5_K, SI_TYPE_Q6_K, SI_TYPE_Q8_K,
+    SI_TYPE_Q5_K, SI_TYPE_Q6_K, SI_TYPE_Q8_K, SI_TYPE_IQ4_NL, SI_TYPE_IQ4_XS,
 };
 #define N_TYPES (sizeof(all_types) / sizeof(all_types[0]))
 
@@ -60,7 +60,8 @@ static void random_blocks(si_type t, uint8_t *w, int64_t nblocks) {
     for (int64_t b = 0; b < nblocks; b++) {
         uint8_t *p = w + b * q->type_size;
         switch (t) {
-        case SI_TYPE_Q4_0: case SI_TYPE_Q5_0: case SI_TYPE_Q8_0: put16(p, sane_scale()); break;
+        case SI_TYPE_Q4_0: case SI_TYPE_Q5_0: case SI_TYPE_Q8_0:
+        case SI_TYPE_IQ4_NL: case SI_TYPE_IQ4_XS: put16(p, sane_scale()); break;
         case SI_TYPE_Q4_1: case SI_TYPE_Q5_1: case SI_TYPE_Q8_1:
         case SI_TYPE_Q4_K: case SI_TYPE_Q5_K:
             put16(p, sane_scale());

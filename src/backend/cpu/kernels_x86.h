@@ -265,7 +265,20 @@ static float vec_dot_q8_0_x86(const void *vw, const void *vx, int64_t n) {
     return hsum_ps(_mm256_add_ps(acc0, acc1));
 }
 
-static float vec_dot_q4_0_x86(const void *vw, const void *vx, int64_t n) {
+/* IQ4_NL / IQ4_XS: 16 bytes of nibbles as their table values, in unpack_nibbles' order */
+static inline __m256i iq4nl_bytes(const uint8_t *qs) {
+    const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)kvalues_iq4nl));
+    return _mm256_shuffle_epi8(table, unpack_nibbles(qs));
+}
+
+/* The weight bytes of a block of 18 (an fp16 d, 16 bytes of nibbles): Q4_0's nibble - 8 or
+ * IQ4_NL's table value (the two layouts are the same) */
+static inline __m256i b18_bytes(const block_q4_0 *b, int nl) {
+    return nl ? iq4nl_bytes(b->qs) : q4_0_bytes(b);
+}
+
+/* Q4_0 (nl 0) or IQ4_NL (nl 1) against q8_0 */
+static inline float vec_dot_b18(const void *vw, const void *vx, int64_t n, int nl) {
     const block_q4_0 *w = vw;
     const block_q8_0 *x = vx;
     const int64_t nb = n / QK4_0;
@@ -273,15 +286,44 @@ static float vec_dot_q4_0_x86(const void *vw, const void *vx, int64_t n) {
     int64_t i = 0;
     for (; i + 4 <= nb; i += 4) {
         const __m256 p = _mm256_mul_ps(head_halves4(&w[i], sizeof(*w)), head_halves4(&x[i], sizeof(*x)));
-        acc0 = _mm256_fmadd_ps(spread_scale(p, 0), _mm256_cvtepi32_ps(dot_s8(_mm256_setzero_si256(), q4_0_bytes(&w[i]), load256(x[i].qs))), acc0);
-        acc1 = _mm256_fmadd_ps(spread_scale(p, 1), _mm256_cvtepi32_ps(dot_s8(_mm256_setzero_si256(), q4_0_bytes(&w[i + 1]), load256(x[i + 1].qs))), acc1);
-        acc0 = _mm256_fmadd_ps(spread_scale(p, 2), _mm256_cvtepi32_ps(dot_s8(_mm256_setzero_si256(), q4_0_bytes(&w[i + 2]), load256(x[i + 2].qs))), acc0);
-        acc1 = _mm256_fmadd_ps(spread_scale(p, 3), _mm256_cvtepi32_ps(dot_s8(_mm256_setzero_si256(), q4_0_bytes(&w[i + 3]), load256(x[i + 3].qs))), acc1);
+        acc0 = _mm256_fmadd_ps(spread_scale(p, 0), _mm256_cvtepi32_ps(dot_s8(_mm256_setzero_si256(), b18_bytes(&w[i], nl), load256(x[i].qs))), acc0);
+        acc1 = _mm256_fmadd_ps(spread_scale(p, 1), _mm256_cvtepi32_ps(dot_s8(_mm256_setzero_si256(), b18_bytes(&w[i + 1], nl), load256(x[i + 1].qs))), acc1);
+        acc0 = _mm256_fmadd_ps(spread_scale(p, 2), _mm256_cvtepi32_ps(dot_s8(_mm256_setzero_si256(), b18_bytes(&w[i + 2], nl), load256(x[i + 2].qs))), acc0);
+        acc1 = _mm256_fmadd_ps(spread_scale(p, 3), _mm256_cvtepi32_ps(dot_s8(_mm256_setzero_si256(), b18_bytes(&w[i + 3], nl), load256(x[i + 3].qs))), acc1);
     }
     for (; i < nb; i++) {
-        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[i].d) * h2f(x[i].d)), _mm256_cvtepi32_ps(dot_s8(_mm256_setzero_si256(), q4_0_bytes(&w[i]), load256(x[i].qs))), acc0);
+        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[i].d) * h2f(x[i].d)), _mm256_cvtepi32_ps(dot_s8(_mm256_setzero_si256(), b18_bytes(&w[i], nl), load256(x[i].qs))), acc0);
     }
     return hsum_ps(_mm256_add_ps(acc0, acc1));
+}
+
+static float vec_dot_q4_0_x86(const void *vw, const void *vx, int64_t n) {
+    return vec_dot_b18(vw, vx, n, 0);
+}
+
+static float vec_dot_iq4_nl_x86(const void *vw, const void *vx, int64_t n) {
+    _Static_assert(sizeof(block_iq4_nl) == sizeof(block_q4_0), "IQ4_NL has Q4_0's layout");
+    return vec_dot_b18(vw, vx, n, 1);
+}
+
+/* IQ4_XS against q8_K: per super-block the 8 sub-blocks' integer dots times their scales - 32,
+ * summed in integers (exact), then d * d_x * sum as the scalar reference */
+static float vec_dot_iq4_xs_x86(const void *vw, const void *vx, int64_t n) {
+    const block_iq4_xs *w = vw;
+    const block_q8_K *x = vx;
+    float sumf = 0;
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        __m256i isum = _mm256_setzero_si256();
+        for (int ib = 0; ib < QK_K / 32; ib++) {
+            const int ls = ((w[i].scales_l[ib / 2] >> 4 * (ib % 2)) & 0xF) |
+                           (((w[i].scales_h >> 2 * ib) & 3) << 4);
+            const __m256i dot = dot_s8(_mm256_setzero_si256(), iq4nl_bytes(w[i].qs + 16 * ib),
+                                       load256(x[i].qs + 32 * ib));
+            isum = _mm256_add_epi32(isum, _mm256_mullo_epi32(dot, _mm256_set1_epi32(ls - 32)));
+        }
+        sumf += h2f(w[i].d) * x[i].d * (float)hsum_epi32(isum);
+    }
+    return sumf;
 }
 
 static float vec_dot_q4_1_x86(const void *vw, const void *vx, int64_t n) {
@@ -648,6 +690,8 @@ static const cpu_kernels *kernels_x86_entry(si_type t) {
     static const cpu_kernels k_q4_k = {.vec_dot_type = SI_TYPE_Q8_K, .quantize_row = quantize_row_q8_k_x86, .vec_dot = vec_dot_q4_k_x86};
     static const cpu_kernels k_q5_k = {.vec_dot_type = SI_TYPE_Q8_K, .quantize_row = quantize_row_q8_k_x86, .vec_dot = vec_dot_q5_k_x86};
     static const cpu_kernels k_q6_k = {.vec_dot_type = SI_TYPE_Q8_K, .quantize_row = quantize_row_q8_k_x86, .vec_dot = vec_dot_q6_k_x86};
+    static const cpu_kernels k_iq4_nl = {.vec_dot_type = SI_TYPE_Q8_0, .quantize_row = quantize_row_q8_0_x86, .vec_dot = vec_dot_iq4_nl_x86};
+    static const cpu_kernels k_iq4_xs = {.vec_dot_type = SI_TYPE_Q8_K, .quantize_row = quantize_row_q8_k_x86, .vec_dot = vec_dot_iq4_xs_x86};
     static const cpu_kernels k_f32 = {.vec_dot_type = SI_TYPE_F32, .quantize_row = quantize_row_f32_x86, .vec_dot = vec_dot_f32_x86};
     static const cpu_kernels k_f16 = {.vec_dot_type = SI_TYPE_F16, .quantize_row = quantize_row_f16_x86, .vec_dot = vec_dot_f16_x86};
     static const cpu_kernels k_bf16 = {.vec_dot_type = SI_TYPE_BF16, .quantize_row = quantize_row_bf16_x86, .vec_dot = vec_dot_bf16_x86};
@@ -662,6 +706,8 @@ static const cpu_kernels *kernels_x86_entry(si_type t) {
     case SI_TYPE_Q4_K: return &k_q4_k;
     case SI_TYPE_Q5_K: return &k_q5_k;
     case SI_TYPE_Q6_K: return &k_q6_k;
+    case SI_TYPE_IQ4_NL: return &k_iq4_nl;
+    case SI_TYPE_IQ4_XS: return &k_iq4_xs;
     case SI_TYPE_F32: return &k_f32;
     case SI_TYPE_F16: return &k_f16;
     case SI_TYPE_BF16: return &k_bf16;
