@@ -43,6 +43,11 @@ static void fill_random_blocks(si_type t, uint8_t *p, size_t bytes) {
             h[0] = rnd_scale_f16(0.01f);
             memcpy(blk, h, 2);
             break;
+        case SI_TYPE_IQ4_NL:
+        case SI_TYPE_IQ4_XS:
+            h[0] = rnd_scale_f16(t == SI_TYPE_IQ4_NL ? 0.005f : 0.0002f);
+            memcpy(blk, h, 2);
+            break;
         case SI_TYPE_Q4_0:
         case SI_TYPE_Q5_0:
             h[0] = rnd_scale_f16(t == SI_TYPE_Q5_0 ? 0.05f : 0.1f);

@@ -242,7 +242,8 @@ int main(int argc, char **argv) {
      * entries are checked too (a unit of another type decodes the type's blocks wrongly) */
     static const si_type types[] = {SI_TYPE_F16,  SI_TYPE_BF16, SI_TYPE_Q8_0, SI_TYPE_Q4_0,
                                     SI_TYPE_Q4_1, SI_TYPE_Q5_0, SI_TYPE_Q5_1, SI_TYPE_Q2_K,
-                                    SI_TYPE_Q3_K, SI_TYPE_Q4_K, SI_TYPE_Q5_K, SI_TYPE_Q6_K};
+                                    SI_TYPE_Q3_K, SI_TYPE_Q4_K, SI_TYPE_Q5_K, SI_TYPE_Q6_K,
+                                    SI_TYPE_IQ4_NL, SI_TYPE_IQ4_XS};
     for (si_type t : types) {
         const char *name = quant_get(t)->name;
         const int held = with_weight_units(t, 0, [&](auto u) {

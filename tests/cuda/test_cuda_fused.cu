@@ -121,7 +121,8 @@ struct qtype { si_type t; const char *name; };
 static const qtype k_qtypes[] = {
     {SI_TYPE_Q8_0, "q8_0"}, {SI_TYPE_Q4_0, "q4_0"}, {SI_TYPE_Q4_1, "q4_1"}, {SI_TYPE_Q5_0, "q5_0"},
     {SI_TYPE_Q5_1, "q5_1"}, {SI_TYPE_Q4_K, "q4_k"}, {SI_TYPE_Q5_K, "q5_k"}, {SI_TYPE_Q6_K, "q6_k"},
-    {SI_TYPE_Q2_K, "q2_k"}, {SI_TYPE_Q3_K, "q3_k"}};
+    {SI_TYPE_Q2_K, "q2_k"}, {SI_TYPE_Q3_K, "q3_k"}, {SI_TYPE_IQ4_NL, "iq4_nl"},
+    {SI_TYPE_IQ4_XS, "iq4_xs"}};
 
 /* M x K weights of type t from random floats through the repo's quantiser */
 static void *make_weights(si_type t, int M, int K) {

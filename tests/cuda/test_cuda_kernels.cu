@@ -81,7 +81,8 @@ struct wtype { si_type t; const char *name; };
 static const wtype k_types[] = {
     {SI_TYPE_F16, "f16"},   {SI_TYPE_BF16, "bf16"}, {SI_TYPE_Q8_0, "q8_0"}, {SI_TYPE_Q4_0, "q4_0"},
     {SI_TYPE_Q4_1, "q4_1"}, {SI_TYPE_Q5_0, "q5_0"}, {SI_TYPE_Q5_1, "q5_1"}, {SI_TYPE_Q4_K, "q4_k"},
-    {SI_TYPE_Q5_K, "q5_k"}, {SI_TYPE_Q6_K, "q6_k"}, {SI_TYPE_Q2_K, "q2_k"}, {SI_TYPE_Q3_K, "q3_k"}};
+    {SI_TYPE_Q5_K, "q5_k"}, {SI_TYPE_Q6_K, "q6_k"}, {SI_TYPE_Q2_K, "q2_k"}, {SI_TYPE_Q3_K, "q3_k"},
+    {SI_TYPE_IQ4_NL, "iq4_nl"}, {SI_TYPE_IQ4_XS, "iq4_xs"}};
 
 static const double k_peak_gbs = 4210.0;
 static char g_bench_buf[1 << 16];

@@ -49,6 +49,20 @@ SI_HD uint32_t si_funnel_r(uint32_t lo, uint32_t hi, uint32_t sh) {
 #endif
 }
 
+/* Byte k of the result: byte (s >> 4k) & 7 of the 8 bytes (y:x), x's first (PRMT's default mode;
+ * the host twin takes selector nibbles 0..7 only, the device's sign mode of 8..15 is not used). */
+SI_HD uint32_t si_prmt(uint32_t x, uint32_t y, uint32_t s) {
+#ifdef __CUDA_ARCH__
+    return __byte_perm(x, y, s);
+#else
+    const uint64_t v = ((uint64_t)y << 32) | x;
+    uint32_t r = 0;
+    for (int k = 0; k < 4; k++)
+        r |= (uint32_t)((v >> (8 * ((s >> (4 * k)) & 7))) & 0xFF) << (8 * k);
+    return r;
+#endif
+}
+
 /* c + the dot product of the 4 signed bytes of a and of b */
 SI_HD int si_dp4a(int a, int b, int c) {
 #ifdef __CUDA_ARCH__

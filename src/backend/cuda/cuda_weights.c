@@ -55,12 +55,13 @@ bool cuda_weights_fusable(const si_tensor *a, const si_tensor *b) {
     return a->type == b->type && a->n_cols == b->n_cols;
 }
 
-/* Whether the kernels of type t are taken. Those of Q2_K, Q3_K and the 5-bit types were written
- * and checked on the host (test_cuda_decoders) in sessions lent no GPU; until tests/cuda's device
- * run passes with them (bench/gpu-pending-types), they are taken only with SI_CUDA_NEW_TYPES=1. */
+/* Whether the kernels of type t are taken. Those of Q2_K, Q3_K, the 5-bit types and IQ4_NL/IQ4_XS
+ * were written and checked on the host (test_cuda_decoders) in sessions lent no GPU; until
+ * tests/cuda's device run passes with them (bench/gpu-pending-types), they are taken only with
+ * SI_CUDA_NEW_TYPES=1. */
 static bool type_enabled(si_type t) {
     if (t != SI_TYPE_Q2_K && t != SI_TYPE_Q3_K && t != SI_TYPE_Q5_0 && t != SI_TYPE_Q5_1 &&
-        t != SI_TYPE_Q5_K)
+        t != SI_TYPE_Q5_K && t != SI_TYPE_IQ4_NL && t != SI_TYPE_IQ4_XS)
         return true;
     const char *e = getenv("SI_CUDA_NEW_TYPES");
     return e && !strcmp(e, "1");
@@ -84,8 +85,8 @@ static si_status place_rows(upload *u, const si_tensor *const *parts, int n_part
             return si_error(SI_ERR_UNSUPPORTED,
                             "cuda: tensor %s (layer %d) has type %s, which "
                             "the CUDA kernels do not support (F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, "
-                            "Q6_K; Q2_K, Q3_K, Q5_0, Q5_1, Q5_K with SI_CUDA_NEW_TYPES=1); use "
-                            "--device cpu",
+                            "Q6_K; Q2_K, Q3_K, Q5_0, Q5_1, Q5_K, IQ4_NL, IQ4_XS with "
+                            "SI_CUDA_NEW_TYPES=1); use --device cpu",
                             name, layer, si_type_name(t->type) ? si_type_name(t->type) : "?");
     *out = (dev_mat){NULL, t->type, (int)rows, (int)t->n_cols};
     if (u->base) {

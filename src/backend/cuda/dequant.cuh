@@ -261,6 +261,70 @@ struct tq_q3_k {
     }
 };
 
+/* The 16 values a nibble of IQ4_NL / IQ4_XS stands for (ggml's kvalues_iq4nl), 4 int8 a word */
+#define SI_IQ4NL_W0 0xBFAD9881u /* -127, -104, -83, -65 */
+#define SI_IQ4NL_W1 0xF6EADDCFu /* -49, -35, -22, -10 */
+#define SI_IQ4NL_W2 0x26190D01u /* 1, 13, 25, 38 */
+#define SI_IQ4NL_W3 0x71594535u /* 53, 69, 89, 113 */
+
+/* the table values of the 4 nibbles in bits 0..15 of n (nibble k: byte k of the result, int8) */
+SI_HD uint32_t si_iq4nl_values(uint32_t n) {
+    const uint32_t lo = si_prmt(SI_IQ4NL_W0, SI_IQ4NL_W1, n & 0x7777u); /* values 0..7 */
+    const uint32_t hi = si_prmt(SI_IQ4NL_W2, SI_IQ4NL_W3, n & 0x7777u); /* values 8..15 */
+    return si_prmt(lo, hi, 0x3210u | ((n & 0x8888u) >> 1)); /* byte k of hi where bit 3 is set */
+}
+
+/* The values of the low (lo) and high (hi) nibbles of the 4 bytes of q, as int8 bytes */
+SI_HD void si_iq4nl_word(uint32_t q, uint32_t &lo, uint32_t &hi) {
+    const uint32_t l = (q & 0xFu) | ((q >> 4) & 0xF0u) | ((q >> 8) & 0xF00u) | ((q >> 12) & 0xF000u);
+    const uint32_t h = q >> 4;
+    lo = si_iq4nl_values(l);
+    hi = si_iq4nl_values((h & 0xFu) | ((h >> 4) & 0xF0u) | ((h >> 8) & 0xF00u) |
+                         ((h >> 12) & 0xF000u));
+}
+
+/* x = d * kvalues[q]; qs[j]: element j (low nibble), j + 16 (high), as tq_q4_0 */
+struct tq_iq4_nl {
+    static constexpr int BE = 32, BB = 18, UPB = 4, NG = 2;
+    SI_HD static void unit(const uint8_t *b, int u, float *w, int *xo) {
+        const float d = si_h2f(si_ld16(b));
+        uint32_t lo, hi;
+        si_iq4nl_word(si_ld32(b + 2 + 4 * u), lo, hi);
+        SI_UNROLL
+        for (int j = 0; j < 4; j++) {
+            w[j] = d * (float)(int8_t)(lo >> (8 * j));
+            w[4 + j] = d * (float)(int8_t)(hi >> (8 * j));
+        }
+        xo[0] = 4 * u;
+        xo[1] = 16 + 4 * u;
+    }
+};
+
+/* The 6-bit scale of sub-block ib of an IQ4_XS block b (as stored; the weight's is it - 32): low
+ * nibble from scales_l (bytes 4..7), high 2 bits from scales_h (bytes 2..3) */
+SI_HD int si_iq4xs_scale(const uint8_t *b, int ib) {
+    return ((b[4 + ib / 2] >> (4 * (ib & 1))) & 0xF) | (((si_ld16(b + 2) >> (2 * ib)) & 3) << 4);
+}
+
+/* 8 sub-blocks of 32 in IQ4_NL's layout (qs from byte 8); x = d * (ls - 32) * kvalues[q].
+ * 32 units of 8 elements: sub-block u / 4, bytes 4 (u % 4).. of its 16 */
+struct tq_iq4_xs {
+    static constexpr int BE = 256, BB = 136, UPB = 32, NG = 2;
+    SI_HD static void unit(const uint8_t *b, int u, float *w, int *xo) {
+        const int ib = u >> 2, k = u & 3;
+        const float dl = si_h2f(si_ld16(b)) * (float)(si_iq4xs_scale(b, ib) - 32);
+        uint32_t lo, hi;
+        si_iq4nl_word(si_ld32(b + 8 + 16 * ib + 4 * k), lo, hi);
+        SI_UNROLL
+        for (int j = 0; j < 4; j++) {
+            w[j] = dl * (float)(int8_t)(lo >> (8 * j));
+            w[4 + j] = dl * (float)(int8_t)(hi >> (8 * j));
+        }
+        xo[0] = 32 * ib + 4 * k;
+        xo[1] = 32 * ib + 16 + 4 * k;
+    }
+};
+
 /* Two halves of 128; in half n, l < 32: ql[64n + l], ql[64n + l + 32], qh[32n + l] give elements
  * 128n + l, +32, +64, +96 (ggml's dequantize_row_q6_K); x = d * scales[e / 16] * (q - 32).
  * 16 units of 16 elements (4 consecutive l). */

@@ -19,6 +19,8 @@ template <> struct gemv_seg<tq_q5_k> { static constexpr int SEGB = 16; };
 template <> struct gemv_seg<tq_q6_k> { static constexpr int SEGB = 8; };
 template <> struct gemv_seg<tq_q2_k> { static constexpr int SEGB = 16; };
 template <> struct gemv_seg<tq_q3_k> { static constexpr int SEGB = 16; };
+template <> struct gemv_seg<tq_iq4_nl> { static constexpr int SEGB = 128; };
+template <> struct gemv_seg<tq_iq4_xs> { static constexpr int SEGB = 16; };
 
 #define GEMV_WARPS 4 /* warps per CTA */
 #define GEMV_ROWS 2  /* weight rows per warp: the activations loaded once serve both */

@@ -148,6 +148,31 @@ struct tmma_q3_k {
     }
 };
 
+/* x = d * kvalues[q]: tmma_q4_0's nibbles as their table values */
+struct tmma_iq4_nl {
+    static constexpr int SEGB = 8 * 18;
+    static constexpr bool TWO = false;
+    SI_HD static void frag(const uint8_t *row, int j, int c, uint32_t &lo, uint32_t &hi, float &sa,
+                           float &sb, float &mn) {
+        const uint8_t *b = row + 18 * j;
+        si_iq4nl_word(si_ld32(b + 2 + 4 * c), lo, hi);
+        sa = sb = si_h2f(si_ld16(b));
+        mn = 0.0f;
+    }
+};
+
+/* sub-block j: IQ4_NL's nibbles at bytes 8 + 16 j, scale d * (ls_j - 32) */
+struct tmma_iq4_xs {
+    static constexpr int SEGB = 136;
+    static constexpr bool TWO = false;
+    SI_HD static void frag(const uint8_t *row, int j, int c, uint32_t &lo, uint32_t &hi, float &sa,
+                           float &sb, float &mn) {
+        si_iq4nl_word(si_ld32(row + 8 + 16 * j + 4 * c), lo, hi);
+        sa = sb = si_h2f(si_ld16(row)) * (float)(si_iq4xs_scale(row, j) - 32);
+        mn = 0.0f;
+    }
+};
+
 /* 32-block j = 4h + t: elements 128h + 32t + l from ql[64h + 32 (t & 1) + l] (low nibble for
  * t < 2, high otherwise) and bits 2t..2t+1 of qh[32h + l]; scale sc[8h + 2t + l / 16] */
 struct tmma_q6_k {

@@ -398,6 +398,72 @@ struct tqx_q3_k {
     }
 };
 
+/* x = d * kvalues[q] (tq_iq4_nl). Units of 4 blocks = 72 bytes, Q4_0's layout (tqx_q4_0); the
+ * nibbles become their table values (int8) before the dp4a. */
+struct tqx_iq4_nl {
+    static constexpr int BE = 32, UB = 4, BB = 18, UBYTES = 72, WORDS = 18;
+    SI_HD static void load(const uint8_t *seg, int lane, uint32_t *w) {
+        si_lds_words8<WORDS>(seg + lane * UBYTES, w);
+    }
+    SI_HD static float dot(const uint32_t *w, const uint32_t *xw, const float *xd, const int *xs) {
+        float s = 0.0f;
+        SI_UNROLL
+        for (int b = 0; b < UB; b++) {
+            int sumi = 0;
+            SI_UNROLL
+            for (int j = 0; j < 4; j++) {
+                uint32_t lo, hi;
+                si_iq4nl_word(si_wget32(w, BB * b + 2 + 4 * j), lo, hi);
+                sumi = si_dp4a((int)lo, (int)xw[8 * b + j], sumi);
+                sumi = si_dp4a((int)hi, (int)xw[8 * b + 4 + j], sumi);
+            }
+            s = fmaf(si_wgeth(w, BB * b) * xd[b], (float)sumi, s);
+        }
+        (void)xs;
+        return s;
+    }
+};
+
+/* x = d * (ls - 32) * kvalues[q] (tq_iq4_xs). Unit = half h of a 136-byte block (lane & 1): its
+ * sub-blocks 4h..4h+3 are x blocks 0..3, their nibbles qs[64h ..] (bytes 8 + 64h ..). Blocks are
+ * 8-aligned: 8-byte loads. w[0] = d | scales_h << 16, w[1] = the 4 sub-blocks' 6-bit scales, a byte
+ * each, w[2..17] = the nibbles. */
+struct tqx_iq4_xs {
+    static constexpr int BE = 256, UB = 4, UBYTES = 68, WORDS = 18;
+    SI_HD static void load(const uint8_t *seg, int lane, uint32_t *w) {
+        const uint8_t *blk = seg + (lane >> 1) * 136;
+        const int h = lane & 1;
+        uint32_t hd[2];
+        si_lds_words8<2>(blk, hd); /* d | scales_h << 16, scales_l */
+        w[0] = hd[0];
+        /* sub-block 4h + t: nibble t of scales_l's bytes 2h, 2h + 1 (low first), bits 2t.. of
+         * scales_h >> 8h on top */
+        const uint32_t sl = hd[1] >> (16 * h), sh = hd[0] >> (16 + 8 * h);
+        w[1] = 0;
+        SI_UNROLL
+        for (int t = 0; t < 4; t++)
+            w[1] |= (((sl >> (4 * t)) & 0xFu) | (((sh >> (2 * t)) & 3u) << 4)) << (8 * t);
+        si_lds_words8<16>(blk + 8 + 64 * h, w + 2);
+    }
+    SI_HD static float dot(const uint32_t *w, const uint32_t *xw, const float *xd, const int *xs) {
+        float s = 0.0f;
+        SI_UNROLL
+        for (int t = 0; t < UB; t++) {
+            int sumi = 0;
+            SI_UNROLL
+            for (int j = 0; j < 4; j++) {
+                uint32_t lo, hi;
+                si_iq4nl_word(w[2 + 4 * t + j], lo, hi);
+                sumi = si_dp4a((int)lo, (int)xw[8 * t + j], sumi);
+                sumi = si_dp4a((int)hi, (int)xw[8 * t + 4 + j], sumi);
+            }
+            s = fmaf(xd[t], (float)((((int)(w[1] >> (8 * t)) & 0xFF) - 32) * sumi), s);
+        }
+        (void)xs;
+        return si_h2f((uint16_t)w[0]) * s;
+    }
+};
+
 /* x = d * sc[e / 16] * (q - 32), q 6-bit. Unit = half h of a block (lane & 1): elements
  * 128h + 32t + l (t, l < 32) are ql[64h + 32 (t & 1) + l] (low nibble for t < 2, high for
  * t >= 2) with bits 2t..2t+1 of qh[32h + l] on top (ggml's dequantize_row_q6_K), scale

@@ -39,6 +39,8 @@ template <class R, class Fn> static inline R with_weight_units(si_type t, R dflt
     case SI_TYPE_Q4_K: return f(weight_units<tq_q4_k, tqx_q4_k, tmma_q4_k>{});
     case SI_TYPE_Q5_K: return f(weight_units<tq_q5_k, tqx_q5_k, tmma_q5_k>{});
     case SI_TYPE_Q6_K: return f(weight_units<tq_q6_k, tqx_q6_k, tmma_q6_k>{});
+    case SI_TYPE_IQ4_NL: return f(weight_units<tq_iq4_nl, tqx_iq4_nl, tmma_iq4_nl>{});
+    case SI_TYPE_IQ4_XS: return f(weight_units<tq_iq4_xs, tqx_iq4_xs, tmma_iq4_xs>{});
     default: return dflt;
     }
 }
