@@ -13,6 +13,7 @@
 #include "core/fp16.h"
 #include "quant/quant.h"
 #include "quant/quant_blocks.h"
+#include "quant/quant_round.h"
 
 #define MIN(a, b) ((a) < (b) ? (a) : (b))
 #define MAX(a, b) ((a) > (b) ? (a) : (b))
@@ -21,16 +22,6 @@ const int8_t kvalues_iq4nl[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                   1,    13,   25,  38,  53,  69,  89,  113};
 
 #define IQ4_NTRY 7
-#define GROUP_MAX_EPS 1e-15f
-
-/* Round to nearest, ties to even (ggml's nearest_int; saturated, NaN to 0, as quant_k.c's) */
-static int nearest_int(float fval) {
-    if (!(fabsf(fval) <= 4194303.f)) fval = fval > 0 ? 4194303.f : fval < 0 ? -4194303.f : 0.f;
-    float val = fval + 12582912.f;
-    int i;
-    memcpy(&i, &val, sizeof(int));
-    return (i & 0x007fffff) - 0x00400000;
-}
 
 /* the index of the table value nearest x (ggml's best_index_int8; NaN maps to the last) */
 static int best_index(float x) {

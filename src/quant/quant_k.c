@@ -13,23 +13,10 @@
 #include "core/fp16.h"
 #include "quant/quant.h"
 #include "quant/quant_blocks.h"
+#include "quant/quant_round.h"
 
 #define MIN(a, b) ((a) < (b) ? (a) : (b))
 #define MAX(a, b) ((a) > (b) ? (a) : (b))
-
-/* groups whose largest magnitude is below this quantise to zero (ggml's GROUP_MAX_EPS) */
-#define GROUP_MAX_EPS 1e-15f
-
-/* Round to nearest, ties to even, via the 1.5 * 2^23 trick (ggml's nearest_int), exact for
- * |f| < 2^22. NOTE: ggml only assert()s the range (compiled out in release builds, giving
- * garbage); we saturate instead, and map NaN to 0, so bad activations cannot abort or misbehave. */
-static int nearest_int(float fval) {
-    if (!(fabsf(fval) <= 4194303.f)) fval = fval > 0 ? 4194303.f : fval < 0 ? -4194303.f : 0.f;
-    float val = fval + 12582912.f;
-    int i;
-    memcpy(&i, &val, sizeof(int));
-    return (i & 0x007fffff) - 0x00400000;
-}
 
 /* The element of x[0..n) with the largest magnitude (the first such; 0 for an all-zero x): the
  * symmetric quantisers map it to -nmax. */

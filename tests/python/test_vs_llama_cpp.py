@@ -153,16 +153,22 @@ def test_greedy_continuations_identical_for_five_prompts(greedy_results):
     assert len(identical) >= 5, identical
 
 
-@pytest.mark.parametrize("prompt", PROMPTS[:4], ids=range(4))
-def test_last_token_logits_close(default_model, prompt, tmp_path):
-    llm = fresh_llama(default_model)
+def last_logits(model, prompt, tmp_path, n_ctx):
+    """(ours, llama.cpp's) logits after the prompt's last token, each from a fresh context"""
+    llm = fresh_llama(model)
     llm.eval(llm.tokenize(prompt.encode(), add_bos=True, special=True))
     expected = np.array(llm.scores[llm.n_tokens - 1], dtype=np.float32)
     out = tmp_path / "logits.f32"
-    run_cli("run", "-m", default_model, "-p", prompt, "-n", 0, "--logits-out", out, "--no-stats",
-            "-c", 512)
+    run_cli("run", "-m", model, "-p", prompt, "-n", 0, "--logits-out", out, "--no-stats",
+            "-c", n_ctx)
     got = np.fromfile(out, dtype=np.float32)
     assert got.shape == expected.shape
+    return got, expected
+
+
+@pytest.mark.parametrize("prompt", PROMPTS[:4], ids=range(4))
+def test_last_token_logits_close(default_model, prompt, tmp_path):
+    got, expected = last_logits(default_model, prompt, tmp_path, 512)
     diff = got - expected
     rms = float(np.sqrt(np.mean(diff ** 2)))
     print(f"max |diff| {np.abs(diff).max():.4f}, rms {rms:.4f}, span {np.ptp(expected):.2f}")
@@ -211,13 +217,7 @@ def test_dequantised_model_logits_match_closely(default_model, tmp_path):
     f32 = tmp_path / "smollm2-f32.gguf"
     dequantised_copy(default_model, f32)
     for prompt in PROMPTS[:3]:
-        llm = fresh_llama(f32)
-        llm.eval(llm.tokenize(prompt.encode(), add_bos=True, special=True))
-        expected = np.array(llm.scores[llm.n_tokens - 1], dtype=np.float32)
-        out = tmp_path / "logits.f32"
-        run_cli("run", "-m", f32, "-p", prompt, "-n", 0, "--logits-out", out, "--no-stats",
-                "-c", 512)
-        got = np.fromfile(out, dtype=np.float32)
+        got, expected = last_logits(f32, prompt, tmp_path, 512)
         diff = np.abs(got - expected)
         print(f"f32 model: max |diff| {diff.max():.4f} for {prompt[:30]!r}")
         assert diff.max() <= F32_TOL
@@ -259,15 +259,7 @@ SYNTH_TOL = 1e-4
 def test_synth_type_logits_match(default_model, tmp_path, qtype):
     model = tmp_path / f"tiny-{qtype}.gguf"
     run_cli("synth", "-o", model, "--type", qtype, "--vocab-from", default_model, "--seed", 3)
-    prompt = PROMPTS[1]
-    llm = fresh_llama(model)
-    llm.eval(llm.tokenize(prompt.encode(), add_bos=True, special=True))
-    expected = np.array(llm.scores[llm.n_tokens - 1], dtype=np.float32)
-    out = tmp_path / "logits.f32"
-    run_cli("run", "-m", model, "-p", prompt, "-n", 0, "--logits-out", out, "--no-stats",
-            "-c", 256)
-    got = np.fromfile(out, dtype=np.float32)
-    assert got.shape == expected.shape
+    got, expected = last_logits(model, PROMPTS[1], tmp_path, 256)
     rel = np.abs(got - expected).max() / (expected.max() - expected.min())
     print(f"{qtype}: max |diff| / span {rel:.2e}")
     assert rel <= SYNTH_TOL
