@@ -7,7 +7,7 @@
  * products per lane, accumulated in f32; it treats denormal inputs as zero — bf16 activations and
  * weights of real models are far from that range) when the CPU has it.
  *
- * Matrix kernels (cpu_kernels.h's gemm) for q4_0, q8_0, q4_1, q4_K and f16: each decodes a weight
+ * Matrix kernels (cpu_kernels.h's gemm) for q4_0, q8_0, iq4_nl, q4_1, q4_K and f16: each decodes a weight
  * block once for many activation rows and gives, element by element, exactly vec_dot's result
  * (the same integer sums and the same float operations in the same order). q4_0 and q8_0 use
  * one float lane per block (below) in vec_dot as well, so that gemm can keep 16 activation rows
@@ -280,11 +280,23 @@ static inline void group_nibbles(const uint8_t *qs, size_t stride, int n, __m256
     }
 }
 
-/* block b0's group of a weight row with nb blocks -> q[j] (unsigned bytes, as y[j] of
- * q8_group; zero past the row) and the scales dw */
-KX86_ALWAYS_INLINE void weight_group(const int is_q8, const void *row, int64_t b0, int64_t nb, __m256i q[8], __m256 *dw) {
+/* The weight kinds of the q8_0-activation group kernels: Q4_0 (its nibbles, the activation
+ * offset 8), Q8_0 (w + 128, offset 128) and IQ4_NL (Q4_0's layout; a nibble's table value + 128,
+ * offset 128). */
+enum { Q8G_Q4_0, Q8G_Q8_0, Q8G_IQ4_NL };
+
+/* the activation offset of a kind (prep_q8_group, q8_group.c) and its weight block's bytes */
+static inline int q8g_offset(int kind) { return kind == Q8G_Q4_0 ? 8 : 128; }
+static inline size_t q8g_block_bytes(int kind) {
+    return kind == Q8G_Q8_0 ? sizeof(block_q8_0) : sizeof(block_q4_0);
+}
+
+/* block b0's group of a weight row of kind with nb blocks -> q[j] (unsigned bytes, as y[j] of
+ * q8_group; past the row: anything, against zero activations) and the scales dw (0 past it) */
+KX86_ALWAYS_INLINE void weight_group(const int kind, const void *row, int64_t b0, int64_t nb, __m256i q[8], __m256 *dw) {
+    _Static_assert(sizeof(block_iq4_nl) == sizeof(block_q4_0), "IQ4_NL has Q4_0's layout");
     const int n = nb - b0 < Q8G ? (int)(nb - b0) : Q8G;
-    if (is_q8) {
+    if (kind == Q8G_Q8_0) {
         const block_q8_0 *p = (const block_q8_0 *)row + b0;
         load_transposed((const uint8_t *)p->qs, sizeof(*p), 0, n, q);
         load_transposed((const uint8_t *)p->qs, sizeof(*p), 16, n, q + 4);
@@ -293,6 +305,12 @@ KX86_ALWAYS_INLINE void weight_group(const int is_q8, const void *row, int64_t b
     } else {
         const block_q4_0 *p = (const block_q4_0 *)row + b0;
         group_nibbles((const uint8_t *)p->qs, sizeof(*p), n, q);
+        if (kind == Q8G_IQ4_NL) {
+            const __m256i t = _mm256_xor_si256(
+                _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)kvalues_iq4nl)),
+                _mm256_set1_epi8((char)0x80));
+            for (int j = 0; j < 8; j++) q[j] = _mm256_shuffle_epi8(t, q[j]);
+        }
         *dw = group_scales((const uint8_t *)p, sizeof(*p), n);
     }
 }
@@ -315,35 +333,35 @@ KX86_ALWAYS_INLINE __m256 group_step(__m256 acc, const __m256i q[8], __m256 dw, 
     return group_step_c(acc, q, dw, g, 1);
 }
 
-KX86_ALWAYS_INLINE float q8g_dot(const int is_q8, const void *w, const void *vx, int64_t n) {
+KX86_ALWAYS_INLINE float q8g_dot(const int kind, const void *w, const void *vx, int64_t n) {
     const int64_t nb = n / QK8_0;
     __m256 acc = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; b += Q8G) {
         __m256i q[8];
         __m256 dw;
         q8_group g;
-        weight_group(is_q8, w, b, nb, q, &dw);
-        prep_q8_group(vx, b, nb, is_q8 ? 128 : 8, &g);
+        weight_group(kind, w, b, nb, q, &dw);
+        prep_q8_group(vx, b, nb, q8g_offset(kind), &g);
         acc = group_step(acc, q, dw, &g);
     }
     return hsum_ps(acc);
 }
 
-static float vec_dot_q4_0_avx512(const void *w, const void *x, int64_t n) { return q8g_dot(0, w, x, n); }
-static float vec_dot_q8_0_avx512(const void *w, const void *x, int64_t n) { return q8g_dot(1, w, x, n); }
+static float vec_dot_q4_0_avx512(const void *w, const void *x, int64_t n) { return q8g_dot(Q8G_Q4_0, w, x, n); }
+static float vec_dot_q8_0_avx512(const void *w, const void *x, int64_t n) { return q8g_dot(Q8G_Q8_0, w, x, n); }
+static float vec_dot_iq4_nl_avx512(const void *w, const void *x, int64_t n) { return q8g_dot(Q8G_IQ4_NL, w, x, n); }
 
 #define Q8G_R 16 /* activation rows per weight-group decode: 16 accumulators + 9 weight registers */
 
-KX86_ALWAYS_INLINE void q8g_rows(const int is_q8, const void *w, const uint8_t *xp, size_t xs, int64_t nb, float *out,
+KX86_ALWAYS_INLINE void q8g_rows(const int kind, const void *w, const uint8_t *xp, size_t xs, int64_t nb, float *out,
                                  size_t os, const int R) {
     __m256 acc[16]; /* KX86_SWITCH_R16 instantiates R up to 16 */
     for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; b += Q8G) {
         __m256i q[8];
         __m256 dw;
-        prefetch_ahead((const uint8_t *)w + (size_t)b * (is_q8 ? sizeof(block_q8_0) : sizeof(block_q4_0)),
-                       Q8G * (is_q8 ? sizeof(block_q8_0) : sizeof(block_q4_0)));
-        weight_group(is_q8, w, b, nb, q, &dw);
+        prefetch_ahead((const uint8_t *)w + (size_t)b * q8g_block_bytes(kind), Q8G * q8g_block_bytes(kind));
+        weight_group(kind, w, b, nb, q, &dw);
         for (int r = 0; r < R; r++) acc[r] = group_step(acc[r], q, dw, (const q8_group *)(xp + (size_t)r * xs) + b / Q8G);
     }
     for (int r = 0; r < R; r++) out[(size_t)r * os] = hsum_ps(acc[r]);
@@ -374,7 +392,7 @@ KX86_ALWAYS_INLINE void q8g_rows_decoded(const q8g_decoded *wg, const uint8_t *x
 /* NOTE: with more activation rows than one tile, a block of weight rows is decoded once into
  * q8g_decoded groups on the stack and reused by every tile, instead of once per tile (the same
  * values in the same registers, so the same results). */
-KX86_ALWAYS_INLINE void q8g_gemm(const int is_q8, const void *w, size_t ws, int n_w, const void *xp, size_t xs, int n_x,
+KX86_ALWAYS_INLINE void q8g_gemm(const int kind, const void *w, size_t ws, int n_w, const void *xp, size_t xs, int n_x,
                                  int64_t n, float *out, size_t os) {
     const int64_t nb = n / QK8_0, ng = (nb + Q8G - 1) / Q8G;
     if (n_x <= Q8G_R || ng > Q8G_DECODED_MAX) {
@@ -382,7 +400,7 @@ KX86_ALWAYS_INLINE void q8g_gemm(const int is_q8, const void *w, size_t ws, int 
             const uint8_t *x = (const uint8_t *)xp + (size_t)r0 * xs;
             float *o0 = out + (size_t)r0 * os;
             for (int o = 0; o < n_w; o++)
-                KX86_SWITCH_R16(n_x - r0, q8g_rows, is_q8, (const uint8_t *)w + (size_t)o * ws, x, xs, nb, o0 + o, os);
+                KX86_SWITCH_R16(n_x - r0, q8g_rows, kind, (const uint8_t *)w + (size_t)o * ws, x, xs, nb, o0 + o, os);
         }
         return;
     }
@@ -392,7 +410,7 @@ KX86_ALWAYS_INLINE void q8g_gemm(const int is_q8, const void *w, size_t ws, int 
         const int nw = n_w - o0 < block ? n_w - o0 : block;
         for (int o = 0; o < nw; o++)
             for (int64_t g = 0; g < ng; g++)
-                weight_group(is_q8, (const uint8_t *)w + (size_t)(o0 + o) * ws, g * Q8G, nb, dec[o * ng + g].q,
+                weight_group(kind, (const uint8_t *)w + (size_t)(o0 + o) * ws, g * Q8G, nb, dec[o * ng + g].q,
                              &dec[o * ng + g].dw);
         for (int r0 = 0; r0 < n_x; r0 += Q8G_R) {
             const uint8_t *x = (const uint8_t *)xp + (size_t)r0 * xs;
@@ -405,12 +423,17 @@ KX86_ALWAYS_INLINE void q8g_gemm(const int is_q8, const void *w, size_t ws, int 
 
 static void gemm_q4_0_avx512(const void *w, size_t ws, int n_w, const void *xp, size_t xs, int n_x, int64_t n,
                              float *out, size_t os) {
-    q8g_gemm(0, w, ws, n_w, xp, xs, n_x, n, out, os);
+    q8g_gemm(Q8G_Q4_0, w, ws, n_w, xp, xs, n_x, n, out, os);
 }
 
 static void gemm_q8_0_avx512(const void *w, size_t ws, int n_w, const void *xp, size_t xs, int n_x, int64_t n,
                              float *out, size_t os) {
-    q8g_gemm(1, w, ws, n_w, xp, xs, n_x, n, out, os);
+    q8g_gemm(Q8G_Q8_0, w, ws, n_w, xp, xs, n_x, n, out, os);
+}
+
+static void gemm_iq4_nl_avx512(const void *w, size_t ws, int n_w, const void *xp, size_t xs, int n_x, int64_t n,
+                               float *out, size_t os) {
+    q8g_gemm(Q8G_IQ4_NL, w, ws, n_w, xp, xs, n_x, n, out, os);
 }
 
 /* ---- q4_1: the same groups plus the min term ----
@@ -830,6 +853,8 @@ const cpu_kernels *cpu_kernels_avx512_entry(si_type t, int has_bf16) {
     static const cpu_kernels k_q5_1 = {.vec_dot_type = SI_TYPE_Q8_1, .quantize_row = quantize_row_q8_1_x86, .vec_dot = vec_dot_q5_1_avx512};
     static const cpu_kernels k_q8_0 = {.vec_dot_type = SI_TYPE_Q8_0, .quantize_row = quantize_row_q8_0_x86, .vec_dot = vec_dot_q8_0_avx512,
                                        .gemm = gemm_q8_0_avx512, .prep_row = prep_row_q8_0, .prep_size = prep_size_q8_groups};
+    static const cpu_kernels k_iq4_nl = {.vec_dot_type = SI_TYPE_Q8_0, .quantize_row = quantize_row_q8_0_x86, .vec_dot = vec_dot_iq4_nl_avx512,
+                                         .gemm = gemm_iq4_nl_avx512, .prep_row = prep_row_q8_0, .prep_size = prep_size_q8_groups};
     static const cpu_kernels k_q4_k = {.vec_dot_type = SI_TYPE_Q8_K, .quantize_row = quantize_row_q8_k_x86, .vec_dot = vec_dot_q4_k_x86,
                                        .gemm = gemm_q4_k_avx512};
     switch (t) {
@@ -839,6 +864,7 @@ const cpu_kernels *cpu_kernels_avx512_entry(si_type t, int has_bf16) {
     case SI_TYPE_Q5_1: return &k_q5_1;
     case SI_TYPE_Q8_0: return &k_q8_0;
     case SI_TYPE_Q4_1: return &k_q4_1;
+    case SI_TYPE_IQ4_NL: return &k_iq4_nl;
     case SI_TYPE_F32: return &k_f32;
     case SI_TYPE_F16: return &k_f16;
     case SI_TYPE_BF16: return has_bf16 ? &k_bf16 : NULL;

@@ -307,19 +307,25 @@ static float vec_dot_iq4_nl_x86(const void *vw, const void *vx, int64_t n) {
 }
 
 /* IQ4_XS against q8_K: per super-block the 8 sub-blocks' integer dots times their scales - 32,
- * summed in integers (exact), then d * d_x * sum as the scalar reference */
+ * summed in integers (exact), then d * d_x * sum as the scalar reference. A sub-block's products
+ * go pairwise into int16 (|v| * y * sign(v): at most 2 * 127 * 127, no saturation), and the
+ * scale joins the int16 -> int32 multiply-add. */
 static float vec_dot_iq4_xs_x86(const void *vw, const void *vx, int64_t n) {
     const block_iq4_xs *w = vw;
     const block_q8_K *x = vx;
     float sumf = 0;
     for (int64_t i = 0; i < n / QK_K; i++) {
+        /* decode loops this kernel over consecutive weight rows: ask for the bytes 4 KiB ahead,
+         * as the multi-row kernels do (kernels_avx512.c's PREFETCH_DIST) */
+        for (int k = 0; k < (int)sizeof(block_iq4_xs); k += 64)
+            __builtin_prefetch((const void *)((uintptr_t)&w[i] + 4096 + k), 0, 3);
         __m256i isum = _mm256_setzero_si256();
         for (int ib = 0; ib < QK_K / 32; ib++) {
             const int ls = ((w[i].scales_l[ib / 2] >> 4 * (ib % 2)) & 0xF) |
                            (((w[i].scales_h >> 2 * ib) & 3) << 4);
-            const __m256i dot = dot_s8(_mm256_setzero_si256(), iq4nl_bytes(w[i].qs + 16 * ib),
-                                       load256(x[i].qs + 32 * ib));
-            isum = _mm256_add_epi32(isum, _mm256_mullo_epi32(dot, _mm256_set1_epi32(ls - 32)));
+            const __m256i v = iq4nl_bytes(w[i].qs + 16 * ib), y = load256(x[i].qs + 32 * ib);
+            const __m256i p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(v, v), _mm256_sign_epi8(y, v));
+            isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p16, _mm256_set1_epi16((short)(ls - 32))));
         }
         sumf += h2f(w[i].d) * x[i].d * (float)hsum_epi32(isum);
     }
