@@ -126,6 +126,7 @@ static float vec_dot_q5_0_avx512(const void *vw, const void *vx, int64_t n) {
     __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
     int64_t i = 0;
     for (; i + 4 <= nb; i += 4) {
+        prefetch_ahead(&w[i], 4 * sizeof(*w));
         const __m256 p = _mm256_mul_ps(head_halves4(&w[i], sizeof(*w)), head_halves4(&x[i], sizeof(*x)));
         __m512 d01, d23;
         spread_scales4(p, &d01, &d23);
@@ -145,6 +146,7 @@ static float vec_dot_q5_1_avx512(const void *vw, const void *vx, int64_t n) {
     __m256 accm = _mm256_setzero_ps();
     int64_t i = 0;
     for (; i + 4 <= nb; i += 4) {
+        prefetch_ahead(&w[i], 4 * sizeof(*w));
         const __m256 p = _mm256_mul_ps(head_halves4(&w[i], sizeof(*w)), head_halves4(&x[i], sizeof(*x)));
         accm = _mm256_add_ps(accm, p);
         __m512 d01, d23;
@@ -178,23 +180,6 @@ static float vec_dot_q5_1_avx512(const void *vw, const void *vx, int64_t n) {
  * decodes a weight group once for up to Q8G_R activation rows, and decode (one row) pays the
  * rearrangement once per matmul, not once per weight row. vec_dot (a q8_0 row as it is)
  * rearranges each group on the fly into the same record: same values, same operations. */
-
-/* NOTE: decode streams every weight byte from DRAM once, and at two threads the hardware
- * prefetchers alone leave the cores waiting (TinyLlama q4_0: 20 t/s, 56% of the DRAM roofline).
- * The multi-row kernels ask for the weight bytes PREFETCH_DIST ahead of the group they are
- * decoding (a few rows of a 2048-wide matrix: far enough to cover DRAM latency, near enough
- * to stay in L1/L2 until used): 4096 measured best of 1-16 KiB for q4_0. */
-#ifndef PREFETCH_DIST
-#define PREFETCH_DIST 4096
-#endif
-
-/* prefetch the lines of [p, p + bytes) shifted PREFETCH_DIST bytes ahead (a prefetch never
- * faults, so running past the end of the weights is harmless). NOTE: __builtin_prefetch, not
- * _mm_prefetch: GCC 12 at -O1 and above emitted no instruction for _mm_prefetch here. */
-static inline void prefetch_ahead(const void *p, size_t bytes) {
-    const uintptr_t a = (uintptr_t)p + PREFETCH_DIST; /* an address, not a pointer past the object */
-    for (size_t k = 0; k < bytes; k += 64) __builtin_prefetch((const void *)(a + k), 0, 3);
-}
 
 #define Q8G 8 /* blocks per group */
 
