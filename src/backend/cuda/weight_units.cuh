@@ -8,7 +8,7 @@
  *      tensor-core GEMV; void where there are none (F16/BF16: cuBLASLt; Q2_K: its mins are per
  *      16 elements, the fragments' x sums per 32).
  * F32 is not a weight type here (embeddings only: elementwise.cu's own case). test_cuda_decoders
- * checks every entry's sizes against the CPU's block layouts. */
+ * runs every entry's units against the CPU's dequantisers, so a wrong entry fails it. */
 #ifndef SI_BACKEND_CUDA_WEIGHT_UNITS_CUH
 #define SI_BACKEND_CUDA_WEIGHT_UNITS_CUH
 
