@@ -7,7 +7,7 @@ set -u
 B=build-gpucarry
 S=$(date +%s)
 step() { echo "[$(( $(date +%s) - S )) s] $*"; }
-export SI_CUDA_NEW_TYPES=1
+
 
 # speed, Llama-2-7B shape: tg128 batch 1 (fraction of 4.21 TB/s) and pp512, Q4_K as the
 #    control; 8 and 16 requests (5-8-row GEMVs; 16 rows: the int8 tensor-core matmul, Q2_K's

@@ -63,12 +63,12 @@ constexpr int RPH = RPC / NH; /* rows of a slice each CTA sums in step 4 */
 constexpr int LAYERS = 32, QKV_M = 3 * E;
 
 struct aw_smem {
-    uint8_t w[RPC * UB]; /* first: 16-aligned */
-    float acc[HD];       /* this CTA's partial output, read by the cluster */
+    uint8_t w[RPC * UB];       /* first: 16-aligned */
+    float acc[HD];             /* this CTA's partial output, read by the cluster */
     float m, l;
-    float wacc[WARPS][HD];
+    alignas(16) float wacc[WARPS][HD]; /* float4 stores */
     float wm[WARPS], wl[WARPS];
-    uint32_t xq[HD / 4]; /* o as q8: 4 blocks of 32 int8 */
+    alignas(16) uint32_t xq[HD / 4]; /* o as q8: 4 blocks of 32 int8 (uint4 loads) */
     float xd[4];
     int xs[4];
 };

@@ -125,9 +125,6 @@ fi
 [ "${SI_SKIP_MODEL:-0}" = 1 ] && full=0
 if [ "$full" = 1 ]; then
     SI=$BD/swiftinfer
-    # the Q2_K, Q3_K and 5-bit types' kernels are opt-in until this run passes with them
-    # (cuda_weights.c)
-    export SI_CUDA_NEW_TYPES=1
     MD=${SI_MODELS_DIR:-/tmp/si_models}
     mkdir -p "$MD"
     # name:shape:type:logits tolerance (max |gpu - cpu| / max |cpu|; 0: no logits test)

@@ -55,18 +55,6 @@ bool cuda_weights_fusable(const si_tensor *a, const si_tensor *b) {
     return a->type == b->type && a->n_cols == b->n_cols;
 }
 
-/* Whether the kernels of type t are taken. Those of Q2_K, Q3_K, the 5-bit types and IQ4_NL/IQ4_XS
- * were written and checked on the host (test_cuda_decoders) in sessions lent no GPU; until
- * tests/cuda's device run passes with them (bench/gpu-pending-types), they are taken only with
- * SI_CUDA_NEW_TYPES=1. */
-static bool type_enabled(si_type t) {
-    if (t != SI_TYPE_Q2_K && t != SI_TYPE_Q3_K && t != SI_TYPE_Q5_0 && t != SI_TYPE_Q5_1 &&
-        t != SI_TYPE_Q5_K && t != SI_TYPE_IQ4_NL && t != SI_TYPE_IQ4_XS)
-        return true;
-    const char *e = getenv("SI_CUDA_NEW_TYPES");
-    return e && !strcmp(e, "1");
-}
-
 /* The rows of parts[0..n_parts) (one type and row length) one after another, as one matrix. */
 static si_status place_rows(upload *u, const si_tensor *const *parts, int n_parts,
                             const char *name, int layer, dev_mat *out) {
@@ -74,19 +62,12 @@ static si_status place_rows(upload *u, const si_tensor *const *parts, int n_part
     int64_t rows = 0;
     for (int i = 0; i < n_parts; i++) rows += parts[i]->n_rows;
     const size_t bytes = cuda_weight_alloc_bytes(t->type, rows, t->n_cols);
-    if (bytes && !type_enabled(t->type))
-        return si_error(SI_ERR_UNSUPPORTED,
-                        "cuda: tensor %s (layer %d) has type %s, whose CUDA "
-                        "kernels have not run on a GPU yet (SI_CUDA_NEW_TYPES=1 takes them); use "
-                        "--device cpu",
-                        name, layer, si_type_name(t->type));
     for (int i = 0; i < n_parts; i++)
         if (!bytes || !parts[i]->data)
             return si_error(SI_ERR_UNSUPPORTED,
                             "cuda: tensor %s (layer %d) has type %s, which "
-                            "the CUDA kernels do not support (F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, "
-                            "Q6_K; Q2_K, Q3_K, Q5_0, Q5_1, Q5_K, IQ4_NL, IQ4_XS with "
-                            "SI_CUDA_NEW_TYPES=1); use --device cpu",
+                            "the CUDA kernels do not support (F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, "
+                            "Q5_1, Q2_K-Q6_K, IQ4_NL, IQ4_XS); use --device cpu",
                             name, layer, si_type_name(t->type) ? si_type_name(t->type) : "?");
     *out = (dev_mat){NULL, t->type, (int)rows, (int)t->n_cols};
     if (u->base) {
