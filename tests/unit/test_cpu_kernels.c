@@ -309,7 +309,8 @@ static void test_gemm_all(void **state) {
     }
     /* the benchmarked types have matrix kernels on AVX-512 */
     if (cpu_isa_detected() >= CPU_ISA_AVX512) {
-        const si_type with_gemm[] = {SI_TYPE_Q4_0, SI_TYPE_Q4_1, SI_TYPE_Q8_0, SI_TYPE_F16};
+        const si_type with_gemm[] = {SI_TYPE_Q4_0, SI_TYPE_Q4_1, SI_TYPE_Q8_0,
+                                     SI_TYPE_F16,  SI_TYPE_Q4_K, SI_TYPE_IQ4_XS};
         for (size_t i = 0; i < sizeof(with_gemm) / sizeof(with_gemm[0]); i++)
             assert_non_null(cpu_kernels_get_isa(with_gemm[i], CPU_ISA_AVX512)->gemm);
     }
