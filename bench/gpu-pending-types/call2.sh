@@ -14,7 +14,7 @@ step() { echo "[$(( $(date +%s) - S )) s] $*"; }
 #    dequantise + cuBLASLt)
 for t in ${@:-q4_k q5_k q5_0}; do
     m=/tmp/m-$t.gguf
-    timeout 200 $B/swiftinfer synth -o $m --shape llama2-7b --type $t > /dev/null 2>&1 || { step "synth $t failed"; continue; }
+    timeout ${SYNTH_TIMEOUT:-200} $B/swiftinfer synth -o $m --shape llama2-7b --type $t > /dev/null 2>&1 || { step "synth $t failed"; continue; }
     timeout 120 $B/swiftinfer bench --device cuda --bw 4210 -m $m -p 512 -n 128 -r 2 --json \
         > "$OUT/bench-$t.json" 2> "$OUT/bench-$t.err"
     step "bench $t rc=$?: $(tr -d '\n' < "$OUT/bench-$t.json" | cut -c1-400)"

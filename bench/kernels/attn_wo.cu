@@ -3,6 +3,10 @@
  * the output projection at 4.8 us a layer in the graph, 47 % of its bytes' time: latency, not
  * bytes. bench/RESULTS.md s36 worked this fusion out; session 40, lent no GPU, wrote it.)
  *
+ * ANSWER (session 41, one H100, bench/RESULTS.md 2026-12-05 14:27): no. It passes its checks but
+ * adds 1.1-1.9 us a layer more than the engine's attention + output projection at 16-512 keys
+ * (16 us more at 2048), so the engine does not use it; kept as the record of the measurement.
+ *
  * The fused kernel: batch 1, MHA (a KV head a query head), head_dim 128, an f16 cache, Q4_0 W_o.
  * A cluster of C = 4 CTAs a head (128 CTAs for 32 heads); CTA c of head h:
  *   0. before its PDL wait, copies W_o's rows [c E/C, (c+1) E/C) x the head's 128 columns (4 Q4_0
