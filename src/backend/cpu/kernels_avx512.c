@@ -7,8 +7,8 @@
  * products per lane, accumulated in f32; it treats denormal inputs as zero — bf16 activations and
  * weights of real models are far from that range) when the CPU has it.
  *
- * Matrix kernels (cpu_kernels.h's gemm) for q4_0, q8_0, iq4_nl, q4_1, q4_K, iq4_xs and f16: each
- * decodes a weight block once for many activation rows and gives, element by element, exactly
+ * Matrix kernels (cpu_kernels.h's gemm) for q4_0, q8_0, iq4_nl, q4_1, q4_K, q6_K, iq4_xs and f16:
+ * each decodes a weight block once for many activation rows and gives, element by element, exactly
  * vec_dot's result (the same integer sums and the same float operations in the same order). q4_0
  * and q8_0 use one float lane per block (below) in vec_dot as well, so that gemm can keep 16
  * activation rows in registers with one accumulator each. */
@@ -890,6 +890,73 @@ static void gemm_iq4_xs_avx512(const void *w, size_t ws, int n_w, const void *x,
     }
 }
 
+/* scales j..j+3 (16-bit) in 16-bit lanes 0-7, 8-15, 16-23, 24-31: a 64-element step of
+ * 16-element sub-blocks */
+static inline __m512i k6_scale_quad(__m512i sm, int j) {
+    static const int16_t quarter[32] = {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
+                                        2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3};
+    const __m512i idx = _mm512_add_epi16(_mm512_loadu_si512(quarter), _mm512_set1_epi16((short)j));
+    return _mm512_permutexvar_epi16(idx, sm);
+}
+
+/* ---- q6_K matrix product ----
+ * The single-row kernel (kernels_x86.h's vec_dot_q6_k_x86) sums, per super-block, the unsigned
+ * 6-bit quants (0..63) times y by 16-element sub-block scale, less 32 x the scales against y's
+ * 16-element sums (exact integers), then `sumf += d * d_x * (isum - 32 * bias)`. Here the quants
+ * and the scales are decoded once per super-block for up to 8 activation rows, 64 elements per
+ * zmm: of each 128-element half h, elements 0-63 are ql[64h..] low nibbles with qh's bits 0-1
+ * (first 32) and 2-3 (next 32), elements 64-127 the high nibbles with qh's bits 4-5 and 6-7. */
+KX86_ALWAYS_INLINE void q6_k_rows(const block_q6_K *w, const uint8_t *x, size_t xs, int64_t nsb,
+                                  float *out, size_t os, const int R) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
+    /* qh's shift for each 32-element quarter of a zmm: left 4 / 2 (low nibbles), right 0 / 2 */
+    const __m512i shl =
+        _mm512_mask_blend_epi16(0xFFFF0000u, _mm512_set1_epi16(4), _mm512_set1_epi16(2));
+    const __m512i shr =
+        _mm512_mask_blend_epi16(0xFFFF0000u, _mm512_setzero_si512(), _mm512_set1_epi16(2));
+    float sumf[8];
+    for (int r = 0; r < R; r++)
+        sumf[r] = 0;
+    for (int64_t i = 0; i < nsb; i++) {
+        prefetch_ahead(&w[i], sizeof(w[i]));
+        const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)w[i].scales));
+        __m512i q[4], sc[4];
+        for (int h = 0; h < 2; h++) {
+            const __m512i ql = _mm512_loadu_si512(w[i].ql + 64 * h);
+            const __m512i hb = _mm512_broadcast_i64x4(load256(w[i].qh + 32 * h));
+            q[2 * h] = _mm512_or_si512(_mm512_and_si512(ql, m4),
+                                       _mm512_and_si512(_mm512_sllv_epi16(hb, shl), m30));
+            q[2 * h + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4),
+                                           _mm512_and_si512(_mm512_srlv_epi16(hb, shr), m30));
+        }
+        for (int j = 0; j < 4; j++) /* scales 4j..4j+3, each over 8 int16 lanes */
+            sc[j] = k6_scale_quad(_mm512_castsi256_si512(sc16), 4 * j);
+        const float dw = h2f(w[i].d);
+        for (int r = 0; r < R; r++) {
+            const block_q8_K *y = (const block_q8_K *)(x + (size_t)r * xs) + i;
+            __m512i acc = _mm512_setzero_si512();
+            for (int j = 0; j < 4; j++)
+                acc = _mm512_dpwssd_epi32(
+                    acc, _mm512_maddubs_epi16(q[j], _mm512_loadu_si512(y->qs + 64 * j)), sc[j]);
+            const int bias = hsum_epi32(_mm256_madd_epi16(load256(y->bsums), sc16));
+            sumf[r] += dw * y->d * (float)(_mm512_reduce_add_epi32(acc) - 32 * bias);
+        }
+    }
+    for (int r = 0; r < R; r++)
+        out[(size_t)r * os] = sumf[r];
+}
+
+static void gemm_q6_k_avx512(const void *w, size_t ws, int n_w, const void *x, size_t xs, int n_x,
+                             int64_t n, float *out, size_t os) {
+    for (int r0 = 0; r0 < n_x; r0 += 8) {
+        const uint8_t *xr = (const uint8_t *)x + (size_t)r0 * xs;
+        for (int o = 0; o < n_w; o++)
+            KX86_SWITCH_R(n_x - r0, q6_k_rows,
+                          (const block_q6_K *)((const uint8_t *)w + (size_t)o * ws), xr, xs,
+                          n / QK_K, out + (size_t)r0 * os + o, os);
+    }
+}
+
 const cpu_kernels *cpu_kernels_avx512_entry(si_type t, int has_bf16);
 
 const cpu_kernels *cpu_kernels_avx512_entry(si_type t, int has_bf16) {
@@ -913,9 +980,14 @@ const cpu_kernels *cpu_kernels_avx512_entry(si_type t, int has_bf16) {
                                          .quantize_row = quantize_row_q8_k_x86,
                                          .vec_dot = vec_dot_iq4_xs_x86,
                                          .gemm = gemm_iq4_xs_avx512};
+    static const cpu_kernels k_q6_k = {.vec_dot_type = SI_TYPE_Q8_K,
+                                       .quantize_row = quantize_row_q8_k_x86,
+                                       .vec_dot = vec_dot_q6_k_x86,
+                                       .gemm = gemm_q6_k_avx512};
     switch (t) {
     case SI_TYPE_Q4_0: return &k_q4_0;
     case SI_TYPE_Q4_K: return &k_q4_k;
+    case SI_TYPE_Q6_K: return &k_q6_k;
     case SI_TYPE_IQ4_XS: return &k_iq4_xs;
     case SI_TYPE_Q5_0: return &k_q5_0;
     case SI_TYPE_Q5_1: return &k_q5_1;
