@@ -303,6 +303,7 @@ static void test_gemm_all(void **state) {
             check_gemm(SI_TYPE_Q8_0, CPU_ISA_AVX512, 33 * QK8_0, 25, 40, rb);
             check_gemm(SI_TYPE_Q4_1, CPU_ISA_AVX512, 33 * QK4_1, 25, 40, rb);
             check_gemm(SI_TYPE_Q6_K, CPU_ISA_AVX512, 5 * QK_K, 25, 40, rb);
+            check_gemm(SI_TYPE_Q5_K, CPU_ISA_AVX512, 5 * QK_K, 25, 40, rb);
             /* q4_1 rows too long for a tile's row pairs on the stack: the ymm path */
             check_gemm(SI_TYPE_Q4_1, CPU_ISA_AVX512, 81 * QK4_1, 3, 13, rb);
             check_gemm(SI_TYPE_Q4_1, CPU_ISA_AVX512, 81 * QK4_1, 3, 17, rb);
@@ -310,8 +311,8 @@ static void test_gemm_all(void **state) {
     }
     /* the benchmarked types have matrix kernels on AVX-512 */
     if (cpu_isa_detected() >= CPU_ISA_AVX512) {
-        const si_type with_gemm[] = {SI_TYPE_Q4_0, SI_TYPE_Q4_1, SI_TYPE_Q8_0,  SI_TYPE_F16,
-                                     SI_TYPE_Q4_K, SI_TYPE_Q6_K, SI_TYPE_IQ4_XS};
+        const si_type with_gemm[] = {SI_TYPE_Q4_0, SI_TYPE_Q4_1, SI_TYPE_Q8_0, SI_TYPE_F16,
+                                     SI_TYPE_Q4_K, SI_TYPE_Q5_K, SI_TYPE_Q6_K, SI_TYPE_IQ4_XS};
         for (size_t i = 0; i < sizeof(with_gemm) / sizeof(with_gemm[0]); i++)
             assert_non_null(cpu_kernels_get_isa(with_gemm[i], CPU_ISA_AVX512)->gemm);
     }

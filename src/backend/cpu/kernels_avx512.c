@@ -7,10 +7,10 @@
  * products per lane, accumulated in f32; it treats denormal inputs as zero — bf16 activations and
  * weights of real models are far from that range) when the CPU has it.
  *
- * Matrix kernels (cpu_kernels.h's gemm) for q4_0, q8_0, iq4_nl, q4_1, q4_K, q6_K, iq4_xs and f16:
- * each decodes a weight block once for many activation rows and gives, element by element, exactly
- * vec_dot's result (the same integer sums and the same float operations in the same order). q4_0
- * and q8_0 use one float lane per block (below) in vec_dot as well, so that gemm can keep 16
+ * Matrix kernels (cpu_kernels.h's gemm) for q4_0, q8_0, iq4_nl, q4_1, q4_K, q5_K, q6_K, iq4_xs,
+ * f16: each decodes a weight block once for many activation rows and gives, element by element,
+ * exactly vec_dot's result (the same integer sums and the same float operations in the same order).
+ * q4_0 and q8_0 use one float lane per block (below) in vec_dot as well, so that gemm can keep 16
  * activation rows in registers with one accumulator each. */
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -777,15 +777,21 @@ static inline __m512i k4_scale_pair(__m512i sm, int j) {
     return _mm512_permutexvar_epi16(_mm512_mask_blend_epi16(0xFFFF0000u, lo, hi), sm);
 }
 
-KX86_ALWAYS_INLINE void q4_k_rows(const block_q4_K *w, const uint8_t *x, size_t xs, int64_t nsb, float *out, size_t os,
-                                  const int R) {
-    const __m512i m4 = _mm512_set1_epi8(0x0F);
+/* q4_K and q5_K (five: its qh adds bit 4 to every quant) share d, dmin and the packed 6-bit
+ * scales and mins, so one kernel decodes both; `five` is a constant in each instantiation. */
+KX86_ALWAYS_INLINE void k45_rows(const void *w, const bool five, const uint8_t *x, size_t xs,
+                                 int64_t nsb, float *out, size_t os, const int R) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F), b4 = _mm512_set1_epi8(0x10);
     float sumf[8];
     for (int r = 0; r < R; r++) sumf[r] = 0;
     for (int64_t i = 0; i < nsb; i++) {
-        prefetch_ahead(&w[i], sizeof(w[i]));
+        const block_q4_K *w4 = five ? NULL : (const block_q4_K *)w + i;
+        const block_q5_K *w5 = five ? (const block_q5_K *)w + i : NULL;
+        const uint8_t *scales = five ? w5->scales : w4->scales, *qs = five ? w5->qs : w4->qs;
+        prefetch_ahead(five ? (const void *)w5 : (const void *)w4,
+                       five ? sizeof(*w5) : sizeof(*w4));
         /* scales 0-7 and mins 0-7 as int16 (quant_k.c's get_scale_min_k4), see k4_scales_mins */
-        const uint32_t a = load_u32(w[i].scales), b = load_u32(w[i].scales + 4), c = load_u32(w[i].scales + 8);
+        const uint32_t a = load_u32(scales), b = load_u32(scales + 4), c = load_u32(scales + 8);
         const uint32_t sc_lo = a & 0x3f3f3f3fu, mn_lo = b & 0x3f3f3f3fu;
         const uint32_t sc_hi = (c & 0x0f0f0f0fu) | ((a >> 2) & 0x30303030u);
         const uint32_t mn_hi = ((c >> 4) & 0x0f0f0f0fu) | ((b >> 2) & 0x30303030u);
@@ -794,11 +800,19 @@ KX86_ALWAYS_INLINE void q4_k_rows(const block_q4_K *w, const uint8_t *x, size_t 
         const __m256i mdup = _mm256_set_m128i(_mm_unpackhi_epi16(mins, mins), _mm_unpacklo_epi16(mins, mins));
         __m512i u[4], sc[4];
         for (int j = 0; j < 4; j++) { /* elements 64j..64j+31: low nibbles, 64j+32..64j+63: high */
-            const __m512i t = _mm512_broadcast_i64x4(load256(w[i].qs + 32 * j));
+            const __m512i t = _mm512_broadcast_i64x4(load256(qs + 32 * j));
             u[j] = _mm512_and_si512(_mm512_mask_srli_epi16(t, 0xFFFF0000u, t, 4), m4);
+            if (five) { /* qh bit 2j of byte l is element 64j + l's bit 4, bit 2j + 1 element 64j +
+                           32 + l's */
+                const __m512i h = _mm512_broadcast_i64x4(load256(w5->qh));
+                const __m512i bit = _mm512_mask_blend_epi8(
+                    0xFFFFFFFF00000000ull, _mm512_set1_epi8((char)(1 << (2 * j))),
+                    _mm512_set1_epi8((char)(1 << (2 * j + 1))));
+                u[j] = _mm512_mask_add_epi8(u[j], _mm512_test_epi8_mask(h, bit), u[j], b4);
+            }
             sc[j] = k4_scale_pair(_mm512_castsi256_si512(sm), 2 * j);
         }
-        const float dw = h2f(w[i].d), mw = h2f(w[i].dmin);
+        const float dw = h2f(five ? w5->d : w4->d), mw = h2f(five ? w5->dmin : w4->dmin);
         for (int r = 0; r < R; r++) {
             const block_q8_K *y = (const block_q8_K *)(x + (size_t)r * xs) + i;
             __m512i acc = _mm512_setzero_si512();
@@ -813,14 +827,25 @@ KX86_ALWAYS_INLINE void q4_k_rows(const block_q4_K *w, const uint8_t *x, size_t 
     for (int r = 0; r < R; r++) out[(size_t)r * os] = sumf[r];
 }
 
-static void gemm_q4_k_avx512(const void *w, size_t ws, int n_w, const void *x, size_t xs, int n_x, int64_t n,
-                             float *out, size_t os) {
+KX86_ALWAYS_INLINE void gemm_k45_avx512(const void *w, size_t ws, int n_w, const void *x, size_t xs,
+                                        int n_x, int64_t n, float *out, size_t os,
+                                        const bool five) {
     for (int r0 = 0; r0 < n_x; r0 += 8) {
         const uint8_t *xr = (const uint8_t *)x + (size_t)r0 * xs;
         for (int o = 0; o < n_w; o++)
-            KX86_SWITCH_R(n_x - r0, q4_k_rows, (const block_q4_K *)((const uint8_t *)w + (size_t)o * ws), xr, xs,
+            KX86_SWITCH_R(n_x - r0, k45_rows, (const uint8_t *)w + (size_t)o * ws, five, xr, xs,
                           n / QK_K, out + (size_t)r0 * os + o, os);
     }
+}
+
+static void gemm_q4_k_avx512(const void *w, size_t ws, int n_w, const void *x, size_t xs, int n_x,
+                             int64_t n, float *out, size_t os) {
+    gemm_k45_avx512(w, ws, n_w, x, xs, n_x, n, out, os, false);
+}
+
+static void gemm_q5_k_avx512(const void *w, size_t ws, int n_w, const void *x, size_t xs, int n_x,
+                             int64_t n, float *out, size_t os) {
+    gemm_k45_avx512(w, ws, n_w, x, xs, n_x, n, out, os, true);
 }
 
 /* ---- iq4_xs matrix product ----
@@ -980,6 +1005,10 @@ const cpu_kernels *cpu_kernels_avx512_entry(si_type t, int has_bf16) {
                                          .quantize_row = quantize_row_q8_k_x86,
                                          .vec_dot = vec_dot_iq4_xs_x86,
                                          .gemm = gemm_iq4_xs_avx512};
+    static const cpu_kernels k_q5_k = {.vec_dot_type = SI_TYPE_Q8_K,
+                                       .quantize_row = quantize_row_q8_k_x86,
+                                       .vec_dot = vec_dot_q5_k_x86,
+                                       .gemm = gemm_q5_k_avx512};
     static const cpu_kernels k_q6_k = {.vec_dot_type = SI_TYPE_Q8_K,
                                        .quantize_row = quantize_row_q8_k_x86,
                                        .vec_dot = vec_dot_q6_k_x86,
@@ -987,6 +1016,7 @@ const cpu_kernels *cpu_kernels_avx512_entry(si_type t, int has_bf16) {
     switch (t) {
     case SI_TYPE_Q4_0: return &k_q4_0;
     case SI_TYPE_Q4_K: return &k_q4_k;
+    case SI_TYPE_Q5_K: return &k_q5_k;
     case SI_TYPE_Q6_K: return &k_q6_k;
     case SI_TYPE_IQ4_XS: return &k_iq4_xs;
     case SI_TYPE_Q5_0: return &k_q5_0;
