@@ -802,8 +802,8 @@ KX86_ALWAYS_INLINE void k45_rows(const void *w, const bool five, const uint8_t *
         for (int j = 0; j < 4; j++) { /* elements 64j..64j+31: low nibbles, 64j+32..64j+63: high */
             const __m512i t = _mm512_broadcast_i64x4(load256(qs + 32 * j));
             u[j] = _mm512_and_si512(_mm512_mask_srli_epi16(t, 0xFFFF0000u, t, 4), m4);
-            if (five) { /* qh bit 2j of byte l is element 64j + l's bit 4, bit 2j + 1 element 64j +
-                           32 + l's */
+            /* q5_K: qh bit 2j of byte l is bit 4 of element 64j + l, bit 2j + 1 of 64j + 32 + l */
+            if (five) {
                 const __m512i h = _mm512_broadcast_i64x4(load256(w5->qh));
                 const __m512i bit = _mm512_mask_blend_epi8(
                     0xFFFFFFFF00000000ull, _mm512_set1_epi8((char)(1 << (2 * j))),
