@@ -23,18 +23,15 @@ const int8_t kvalues_iq4nl[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
 
 #define IQ4_NTRY 7
 
-/* the index of the table value nearest x (ggml's best_index_int8; NaN maps to the last) */
+/* The index of the table value nearest x (ggml's best_index_int8; NaN maps to the last). ggml
+ * bisects for the neighbours k[mu - 1] <= x < k[mu]; here mu is counted (how many values are
+ * <= x), which has no branch to mispredict. The tie rule is ggml's expression, unchanged. */
 static int best_index(float x) {
     if (x <= kvalues_iq4nl[0]) return 0;
     if (!(x < kvalues_iq4nl[15])) return 15;
-    int ml = 0, mu = 15;
-    while (mu - ml > 1) {
-        const int mav = (ml + mu) / 2;
-        if (x < kvalues_iq4nl[mav])
-            mu = mav;
-        else
-            ml = mav;
-    }
+    int mu = 1; /* k[0] < x */
+    for (int i = 1; i < 15; i++)
+        mu += kvalues_iq4nl[i] <= x;
     return x - kvalues_iq4nl[mu - 1] < kvalues_iq4nl[mu] - x ? mu - 1 : mu;
 }
 
