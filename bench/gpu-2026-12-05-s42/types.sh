@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# The second device call of the opt-in weight types (README.md here): their speed, after call1.sh
-# passed: `call2.sh TYPE...` (default q4_k q5_k q5_0; about 100 s a type, so at most 5 a call).
-# Run from the repository root with the binaries in build-gpucarry. Each step prints one line;
-# logs land in $OUT.
+# The speed of weight types on the GPU, Llama-2-7B shape: `types.sh TYPE...` (default q4_k q5_k
+# q5_0), per type a synth, tg128 + pp512 and 8 / 16 requests (about 15 s a type on an H100 after
+# its synth, which takes 5-30 s for most types and ~125 s for IQ4_NL / IQ4_XS; SYNTH_TIMEOUT, 200 s
+# by default, bounds it). Was bench/gpu-pending-types/call2.sh (sessions 40-41). Run from the
+# repository root with the binaries in build-gpucarry (README.md here); one step line each;
+# three logs a type land in $OUT (the device tool returns at most 8 files: tar them).
 set -u
 B=build-gpucarry
 S=$(date +%s)
