@@ -14,8 +14,8 @@
 #      CUDA, synthetic models written by `swiftinfer synth` (tiny, tiny-qwen2, smollm2-135m in
 #      f16/q8_0/q4_0, tiny in q8_0/q4_0/q4_k/q5_0/q5_1/q5_k/q2_k/q3_k/iq4_nl/iq4_xs (n_embd 256:
 #      the batch-1 GEMVs with the norm inside; the 5-8-row steps of q4_0/q4_k on tensor cores) and in
-#      llama.cpp's q3_k_m, q4_k_m and q5_k_m mixtures (attn_v of another type than attn_q: Q, K
-#      and V as three matmuls, not one); llama2-7b q4_0 with SI_SYNTH_7B=1; more
+#      llama.cpp's q3_k_m, q4_k_m and q5_k_m mixtures (attn_v of another type than attn_q: Q and K
+#      as one matmul, V another); llama2-7b q4_0 with SI_SYNTH_7B=1; more
 #      with SI_EXTRA_MODELS), whole-model logits GPU vs CPU and the
 #      engine's exactness on the GPU (test_cuda_model; the F16 models also with
 #      SI_CUDA_GEMV_H16_MMA=1), a CLI smoke run, the Python API with

@@ -267,9 +267,10 @@ static size_t scratch_layout(cuda_state *c, const si_model *m, const backend_par
             const size_t n = gemm_need(mats[i], mats[i]->n_rows, T);
             if (n > g) g = n;
         }
-        const size_t nq = gemm_need(&L->wq, (int64_t)(q_dim + 2 * kv_dim), T);
+        const int64_t qk_rows = cuda_weights_qk_rows(L);
+        const size_t nq = gemm_need(&L->wq, qk_rows, T);
         const size_t ng = gemm_need(&L->w_gate, 2 * (int64_t)ff, T);
-        if (cuda_weights_fusable(&L->wq, &L->wk) && cuda_weights_fusable(&L->wq, &L->wv) && nq > g) g = nq;
+        if (qk_rows && nq > g) g = nq;
         if (cuda_weights_fusable(&L->w_gate, &L->w_up) && ng > g) g = ng;
     }
     TAKE(gemm_scr, g);
@@ -522,6 +523,12 @@ typedef struct normed {
     bool add;
 } normed;
 
+/* Whether the matmul of w over n rows is a GEMV that can run the norm before it itself */
+static bool gemv_runs_norm(const cuda_state *c, const dev_mat *w, int n) {
+    return n == 1 && w->K == c->m->hp.n_embd && gemv_norm_on() &&
+           cuda_gemv_norm_ok(w->type, w->M, w->K);
+}
+
 /* RMSNorm of c->x into c->xb (adding c->xb first when add), and for the matmul of w after it:
  * quantised into c->xq8 (NORMED_Q8) when that GEMV can take it, or as f16 into c->gemm_scr in
  * the batched quantised matmul's layout (NORMED_MMQ) when w is its only reader and that matmul
@@ -532,9 +539,7 @@ typedef struct normed {
 static normed norm_for(cuda_state *c, const float *nw, bool add, const dev_mat *w, int n,
                        int what, bool w_only) {
     const model_hparams *hp = &c->m->hp;
-    if (n == 1 && w_only && w->K == hp->n_embd && gemv_norm_on() &&
-        cuda_gemv_norm_ok(w->type, w->M, w->K))
-        return (normed){NORMED_IN_GEMV, nw, add};
+    if (w_only && gemv_runs_norm(c, w, n)) return (normed){NORMED_IN_GEMV, nw, add};
     const bool pre = pre_quant(w, n) && hp->n_embd <= CUDA_NORM_Q8_MAX;
     const bool mmq = !pre && w_only && hp->n_embd <= CUDA_NORM_Q8_MAX &&
                      cuda_matmul_quant_rows_pre_ok(w->type, w->K, n);
@@ -604,7 +609,7 @@ static void matmul(cuda_state *c, const dev_mat *w, const float *x, int n, float
 }
 
 /* Q, K and V of n rows in the qkv scratch and their row strides: rows [q | k | v] when the
- * weights are fused, three blocks otherwise. */
+ * weights are fused, rows [q | k] then a block of v when Wq and Wk are, three blocks otherwise. */
 typedef struct qkv_view {
     float *q, *k, *v;
     int qs, ks, vs;
@@ -616,6 +621,11 @@ static qkv_view qkv_of(const cuda_state *c, const dev_layer *D, int n) {
     if (D->qkv_fused) {
         const int s = q_dim + 2 * kv_dim;
         return (qkv_view){c->qkv, c->qkv + q_dim, c->qkv + q_dim + kv_dim, s, s, s};
+    }
+    if (D->qk_fused) {
+        const int s = q_dim + kv_dim;
+        float *v = c->qkv + split_at((size_t)n * s);
+        return (qkv_view){c->qkv, c->qkv + q_dim, v, s, s, kv_dim};
     }
     float *k = c->qkv + split_at((size_t)n * q_dim), *v = k + split_at((size_t)n * kv_dim);
     return (qkv_view){c->qkv, k, v, q_dim, kv_dim, kv_dim};
@@ -633,14 +643,24 @@ static void attention_block(cuda_state *c, const dev_layer *D, int il, const ste
     const uint8_t *k_unrot = sh->streaming ? (const uint8_t *)(c->d_in + L.k_unrot) : NULL;
     const uint8_t *row_ror = sh->streaming ? (const uint8_t *)(c->d_in + L.row_ror) : NULL;
 
-    /* the residual of the previous layer's FFN (c->xb, pending unless il == 0) is added here */
-    const normed pre =
-        norm_for(c, D->attn_norm, il > 0, D->qkv_fused ? &D->wqkv : &D->wq, n, 1, D->qkv_fused);
+    /* the residual of the previous layer's FFN (c->xb, pending unless il == 0) is added here.
+     * Wq|Wk fused and Wv apart: at one row both GEMVs run the norm, the first adding the
+     * residual, the second reading the sum (no norm kernel between them and the GEMV before). */
+    const bool qk = D->qk_fused;
+    const normed pre = norm_for(c, D->attn_norm, il > 0, D->qkv_fused || qk ? &D->wqkv : &D->wq, n,
+                                1, D->qkv_fused || (qk && gemv_runs_norm(c, &D->wv, n)));
     const qkv_view v = qkv_of(c, D, n);
-    if (D->qkv_fused) {
+    if (D->qkv_fused || qk) {
+        const int rows = q_dim + (qk ? 1 : 2) * kv_dim;
         if (!skip(2)) matmul_normed(c, &D->wqkv, n, c->qkv, pre);
-        if (D->b_qkv) cuda_fwd_add_bias(c->qkv, D->b_qkv, q_dim + 2 * kv_dim, n, st);
-    } else {
+        if (D->b_qkv) cuda_fwd_add_bias(c->qkv, D->b_qkv, rows, n, st);
+    }
+    if (qk) {
+        const normed pv = pre.kind == NORMED_IN_GEMV ? (normed){NORMED_IN_GEMV, pre.nw, false}
+                                                     : (normed){NORMED_F32};
+        if (!skip(2)) matmul_normed(c, &D->wv, n, v.v, pv);
+        if (D->b_qkv) cuda_fwd_add_bias(v.v, D->b_qkv + q_dim + kv_dim, kv_dim, n, st);
+    } else if (!D->qkv_fused) {
         /* the quantised copy is for wq's type; wk, wv take it when theirs is the same */
         matmul_normed(c, &D->wq, n, v.q, pre);
         matmul_normed(c, &D->wk, n, v.k, D->wk.type == D->wq.type ? pre : (normed){NORMED_F32});

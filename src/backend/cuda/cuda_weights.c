@@ -55,6 +55,11 @@ bool cuda_weights_fusable(const si_tensor *a, const si_tensor *b) {
     return a->type == b->type && a->n_cols == b->n_cols;
 }
 
+int64_t cuda_weights_qk_rows(const model_layer *L) {
+    if (!cuda_weights_fusable(&L->wq, &L->wk)) return 0;
+    return L->wq.n_rows + L->wk.n_rows + (cuda_weights_fusable(&L->wq, &L->wv) ? L->wv.n_rows : 0);
+}
+
 /* The rows of parts[0..n_parts) (one type and row length) one after another, as one matrix. */
 static si_status place_rows(upload *u, const si_tensor *const *parts, int n_parts,
                             const char *name, int layer, dev_mat *out) {
@@ -168,7 +173,8 @@ static si_status place_layer(upload *u, const model_hparams *hp, const model_lay
     const int64_t q_dim = (int64_t)hp->n_head * hp->head_dim;
     const int64_t kv_dim = (int64_t)hp->n_head_kv * hp->head_dim;
     const si_tensor *qkv[3] = {&L->wq, &L->wk, &L->wv}, *gu[2] = {&L->w_gate, &L->w_up};
-    D->qkv_fused = cuda_weights_fusable(&L->wq, &L->wk) && cuda_weights_fusable(&L->wq, &L->wv);
+    D->qkv_fused = cuda_weights_qk_rows(L) && cuda_weights_fusable(&L->wq, &L->wv);
+    D->qk_fused = cuda_weights_qk_rows(L) && !D->qkv_fused;
     /* fused gate/up: one matmul, then the row-wise SwiGLU (four elements a thread) */
     D->gate_up_fused = cuda_weights_fusable(&L->w_gate, &L->w_up) && hp->n_ff % 4 == 0;
     si_status st;
@@ -177,9 +183,11 @@ static si_status place_layer(upload *u, const model_hparams *hp, const model_lay
         (st = place_qkv_bias(u, L, q_dim, kv_dim, il, &D->b_qkv)))
         return st;
     if (D->qkv_fused) st = place_rows(u, qkv, 3, "attn_q/k/v", il, &D->wqkv);
-    else if (!(st = place_mat(u, &L->wq, "attn_q", il, &D->wq)) &&
-             !(st = place_mat(u, &L->wk, "attn_k", il, &D->wk)))
-        st = place_mat(u, &L->wv, "attn_v", il, &D->wv);
+    else if (D->qk_fused)
+        st = place_rows(u, qkv, 2, "attn_q/k", il, &D->wqkv);
+    else if (!(st = place_mat(u, &L->wq, "attn_q", il, &D->wq)))
+        st = place_mat(u, &L->wk, "attn_k", il, &D->wk);
+    if (!st && !D->qkv_fused) st = place_mat(u, &L->wv, "attn_v", il, &D->wv);
     if (st || (st = place_mat(u, &L->wo, "attn_output", il, &D->wo))) return st;
     if (D->gate_up_fused) st = place_rows(u, gu, 2, "ffn_gate/up", il, &D->w_gate_up);
     else if (!(st = place_mat(u, &L->w_gate, "ffn_gate", il, &D->w_gate)))

@@ -21,13 +21,16 @@ typedef struct dev_mat {
 /* NOTE: Wq, Wk and Wv of one type (the usual case) are uploaded as ONE matrix, their rows one
  * after another (GGUF rows are independent, so the concatenated row bytes are a valid matrix):
  * Q, K and V are then one matmul into rows [q | k | v]. Gate and up likewise, then a row-wise
- * SwiGLU reads the two halves. Mixed types keep separate matmuls. */
+ * SwiGLU reads the two halves. When only Wv's type differs (llama.cpp's Q4_K_M and Q5_K_M give
+ * some layers a Q6_K attn_v), Wq and Wk are one matrix (rows [q | k]) and Wv its own. Other
+ * mixes keep separate matmuls. */
 typedef struct dev_layer {
     const float *attn_norm, *ffn_norm; /* (n_embd) */
     const float *b_qkv;                /* qwen2: [bq | bk | bv] (q_dim + 2 kv_dim) or NULL */
-    bool qkv_fused, gate_up_fused;
-    dev_mat wqkv;                      /* fused: (q_dim + 2 kv_dim, n_embd) */
-    dev_mat wq, wk, wv;                /* not fused */
+    bool qkv_fused, qk_fused, gate_up_fused;
+    dev_mat wqkv;   /* qkv_fused: (q_dim + 2 kv_dim, n_embd); qk_fused: (q_dim + kv_dim, n_embd) */
+    dev_mat wq, wk; /* neither fused */
+    dev_mat wv;     /* not qkv_fused */
     dev_mat wo;
     dev_mat w_gate_up;                 /* fused: (2 n_ff, n_embd) */
     dev_mat w_gate, w_up;              /* not fused */
@@ -59,6 +62,9 @@ si_status cuda_weights_bytes_to_upload(const si_model *m, size_t *bytes);
 
 /* True when a and b can be uploaded as one matrix: same type, same row length. */
 bool cuda_weights_fusable(const si_tensor *a, const si_tensor *b);
+/* the rows of a layer's fused Q/K(/V) matrix (dev_layer's NOTE): q_dim + 2 kv_dim (qkv_fused),
+ * q_dim + kv_dim (qk_fused) or 0 (none) */
+int64_t cuda_weights_qk_rows(const model_layer *L);
 
 /* Monotonic seconds, and when the program started (its static constructors ran): the "start to
  * ready" time the backend reports. */
