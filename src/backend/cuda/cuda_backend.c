@@ -651,9 +651,8 @@ static void attention_block(cuda_state *c, const dev_layer *D, int il, const ste
                                 1, D->qkv_fused || (qk && gemv_runs_norm(c, &D->wv, n)));
     const qkv_view v = qkv_of(c, D, n);
     if (D->qkv_fused || qk) {
-        const int rows = q_dim + (qk ? 1 : 2) * kv_dim;
         if (!skip(2)) matmul_normed(c, &D->wqkv, n, c->qkv, pre);
-        if (D->b_qkv) cuda_fwd_add_bias(c->qkv, D->b_qkv, rows, n, st);
+        if (D->b_qkv) cuda_fwd_add_bias(c->qkv, D->b_qkv, D->wqkv.M, n, st); /* [bq | bk (| bv)] */
     }
     if (qk) {
         const normed pv = pre.kind == NORMED_IN_GEMV ? (normed){NORMED_IN_GEMV, pre.nw, false}

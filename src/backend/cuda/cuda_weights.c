@@ -173,8 +173,9 @@ static si_status place_layer(upload *u, const model_hparams *hp, const model_lay
     const int64_t q_dim = (int64_t)hp->n_head * hp->head_dim;
     const int64_t kv_dim = (int64_t)hp->n_head_kv * hp->head_dim;
     const si_tensor *qkv[3] = {&L->wq, &L->wk, &L->wv}, *gu[2] = {&L->w_gate, &L->w_up};
-    D->qkv_fused = cuda_weights_qk_rows(L) && cuda_weights_fusable(&L->wq, &L->wv);
-    D->qk_fused = cuda_weights_qk_rows(L) && !D->qkv_fused;
+    const bool qk = cuda_weights_qk_rows(L) > 0;
+    D->qkv_fused = qk && cuda_weights_fusable(&L->wq, &L->wv);
+    D->qk_fused = qk && !D->qkv_fused;
     /* fused gate/up: one matmul, then the row-wise SwiGLU (four elements a thread) */
     D->gate_up_fused = cuda_weights_fusable(&L->w_gate, &L->w_up) && hp->n_ff % 4 == 0;
     si_status st;
