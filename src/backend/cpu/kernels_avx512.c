@@ -982,6 +982,115 @@ static void gemm_q6_k_avx512(const void *w, size_t ws, int n_w, const void *x, s
     }
 }
 
+/* ---- q2_K and q3_K matrix products ----
+ * Both store 2-bit quants in one order: element 128k + 32t + l (k < 2, t < 4, l < 32) is bits
+ * 2t..2t+1 of qs[32k + l], in 16-element sub-block 8k + 2t + l / 16 (q3_K puts bit 4k + t of
+ * hmask[l] on top as bit 2). The single-row kernels (kernels_x86.h) form exact integers per
+ * super-block — the unsigned quants times y by sub-block scale, and the offset (q3_K: 4 x its
+ * scales, q2_K: its mins) against y's 16-element sums — then one float step. Here the weight side
+ * is decoded once per super-block for up to 8 activation rows, 64 elements per zmm (vpmaddubsw
+ * pairs, vpdpwssd with the sub-block scales: the same exact sums), and the float step is the
+ * single-row kernel's C expression, so every result has its bits. */
+
+/* the 2-bit quants of 64-element step j (= 2k + t / 2): t = 2 (j % 2) in the low 256 bits, t + 1
+ * in the high 256 (a 64-bit lane's shift moves each byte's bits 2t.. down to bits 0..1) */
+static inline __m512i k23_quants(const uint8_t *qs, int j) {
+    const __m512i q = _mm512_broadcast_i64x4(load256(qs + 32 * (j / 2)));
+    const int t = 2 * (j % 2);
+    const __m512i sh =
+        _mm512_mask_blend_epi64(0xF0, _mm512_set1_epi64(2 * t), _mm512_set1_epi64(2 * t + 2));
+    return _mm512_and_si512(_mm512_srlv_epi64(q, sh), _mm512_set1_epi8(3));
+}
+
+/* acc + the 64-element step j of y (q8_K row) times quants u (unsigned bytes) by the scales of
+ * its four sub-blocks (16-bit in sc16: k6_scale_quad) */
+static inline __m512i k23_step(__m512i acc, __m512i u, const block_q8_K *y, __m512i sc16, int j) {
+    return _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(u, _mm512_loadu_si512(y->qs + 64 * j)),
+                               k6_scale_quad(sc16, 4 * j));
+}
+
+KX86_ALWAYS_INLINE void q2_k_rows(const block_q2_K *w, const uint8_t *x, size_t xs, int64_t nsb,
+                                  float *out, size_t os, const int R) {
+    float sumf[8];
+    for (int r = 0; r < R; r++)
+        sumf[r] = 0;
+    for (int64_t i = 0; i < nsb; i++) {
+        prefetch_ahead(&w[i], sizeof(w[i]));
+        const __m128i s = _mm_loadu_si128((const __m128i *)w[i].scales);
+        const __m128i m4 = _mm_set1_epi8(0x0F);
+        const __m256i sc16 = _mm256_cvtepu8_epi16(_mm_and_si128(s, m4));
+        const __m256i mn16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(s, 4), m4));
+        __m512i u[4];
+        for (int j = 0; j < 4; j++)
+            u[j] = k23_quants(w[i].qs, j);
+        const float dw = h2f(w[i].d), mw = h2f(w[i].dmin);
+        for (int r = 0; r < R; r++) {
+            const block_q8_K *y = (const block_q8_K *)(x + (size_t)r * xs) + i;
+            __m512i acc = _mm512_setzero_si512();
+            for (int j = 0; j < 4; j++)
+                acc = k23_step(acc, u[j], y, _mm512_castsi256_si512(sc16), j);
+            const int summ = hsum_epi32(_mm256_madd_epi16(load256(y->bsums), mn16));
+            const float dall = y->d * dw, dmin = y->d * mw;
+            sumf[r] += dall * (float)_mm512_reduce_add_epi32(acc) - dmin * (float)summ;
+        }
+    }
+    for (int r = 0; r < R; r++)
+        out[(size_t)r * os] = sumf[r];
+}
+
+KX86_ALWAYS_INLINE void q3_k_rows(const block_q3_K *w, const uint8_t *x, size_t xs, int64_t nsb,
+                                  float *out, size_t os, const int R) {
+    float sumf[8];
+    for (int r = 0; r < R; r++)
+        sumf[r] = 0;
+    for (int64_t i = 0; i < nsb; i++) {
+        prefetch_ahead(&w[i], sizeof(w[i]));
+        const __m256i sc16 = _mm256_cvtepi8_epi16(q3_k_scales(w[i].scales));
+        const __m512i hm = _mm512_broadcast_i64x4(load256(w[i].hmask)), four = _mm512_set1_epi8(4);
+        __m512i u[4];
+        for (int j = 0; j < 4; j++) { /* high bits 4k + t (low 256 bits) and 4k + t + 1 (high) */
+            const int b = 4 * (j / 2) + 2 * (j % 2);
+            const __m512i bit = _mm512_mask_blend_epi64(0xF0, _mm512_set1_epi8((char)(1 << b)),
+                                                        _mm512_set1_epi8((char)(1 << (b + 1))));
+            const __m512i q = k23_quants(w[i].qs, j);
+            u[j] = _mm512_mask_add_epi8(q, _mm512_test_epi8_mask(hm, bit), q, four);
+        }
+        const float dw = h2f(w[i].d);
+        for (int r = 0; r < R; r++) {
+            const block_q8_K *y = (const block_q8_K *)(x + (size_t)r * xs) + i;
+            __m512i acc = _mm512_setzero_si512();
+            for (int j = 0; j < 4; j++)
+                acc = k23_step(acc, u[j], y, _mm512_castsi256_si512(sc16), j);
+            const int bias = hsum_epi32(_mm256_madd_epi16(sc16, load256(y->bsums)));
+            sumf[r] += dw * y->d * (float)(_mm512_reduce_add_epi32(acc) - 4 * bias);
+        }
+    }
+    for (int r = 0; r < R; r++)
+        out[(size_t)r * os] = sumf[r];
+}
+
+static void gemm_q2_k_avx512(const void *w, size_t ws, int n_w, const void *x, size_t xs, int n_x,
+                             int64_t n, float *out, size_t os) {
+    for (int r0 = 0; r0 < n_x; r0 += 8) {
+        const uint8_t *xr = (const uint8_t *)x + (size_t)r0 * xs;
+        for (int o = 0; o < n_w; o++)
+            KX86_SWITCH_R(n_x - r0, q2_k_rows,
+                          (const block_q2_K *)((const uint8_t *)w + (size_t)o * ws), xr, xs,
+                          n / QK_K, out + (size_t)r0 * os + o, os);
+    }
+}
+
+static void gemm_q3_k_avx512(const void *w, size_t ws, int n_w, const void *x, size_t xs, int n_x,
+                             int64_t n, float *out, size_t os) {
+    for (int r0 = 0; r0 < n_x; r0 += 8) {
+        const uint8_t *xr = (const uint8_t *)x + (size_t)r0 * xs;
+        for (int o = 0; o < n_w; o++)
+            KX86_SWITCH_R(n_x - r0, q3_k_rows,
+                          (const block_q3_K *)((const uint8_t *)w + (size_t)o * ws), xr, xs,
+                          n / QK_K, out + (size_t)r0 * os + o, os);
+    }
+}
+
 const cpu_kernels *cpu_kernels_avx512_entry(si_type t, int has_bf16);
 
 const cpu_kernels *cpu_kernels_avx512_entry(si_type t, int has_bf16) {
@@ -1009,6 +1118,14 @@ const cpu_kernels *cpu_kernels_avx512_entry(si_type t, int has_bf16) {
                                        .quantize_row = quantize_row_q8_k_x86,
                                        .vec_dot = vec_dot_q5_k_x86,
                                        .gemm = gemm_q5_k_avx512};
+    static const cpu_kernels k_q2_k = {.vec_dot_type = SI_TYPE_Q8_K,
+                                       .quantize_row = quantize_row_q8_k_x86,
+                                       .vec_dot = vec_dot_q2_k_x86,
+                                       .gemm = gemm_q2_k_avx512};
+    static const cpu_kernels k_q3_k = {.vec_dot_type = SI_TYPE_Q8_K,
+                                       .quantize_row = quantize_row_q8_k_x86,
+                                       .vec_dot = vec_dot_q3_k_x86,
+                                       .gemm = gemm_q3_k_avx512};
     static const cpu_kernels k_q6_k = {.vec_dot_type = SI_TYPE_Q8_K,
                                        .quantize_row = quantize_row_q8_k_x86,
                                        .vec_dot = vec_dot_q6_k_x86,
@@ -1017,6 +1134,8 @@ const cpu_kernels *cpu_kernels_avx512_entry(si_type t, int has_bf16) {
     case SI_TYPE_Q4_0: return &k_q4_0;
     case SI_TYPE_Q4_K: return &k_q4_k;
     case SI_TYPE_Q5_K: return &k_q5_k;
+    case SI_TYPE_Q2_K: return &k_q2_k;
+    case SI_TYPE_Q3_K: return &k_q3_k;
     case SI_TYPE_Q6_K: return &k_q6_k;
     case SI_TYPE_IQ4_XS: return &k_iq4_xs;
     case SI_TYPE_Q5_0: return &k_q5_0;

@@ -577,6 +577,18 @@ static float vec_dot_q2_k_x86(const void *vw, const void *vx, int64_t n) {
     return sumf;
 }
 
+/* q3_K's 16 sub-block scales minus 32, int8, in sub-block order, from the 12 packed bytes as
+ * words a, b, c: low nibbles in a / b (low then high half of each byte), bit pairs 4-5 from c at
+ * shifts 0, 2, 4, 6 (quant_k.c's q3_k_scale) */
+static inline __m128i q3_k_scales(const uint8_t *scales) {
+    const uint32_t a = load_u32(scales), b = load_u32(scales + 4), c = load_u32(scales + 8);
+    return _mm_sub_epi8(_mm_setr_epi32((int)((a & 0x0f0f0f0fu) | ((c << 4) & 0x30303030u)),
+                                       (int)((b & 0x0f0f0f0fu) | ((c << 2) & 0x30303030u)),
+                                       (int)(((a >> 4) & 0x0f0f0f0fu) | (c & 0x30303030u)),
+                                       (int)(((b >> 4) & 0x0f0f0f0fu) | ((c >> 2) & 0x30303030u))),
+                        _mm_set1_epi8(32));
+}
+
 /* q3_K: value (q2 | hbit << 2) - 4 with q2 | hbit << 2 in [0, 7]; the -4 goes through bsums */
 static float vec_dot_q3_k_x86(const void *vw, const void *vx, int64_t n) {
     const block_q3_K *w = vw;
@@ -585,16 +597,7 @@ static float vec_dot_q3_k_x86(const void *vw, const void *vx, int64_t n) {
     float sumf = 0;
     for (int64_t i = 0; i < n / QK_K; i++) {
         prefetch_ahead(&w[i], sizeof(w[i]));
-        /* 16 six-bit scales from words a, b, c: low nibbles in a / b (low then high half of
-         * each byte), bit pairs 4-5 from c at shifts 0, 2, 4, 6 (quant_k.c's q3_k_scale) */
-        const uint32_t a = load_u32(w[i].scales), b = load_u32(w[i].scales + 4), c = load_u32(w[i].scales + 8);
-        const __m128i s8 = _mm_sub_epi8(
-            _mm_setr_epi32((int)((a & 0x0f0f0f0fu) | ((c << 4) & 0x30303030u)),
-                           (int)((b & 0x0f0f0f0fu) | ((c << 2) & 0x30303030u)),
-                           (int)(((a >> 4) & 0x0f0f0f0fu) | (c & 0x30303030u)),
-                           (int)(((b >> 4) & 0x0f0f0f0fu) | ((c >> 2) & 0x30303030u))),
-            _mm_set1_epi8(32));
-        const __m256i sc16 = _mm256_cvtepi8_epi16(s8);
+        const __m256i sc16 = _mm256_cvtepi8_epi16(q3_k_scales(w[i].scales));
         const int bias = hsum_epi32(_mm256_madd_epi16(sc16, load256(x[i].bsums)));
         const __m256i hm = load256(w[i].hmask);
         __m256i isum = _mm256_setzero_si256();
