@@ -267,7 +267,8 @@ static void check_gemm(si_type t, cpu_isa isa, int64_t n, int n_w, int n_x, int 
 static void test_gemm_all(void **state) {
     (void)state;
     const int64_t nblocks[] = {1, 2, 3, 7, 18};
-    const int64_t nfloat[] = {1, 7, 33, 255, 576, 1061, 2100}; /* 2100: f16 tiles of 2 weight rows */
+    /* 2100: f16 tiles of 2 weight rows; 2900: bf16 ones */
+    const int64_t nfloat[] = {1, 7, 33, 255, 576, 1061, 2100, 2900};
     const int n_ws[] = {1, 2, 5};
     int checked = 0, fast = 0;
     for (int isa = 0; isa <= (int)cpu_isa_detected(); isa++) {

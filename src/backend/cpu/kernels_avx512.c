@@ -763,6 +763,73 @@ static void gemm_f16_avx512(const void *w, size_t ws, int n_w, const void *xp, s
     }
 }
 
+/* ---- bf16 matrix product ----
+ * Per (weight row, activation row) the four accumulators receive exactly vec_dot_bf16_avx512's
+ * vdpbf16ps in its order (128-element steps, the rest in masked 32-element steps into acc[0]) and
+ * are reduced as it reduces them; a tile of W weight rows x R activation rows shares each load:
+ * W + R loads for W * R products where vec_dot has two loads a product. Activations are bf16 as
+ * they come (no prep_row). */
+KX86_ALWAYS_INLINE void bf16_tile(const uint8_t *w, size_t ws, const int W, const uint8_t *x,
+                                  size_t xs, int64_t n, float *out, size_t os, const int R) {
+    __m512 acc[2][8][4]; /* KX86_SWITCH_R instantiates R up to 8; only W * R <= 6 is called */
+    for (int o = 0; o < W; o++)
+        for (int r = 0; r < R; r++)
+            for (int k = 0; k < 4; k++)
+                acc[o][r][k] = _mm512_setzero_ps();
+#define BF16_W(o, i) ((const uint16_t *)(w + (size_t)(o)*ws) + (i))
+#define BF16_X(r, i) ((const uint16_t *)(x + (size_t)(r)*xs) + (i))
+    int64_t i = 0;
+    for (; i + 128 <= n; i += 128)
+        for (int k = 0; k < 4; k++) {
+            __m512i wv[2];
+            for (int o = 0; o < W; o++)
+                wv[o] = _mm512_loadu_si512(BF16_W(o, i + 32 * k));
+            for (int r = 0; r < R; r++) {
+                const __m512i xv = _mm512_loadu_si512(BF16_X(r, i + 32 * k));
+                for (int o = 0; o < W; o++)
+                    acc[o][r][k] = _mm512_dpbf16_ps(acc[o][r][k], (__m512bh)wv[o], (__m512bh)xv);
+            }
+        }
+    for (; i < n; i += 32) {
+        const __mmask32 m = n - i >= 32 ? 0xffffffffu : (__mmask32)((1u << (n - i)) - 1);
+        for (int o = 0; o < W; o++) {
+            const __m512i wv = _mm512_maskz_loadu_epi16(m, BF16_W(o, i));
+            for (int r = 0; r < R; r++)
+                acc[o][r][0] =
+                    _mm512_dpbf16_ps(acc[o][r][0], (__m512bh)wv,
+                                     (__m512bh)_mm512_maskz_loadu_epi16(m, BF16_X(r, i)));
+        }
+    }
+#undef BF16_W
+#undef BF16_X
+    for (int o = 0; o < W; o++)
+        for (int r = 0; r < R; r++)
+            out[(size_t)r * os + (size_t)o] =
+                _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(acc[o][r][0], acc[o][r][1]),
+                                                   _mm512_add_ps(acc[o][r][2], acc[o][r][3])));
+}
+
+/* as F16_L1_COLS: six bf16 activation rows of up to 2730 columns (32 KiB) stay in L1 */
+#define BF16_L1_COLS 2730
+
+static void gemm_bf16_avx512(const void *w, size_t ws, int n_w, const void *x, size_t xs, int n_x,
+                             int64_t n, float *out, size_t os) {
+    const int W = n > BF16_L1_COLS ? 2 : 1, RT = 6 / W;
+    for (int r0 = 0; r0 < n_x; r0 += RT) {
+        const uint8_t *xr = (const uint8_t *)x + (size_t)r0 * xs;
+        float *o0 = out + (size_t)r0 * os;
+        const int left = n_x - r0 < RT ? n_x - r0 : RT;
+        int o = 0;
+        if (W == 2)
+            for (; o + 2 <= n_w; o += 2)
+                KX86_SWITCH_R(left, bf16_tile, (const uint8_t *)w + (size_t)o * ws, ws, 2, xr, xs,
+                              n, o0 + o, os);
+        for (; o < n_w; o++)
+            KX86_SWITCH_R(left, bf16_tile, (const uint8_t *)w + (size_t)o * ws, ws, 1, xr, xs, n,
+                          o0 + o, os);
+    }
+}
+
 /* ---- q4_K matrix product ----
  * Per super-block the single-row kernel (kernels_x86.h's vec_dot_q4_k_x86) forms two exact
  * integers — isum = sum_j scale_j x (the 32-element dot of sub-block j) and summ = sum_j min_j x
@@ -1097,7 +1164,10 @@ const cpu_kernels *cpu_kernels_avx512_entry(si_type t, int has_bf16) {
     static const cpu_kernels k_f32 = {.vec_dot_type = SI_TYPE_F32, .quantize_row = quantize_row_f32_x86, .vec_dot = vec_dot_f32_avx512};
     static const cpu_kernels k_f16 = {.vec_dot_type = SI_TYPE_F16, .quantize_row = quantize_row_f16_x86, .vec_dot = vec_dot_f16_avx512,
                                       .gemm = gemm_f16_avx512, .prep_row = prep_row_f16, .prep_size = prep_size_f16};
-    static const cpu_kernels k_bf16 = {.vec_dot_type = SI_TYPE_BF16, .quantize_row = quantize_row_bf16_x86, .vec_dot = vec_dot_bf16_avx512};
+    static const cpu_kernels k_bf16 = {.vec_dot_type = SI_TYPE_BF16,
+                                       .quantize_row = quantize_row_bf16_x86,
+                                       .vec_dot = vec_dot_bf16_avx512,
+                                       .gemm = gemm_bf16_avx512};
     static const cpu_kernels k_q4_0 = {.vec_dot_type = SI_TYPE_Q8_0, .quantize_row = quantize_row_q8_0_x86, .vec_dot = vec_dot_q4_0_avx512,
                                        .gemm = gemm_q4_0_avx512, .prep_row = prep_row_q4_0, .prep_size = prep_size_q8_groups};
     static const cpu_kernels k_q4_1 = {.vec_dot_type = SI_TYPE_Q8_1, .quantize_row = quantize_row_q8_1_x86, .vec_dot = vec_dot_q4_1_avx512,
