@@ -107,59 +107,85 @@ static inline __m512i q5_pair_bytes(const uint8_t *qsa, const uint8_t *qha, cons
     return _mm512_or_si512(q4_pair_nibbles(qsa, qsb), _mm512_maskz_mov_epi8(hm, _mm512_set1_epi8(0x10)));
 }
 
-static inline __m512i q5_0_pair_isum(const block_q5_0 *w, const block_q8_0 *x) {
+/* the integer sums of blocks a, a + 1 of x against their decoded quants q (q5_pair_bytes) */
+static inline __m512i q5_0_pair_isum(__m512i q, const block_q8_0 *x) {
     const __m512i y = load_pair(x[0].qs, x[1].qs);
-    const __m512i q = q5_pair_bytes(w[0].qs, w[0].qh, w[1].qs, w[1].qh);
     return _mm512_sub_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), q, y),
                             _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(16), y));
 }
 
-static inline __m512i q5_1_pair_isum(const block_q5_1 *w, const block_q8_1 *x) {
-    const __m512i y = load_pair(x[0].qs, x[1].qs);
-    return _mm512_dpbusd_epi32(_mm512_setzero_si512(), q5_pair_bytes(w[0].qs, w[0].qh, w[1].qs, w[1].qh), y);
+static inline __m512i q5_1_pair_isum(__m512i q, const block_q8_1 *x) {
+    return _mm512_dpbusd_epi32(_mm512_setzero_si512(), q, load_pair(x[0].qs, x[1].qs));
+}
+
+/* q5_0 / q5_1 against R activation rows (xs bytes apart; R = 1: the single-row kernel): groups
+ * of 4 blocks, their quants and scales decoded once for all rows; per row the products go into
+ * two accumulators of 16 lanes (blocks 0-1, 2-3 of each group; q5_1's min products into a third),
+ * the last nb % 4 blocks through the 256-bit single-row kernel. */
+KX86_ALWAYS_INLINE void q5_rows(const uint8_t *w, const int one, const uint8_t *x, size_t xs,
+                                int64_t nb, float *out, size_t os, const int R) {
+    const size_t wb = one ? sizeof(block_q5_1) : sizeof(block_q5_0);
+    const size_t yb = one ? sizeof(block_q8_1) : sizeof(block_q8_0);
+    __m512 acc0[8], acc1[8];
+    __m256 accm[8];
+    for (int r = 0; r < R; r++) {
+        acc0[r] = acc1[r] = _mm512_setzero_ps();
+        accm[r] = _mm256_setzero_ps();
+    }
+    int64_t i = 0;
+    for (; i + 4 <= nb; i += 4) {
+        const uint8_t *b = w + (size_t)i * wb;
+        prefetch_ahead(b, 4 * wb);
+        const __m256 wh = head_halves4(b, wb);
+        __m512i q[2];
+        for (int k = 0; k < 2; k++) {
+            if (one) {
+                const block_q5_1 *v = (const block_q5_1 *)b + 2 * k;
+                q[k] = q5_pair_bytes(v[0].qs, v[0].qh, v[1].qs, v[1].qh);
+            } else {
+                const block_q5_0 *v = (const block_q5_0 *)b + 2 * k;
+                q[k] = q5_pair_bytes(v[0].qs, v[0].qh, v[1].qs, v[1].qh);
+            }
+        }
+        for (int r = 0; r < R; r++) {
+            const uint8_t *y = x + (size_t)r * xs + (size_t)i * yb;
+            const __m256 p = _mm256_mul_ps(wh, head_halves4(y, yb));
+            if (one) accm[r] = _mm256_add_ps(accm[r], p);
+            __m512 d01, d23;
+            spread_scales4(p, &d01, &d23);
+            const __m512i s01 = one ? q5_1_pair_isum(q[0], (const block_q8_1 *)y)
+                                    : q5_0_pair_isum(q[0], (const block_q8_0 *)y);
+            const __m512i s23 = one ? q5_1_pair_isum(q[1], (const block_q8_1 *)y + 2)
+                                    : q5_0_pair_isum(q[1], (const block_q8_0 *)y + 2);
+            acc0[r] = _mm512_fmadd_ps(d01, _mm512_cvtepi32_ps(s01), acc0[r]);
+            acc1[r] = _mm512_fmadd_ps(d23, _mm512_cvtepi32_ps(s23), acc1[r]);
+        }
+    }
+    for (int r = 0; r < R; r++) {
+        const uint8_t *y = x + (size_t)r * xs + (size_t)i * yb;
+        float sum = _mm512_reduce_add_ps(_mm512_add_ps(acc0[r], acc1[r]));
+        if (one) sum += sum_odd(accm[r]);
+        if (i < nb)
+            sum += one ? vec_dot_q5_1_x86(w + (size_t)i * wb, y, (nb - i) * QK5_1)
+                       : vec_dot_q5_0_x86(w + (size_t)i * wb, y, (nb - i) * QK5_0);
+        out[(size_t)r * os] = sum;
+    }
 }
 
 static float vec_dot_q5_0_avx512(const void *vw, const void *vx, int64_t n) {
-    const block_q5_0 *w = vw;
-    const block_q8_0 *x = vx;
-    const int64_t nb = n / QK5_0;
-    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
-    int64_t i = 0;
-    for (; i + 4 <= nb; i += 4) {
-        prefetch_ahead(&w[i], 4 * sizeof(*w));
-        const __m256 p = _mm256_mul_ps(head_halves4(&w[i], sizeof(*w)), head_halves4(&x[i], sizeof(*x)));
-        __m512 d01, d23;
-        spread_scales4(p, &d01, &d23);
-        acc0 = _mm512_fmadd_ps(d01, _mm512_cvtepi32_ps(q5_0_pair_isum(&w[i], &x[i])), acc0);
-        acc1 = _mm512_fmadd_ps(d23, _mm512_cvtepi32_ps(q5_0_pair_isum(&w[i + 2], &x[i + 2])), acc1);
-    }
-    float sum = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
-    if (i < nb) sum += vec_dot_q5_0_x86(&w[i], &x[i], (nb - i) * QK5_0);
-    return sum;
+    float out;
+    q5_rows(vw, 0, vx, 0, n / QK5_0, &out, 0, 1);
+    return out;
 }
 
 static float vec_dot_q5_1_avx512(const void *vw, const void *vx, int64_t n) {
-    const block_q5_1 *w = vw;
-    const block_q8_1 *x = vx;
-    const int64_t nb = n / QK5_1;
-    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
-    __m256 accm = _mm256_setzero_ps();
-    int64_t i = 0;
-    for (; i + 4 <= nb; i += 4) {
-        prefetch_ahead(&w[i], 4 * sizeof(*w));
-        const __m256 p = _mm256_mul_ps(head_halves4(&w[i], sizeof(*w)), head_halves4(&x[i], sizeof(*x)));
-        accm = _mm256_add_ps(accm, p);
-        __m512 d01, d23;
-        spread_scales4(p, &d01, &d23);
-        acc0 = _mm512_fmadd_ps(d01, _mm512_cvtepi32_ps(q5_1_pair_isum(&w[i], &x[i])), acc0);
-        acc1 = _mm512_fmadd_ps(d23, _mm512_cvtepi32_ps(q5_1_pair_isum(&w[i + 2], &x[i + 2])), acc1);
-    }
-    float sum = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1)) + sum_odd(accm);
-    if (i < nb) sum += vec_dot_q5_1_x86(&w[i], &x[i], (nb - i) * QK5_1);
-    return sum;
+    float out;
+    q5_rows(vw, 1, vx, 0, n / QK5_1, &out, 0, 1);
+    return out;
 }
 
-
+KX86_GEMM_BY_ROWS(gemm_q5_0_avx512, QK5_0, q5_rows, wo, 0)
+KX86_GEMM_BY_ROWS(gemm_q5_1_avx512, QK5_1, q5_rows, wo, 1)
 
 /* ---- q4_0 / q8_0: one float lane per block ----
  * The arithmetic, for a weight row w and an activation row x (q8_0) alike in vec_dot and gemm:
@@ -702,6 +728,17 @@ static void prep_row_f16(const void *vx, void *vxp, int64_t n) {
     }
 }
 
+/* a tile's results: each (weight row o, activation row r)'s four accumulators reduced as the
+ * single-row f16 / bf16 kernels reduce theirs */
+static inline void tile_store(__m512 acc[2][8][4], const int W, const int R, float *out,
+                              size_t os) {
+    for (int o = 0; o < W; o++)
+        for (int r = 0; r < R; r++)
+            out[(size_t)r * os + (size_t)o] =
+                _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(acc[o][r][0], acc[o][r][1]),
+                                                   _mm512_add_ps(acc[o][r][2], acc[o][r][3])));
+}
+
 /* W weight rows x R activation rows, 4 accumulators each (W * R <= 6) */
 KX86_ALWAYS_INLINE void f16_tile(const uint8_t *w, size_t ws, const int W, const uint8_t *xp, size_t xs, int64_t n,
                                  float *out, size_t os, const int R) {
@@ -736,32 +773,13 @@ KX86_ALWAYS_INLINE void f16_tile(const uint8_t *w, size_t ws, const int W, const
     }
 #undef F16_W
 #undef F16_X
-    for (int o = 0; o < W; o++)
-        for (int r = 0; r < R; r++)
-            out[(size_t)r * os + (size_t)o] = _mm512_reduce_add_ps(
-                _mm512_add_ps(_mm512_add_ps(acc[o][r][0], acc[o][r][1]), _mm512_add_ps(acc[o][r][2], acc[o][r][3])));
+    tile_store(acc, W, R, out, os);
 }
 
 /* NOTE: up to 1365 columns six activation rows of f32 (32 KiB) stay in L1 while a weight row
  * passes: one weight row x 6 activation rows. Wider rows would stream the activations from L2
  * for every weight row, so there two weight rows share each activation load (x 3 rows). */
 #define F16_L1_COLS 1365
-
-static void gemm_f16_avx512(const void *w, size_t ws, int n_w, const void *xp, size_t xs, int n_x, int64_t n,
-                            float *out, size_t os) {
-    const int W = n > F16_L1_COLS ? 2 : 1, RT = 6 / W;
-    for (int r0 = 0; r0 < n_x; r0 += RT) {
-        const uint8_t *x = (const uint8_t *)xp + (size_t)r0 * xs;
-        float *o0 = out + (size_t)r0 * os;
-        const int left = n_x - r0 < RT ? n_x - r0 : RT;
-        int o = 0;
-        if (W == 2)
-            for (; o + 2 <= n_w; o += 2)
-                KX86_SWITCH_R(left, f16_tile, (const uint8_t *)w + (size_t)o * ws, ws, 2, x, xs, n, o0 + o, os);
-        for (; o < n_w; o++)
-            KX86_SWITCH_R(left, f16_tile, (const uint8_t *)w + (size_t)o * ws, ws, 1, x, xs, n, o0 + o, os);
-    }
-}
 
 /* ---- bf16 matrix product ----
  * Per (weight row, activation row) the four accumulators receive exactly vec_dot_bf16_avx512's
@@ -802,19 +820,27 @@ KX86_ALWAYS_INLINE void bf16_tile(const uint8_t *w, size_t ws, const int W, cons
     }
 #undef BF16_W
 #undef BF16_X
-    for (int o = 0; o < W; o++)
-        for (int r = 0; r < R; r++)
-            out[(size_t)r * os + (size_t)o] =
-                _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(acc[o][r][0], acc[o][r][1]),
-                                                   _mm512_add_ps(acc[o][r][2], acc[o][r][3])));
+    tile_store(acc, W, R, out, os);
 }
 
 /* as F16_L1_COLS: six bf16 activation rows of up to 2730 columns (32 KiB) stay in L1 */
 #define BF16_L1_COLS 2730
 
-static void gemm_bf16_avx512(const void *w, size_t ws, int n_w, const void *x, size_t xs, int n_x,
-                             int64_t n, float *out, size_t os) {
-    const int W = n > BF16_L1_COLS ? 2 : 1, RT = 6 / W;
+/* the f16 or bf16 tile (bf a constant once inlined) */
+KX86_ALWAYS_INLINE void float_tile(const bool bf, const uint8_t *w, size_t ws, const int W,
+                                   const uint8_t *x, size_t xs, int64_t n, float *out, size_t os,
+                                   const int R) {
+    if (bf)
+        bf16_tile(w, ws, W, x, xs, n, out, os, R);
+    else
+        f16_tile(w, ws, W, x, xs, n, out, os, R);
+}
+
+/* tiles of 1 weight row x 6 activation rows, or 2 x 3 for rows over l1_cols (the NOTE above) */
+KX86_ALWAYS_INLINE void gemm_float_tiles(const void *w, size_t ws, int n_w, const void *x,
+                                         size_t xs, int n_x, int64_t n, float *out, size_t os,
+                                         const bool bf) {
+    const int W = n > (bf ? BF16_L1_COLS : F16_L1_COLS) ? 2 : 1, RT = 6 / W;
     for (int r0 = 0; r0 < n_x; r0 += RT) {
         const uint8_t *xr = (const uint8_t *)x + (size_t)r0 * xs;
         float *o0 = out + (size_t)r0 * os;
@@ -822,12 +848,22 @@ static void gemm_bf16_avx512(const void *w, size_t ws, int n_w, const void *x, s
         int o = 0;
         if (W == 2)
             for (; o + 2 <= n_w; o += 2)
-                KX86_SWITCH_R(left, bf16_tile, (const uint8_t *)w + (size_t)o * ws, ws, 2, xr, xs,
-                              n, o0 + o, os);
+                KX86_SWITCH_R(left, float_tile, bf, (const uint8_t *)w + (size_t)o * ws, ws, 2, xr,
+                              xs, n, o0 + o, os);
         for (; o < n_w; o++)
-            KX86_SWITCH_R(left, bf16_tile, (const uint8_t *)w + (size_t)o * ws, ws, 1, xr, xs, n,
-                          o0 + o, os);
+            KX86_SWITCH_R(left, float_tile, bf, (const uint8_t *)w + (size_t)o * ws, ws, 1, xr, xs,
+                          n, o0 + o, os);
     }
+}
+
+static void gemm_f16_avx512(const void *w, size_t ws, int n_w, const void *xp, size_t xs, int n_x,
+                            int64_t n, float *out, size_t os) {
+    gemm_float_tiles(w, ws, n_w, xp, xs, n_x, n, out, os, false);
+}
+
+static void gemm_bf16_avx512(const void *w, size_t ws, int n_w, const void *x, size_t xs, int n_x,
+                             int64_t n, float *out, size_t os) {
+    gemm_float_tiles(w, ws, n_w, x, xs, n_x, n, out, os, true);
 }
 
 /* ---- q4_K matrix product ----
@@ -894,26 +930,8 @@ KX86_ALWAYS_INLINE void k45_rows(const void *w, const bool five, const uint8_t *
     for (int r = 0; r < R; r++) out[(size_t)r * os] = sumf[r];
 }
 
-KX86_ALWAYS_INLINE void gemm_k45_avx512(const void *w, size_t ws, int n_w, const void *x, size_t xs,
-                                        int n_x, int64_t n, float *out, size_t os,
-                                        const bool five) {
-    for (int r0 = 0; r0 < n_x; r0 += 8) {
-        const uint8_t *xr = (const uint8_t *)x + (size_t)r0 * xs;
-        for (int o = 0; o < n_w; o++)
-            KX86_SWITCH_R(n_x - r0, k45_rows, (const uint8_t *)w + (size_t)o * ws, five, xr, xs,
-                          n / QK_K, out + (size_t)r0 * os + o, os);
-    }
-}
-
-static void gemm_q4_k_avx512(const void *w, size_t ws, int n_w, const void *x, size_t xs, int n_x,
-                             int64_t n, float *out, size_t os) {
-    gemm_k45_avx512(w, ws, n_w, x, xs, n_x, n, out, os, false);
-}
-
-static void gemm_q5_k_avx512(const void *w, size_t ws, int n_w, const void *x, size_t xs, int n_x,
-                             int64_t n, float *out, size_t os) {
-    gemm_k45_avx512(w, ws, n_w, x, xs, n_x, n, out, os, true);
-}
+KX86_GEMM_BY_ROWS(gemm_q4_k_avx512, QK_K, k45_rows, wo, false)
+KX86_GEMM_BY_ROWS(gemm_q5_k_avx512, QK_K, k45_rows, wo, true)
 
 /* ---- iq4_xs matrix product ----
  * The single-row kernel (kernels_x86.h's vec_dot_iq4_xs_x86) sums, per super-block, the 8
@@ -991,6 +1009,23 @@ static inline __m512i k6_scale_quad(__m512i sm, int j) {
     return _mm512_permutexvar_epi16(idx, sm);
 }
 
+/* sc[j]: the scales of 64-element step j's four 16-element sub-blocks (16-bit in sc16) */
+static inline void k16_scale_quads(__m256i sc16, __m512i sc[4]) {
+    for (int j = 0; j < 4; j++)
+        sc[j] = k6_scale_quad(_mm512_castsi256_si512(sc16), 4 * j);
+}
+
+/* the exact integer dot of a super-block's quants u (unsigned bytes, 64 elements a zmm) with
+ * activation row y, each 16 elements times their sub-block's scale (vpmaddubsw pairs into int16,
+ * then vpdpwssd) */
+static inline int k16_isum(const __m512i u[4], const __m512i sc[4], const block_q8_K *y) {
+    __m512i acc = _mm512_setzero_si512();
+    for (int j = 0; j < 4; j++)
+        acc = _mm512_dpwssd_epi32(
+            acc, _mm512_maddubs_epi16(u[j], _mm512_loadu_si512(y->qs + 64 * j)), sc[j]);
+    return _mm512_reduce_add_epi32(acc);
+}
+
 /* ---- q6_K matrix product ----
  * The single-row kernel (kernels_x86.h's vec_dot_q6_k_x86) sums, per super-block, the unsigned
  * 6-bit quants (0..63) times y by 16-element sub-block scale, less 32 x the scales against y's
@@ -1021,33 +1056,19 @@ KX86_ALWAYS_INLINE void q6_k_rows(const block_q6_K *w, const uint8_t *x, size_t 
             q[2 * h + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4),
                                            _mm512_and_si512(_mm512_srlv_epi16(hb, shr), m30));
         }
-        for (int j = 0; j < 4; j++) /* scales 4j..4j+3, each over 8 int16 lanes */
-            sc[j] = k6_scale_quad(_mm512_castsi256_si512(sc16), 4 * j);
+        k16_scale_quads(sc16, sc);
         const float dw = h2f(w[i].d);
         for (int r = 0; r < R; r++) {
             const block_q8_K *y = (const block_q8_K *)(x + (size_t)r * xs) + i;
-            __m512i acc = _mm512_setzero_si512();
-            for (int j = 0; j < 4; j++)
-                acc = _mm512_dpwssd_epi32(
-                    acc, _mm512_maddubs_epi16(q[j], _mm512_loadu_si512(y->qs + 64 * j)), sc[j]);
             const int bias = hsum_epi32(_mm256_madd_epi16(load256(y->bsums), sc16));
-            sumf[r] += dw * y->d * (float)(_mm512_reduce_add_epi32(acc) - 32 * bias);
+            sumf[r] += dw * y->d * (float)(k16_isum(q, sc, y) - 32 * bias);
         }
     }
     for (int r = 0; r < R; r++)
         out[(size_t)r * os] = sumf[r];
 }
 
-static void gemm_q6_k_avx512(const void *w, size_t ws, int n_w, const void *x, size_t xs, int n_x,
-                             int64_t n, float *out, size_t os) {
-    for (int r0 = 0; r0 < n_x; r0 += 8) {
-        const uint8_t *xr = (const uint8_t *)x + (size_t)r0 * xs;
-        for (int o = 0; o < n_w; o++)
-            KX86_SWITCH_R(n_x - r0, q6_k_rows,
-                          (const block_q6_K *)((const uint8_t *)w + (size_t)o * ws), xr, xs,
-                          n / QK_K, out + (size_t)r0 * os + o, os);
-    }
-}
+KX86_GEMM_BY_ROWS(gemm_q6_k_avx512, QK_K, q6_k_rows, wo)
 
 /* ---- q2_K and q3_K matrix products ----
  * Both store 2-bit quants in one order: element 128k + 32t + l (k < 2, t < 4, l < 32) is bits
@@ -1069,13 +1090,6 @@ static inline __m512i k23_quants(const uint8_t *qs, int j) {
     return _mm512_and_si512(_mm512_srlv_epi64(q, sh), _mm512_set1_epi8(3));
 }
 
-/* acc + the 64-element step j of y (q8_K row) times quants u (unsigned bytes) by the scales of
- * its four sub-blocks (16-bit in sc16: k6_scale_quad) */
-static inline __m512i k23_step(__m512i acc, __m512i u, const block_q8_K *y, __m512i sc16, int j) {
-    return _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(u, _mm512_loadu_si512(y->qs + 64 * j)),
-                               k6_scale_quad(sc16, 4 * j));
-}
-
 KX86_ALWAYS_INLINE void q2_k_rows(const block_q2_K *w, const uint8_t *x, size_t xs, int64_t nsb,
                                   float *out, size_t os, const int R) {
     float sumf[8];
@@ -1087,18 +1101,16 @@ KX86_ALWAYS_INLINE void q2_k_rows(const block_q2_K *w, const uint8_t *x, size_t 
         const __m128i m4 = _mm_set1_epi8(0x0F);
         const __m256i sc16 = _mm256_cvtepu8_epi16(_mm_and_si128(s, m4));
         const __m256i mn16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(s, 4), m4));
-        __m512i u[4];
+        __m512i u[4], sc[4];
         for (int j = 0; j < 4; j++)
             u[j] = k23_quants(w[i].qs, j);
+        k16_scale_quads(sc16, sc);
         const float dw = h2f(w[i].d), mw = h2f(w[i].dmin);
         for (int r = 0; r < R; r++) {
             const block_q8_K *y = (const block_q8_K *)(x + (size_t)r * xs) + i;
-            __m512i acc = _mm512_setzero_si512();
-            for (int j = 0; j < 4; j++)
-                acc = k23_step(acc, u[j], y, _mm512_castsi256_si512(sc16), j);
             const int summ = hsum_epi32(_mm256_madd_epi16(load256(y->bsums), mn16));
             const float dall = y->d * dw, dmin = y->d * mw;
-            sumf[r] += dall * (float)_mm512_reduce_add_epi32(acc) - dmin * (float)summ;
+            sumf[r] += dall * (float)k16_isum(u, sc, y) - dmin * (float)summ;
         }
     }
     for (int r = 0; r < R; r++)
@@ -1122,41 +1134,22 @@ KX86_ALWAYS_INLINE void q3_k_rows(const block_q3_K *w, const uint8_t *x, size_t 
             const __m512i q = k23_quants(w[i].qs, j);
             u[j] = _mm512_mask_add_epi8(q, _mm512_test_epi8_mask(hm, bit), q, four);
         }
+        __m512i sc[4];
+        k16_scale_quads(sc16, sc);
         const float dw = h2f(w[i].d);
         for (int r = 0; r < R; r++) {
             const block_q8_K *y = (const block_q8_K *)(x + (size_t)r * xs) + i;
-            __m512i acc = _mm512_setzero_si512();
-            for (int j = 0; j < 4; j++)
-                acc = k23_step(acc, u[j], y, _mm512_castsi256_si512(sc16), j);
             const int bias = hsum_epi32(_mm256_madd_epi16(sc16, load256(y->bsums)));
-            sumf[r] += dw * y->d * (float)(_mm512_reduce_add_epi32(acc) - 4 * bias);
+            sumf[r] += dw * y->d * (float)(k16_isum(u, sc, y) - 4 * bias);
         }
     }
     for (int r = 0; r < R; r++)
         out[(size_t)r * os] = sumf[r];
 }
 
-static void gemm_q2_k_avx512(const void *w, size_t ws, int n_w, const void *x, size_t xs, int n_x,
-                             int64_t n, float *out, size_t os) {
-    for (int r0 = 0; r0 < n_x; r0 += 8) {
-        const uint8_t *xr = (const uint8_t *)x + (size_t)r0 * xs;
-        for (int o = 0; o < n_w; o++)
-            KX86_SWITCH_R(n_x - r0, q2_k_rows,
-                          (const block_q2_K *)((const uint8_t *)w + (size_t)o * ws), xr, xs,
-                          n / QK_K, out + (size_t)r0 * os + o, os);
-    }
-}
+KX86_GEMM_BY_ROWS(gemm_q2_k_avx512, QK_K, q2_k_rows, wo)
 
-static void gemm_q3_k_avx512(const void *w, size_t ws, int n_w, const void *x, size_t xs, int n_x,
-                             int64_t n, float *out, size_t os) {
-    for (int r0 = 0; r0 < n_x; r0 += 8) {
-        const uint8_t *xr = (const uint8_t *)x + (size_t)r0 * xs;
-        for (int o = 0; o < n_w; o++)
-            KX86_SWITCH_R(n_x - r0, q3_k_rows,
-                          (const block_q3_K *)((const uint8_t *)w + (size_t)o * ws), xr, xs,
-                          n / QK_K, out + (size_t)r0 * os + o, os);
-    }
-}
+KX86_GEMM_BY_ROWS(gemm_q3_k_avx512, QK_K, q3_k_rows, wo)
 
 const cpu_kernels *cpu_kernels_avx512_entry(si_type t, int has_bf16);
 
@@ -1172,8 +1165,14 @@ const cpu_kernels *cpu_kernels_avx512_entry(si_type t, int has_bf16) {
                                        .gemm = gemm_q4_0_avx512, .prep_row = prep_row_q4_0, .prep_size = prep_size_q8_groups};
     static const cpu_kernels k_q4_1 = {.vec_dot_type = SI_TYPE_Q8_1, .quantize_row = quantize_row_q8_1_x86, .vec_dot = vec_dot_q4_1_avx512,
                                        .gemm = gemm_q4_1_avx512, .prep_row = prep_row_q4_1, .prep_size = prep_size_q8s_groups};
-    static const cpu_kernels k_q5_0 = {.vec_dot_type = SI_TYPE_Q8_0, .quantize_row = quantize_row_q8_0_x86, .vec_dot = vec_dot_q5_0_avx512};
-    static const cpu_kernels k_q5_1 = {.vec_dot_type = SI_TYPE_Q8_1, .quantize_row = quantize_row_q8_1_x86, .vec_dot = vec_dot_q5_1_avx512};
+    static const cpu_kernels k_q5_0 = {.vec_dot_type = SI_TYPE_Q8_0,
+                                       .quantize_row = quantize_row_q8_0_x86,
+                                       .vec_dot = vec_dot_q5_0_avx512,
+                                       .gemm = gemm_q5_0_avx512};
+    static const cpu_kernels k_q5_1 = {.vec_dot_type = SI_TYPE_Q8_1,
+                                       .quantize_row = quantize_row_q8_1_x86,
+                                       .vec_dot = vec_dot_q5_1_avx512,
+                                       .gemm = gemm_q5_1_avx512};
     static const cpu_kernels k_q8_0 = {.vec_dot_type = SI_TYPE_Q8_0, .quantize_row = quantize_row_q8_0_x86, .vec_dot = vec_dot_q8_0_avx512,
                                        .gemm = gemm_q8_0_avx512, .prep_row = prep_row_q8_0, .prep_size = prep_size_q8_groups};
     static const cpu_kernels k_iq4_nl = {.vec_dot_type = SI_TYPE_Q8_0, .quantize_row = quantize_row_q8_0_x86, .vec_dot = vec_dot_iq4_nl_avx512,

@@ -711,6 +711,21 @@ static float vec_dot_bf16_x86(const void *vw, const void *vx, int64_t n) {
         }                                                                                         \
     } while (0)
 
+/* gemm (cpu_kernels.h) through a multi-row kernel: up to 8 activation rows a call, for every
+ * weight row wo; the kernel's arguments before the activation rows are __VA_ARGS__ (wo first) */
+#define KX86_GEMM_BY_ROWS(name, QK, rows, ...)                                                     \
+    static void name(const void *w, size_t ws, int n_w, const void *x, size_t xs, int n_x,         \
+                     int64_t n, float *out, size_t os) {                                           \
+        for (int r0 = 0; r0 < n_x; r0 += 8) {                                                      \
+            const uint8_t *xr = (const uint8_t *)x + (size_t)r0 * xs;                              \
+            for (int o = 0; o < n_w; o++) {                                                        \
+                const void *wo = (const uint8_t *)w + (size_t)o * ws;                              \
+                KX86_SWITCH_R(n_x - r0, rows, __VA_ARGS__, xr, xs, n / (QK),                       \
+                              out + (size_t)r0 * os + o, os);                                      \
+            }                                                                                      \
+        }                                                                                          \
+    }
+
 /* NOTE: the 256-bit table has no multi-row kernels: the AVX2 ones were not bit-identical to the
  * single-row kernels (batch invariance, cpu_kernels.h's gemm), so matmul loops vec_dot there. */
 /* The 256-bit table: one entry per weight type that has a kernel here. */
