@@ -265,66 +265,10 @@ static inline __m256i q5_bytes(const uint8_t *qs, const uint8_t *qh) {
     return _mm256_or_si256(unpack_nibbles(qs), hb);
 }
 
-static float vec_dot_q8_0_x86(const void *vw, const void *vx, int64_t n) {
-    const block_q8_0 *w = vw;
-    const block_q8_0 *x = vx;
-    const int64_t nb = n / QK8_0;
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-    int64_t i = 0;
-    for (; i + 4 <= nb; i += 4) {
-        prefetch_ahead(&w[i], 4 * sizeof(*w));
-        const __m256 p = _mm256_mul_ps(head_halves4(&w[i], sizeof(*w)), head_halves4(&x[i], sizeof(*x)));
-        acc0 = _mm256_fmadd_ps(spread_scale(p, 0), _mm256_cvtepi32_ps(dot_s8(_mm256_setzero_si256(), load256(w[i].qs), load256(x[i].qs))), acc0);
-        acc1 = _mm256_fmadd_ps(spread_scale(p, 1), _mm256_cvtepi32_ps(dot_s8(_mm256_setzero_si256(), load256(w[i + 1].qs), load256(x[i + 1].qs))), acc1);
-        acc0 = _mm256_fmadd_ps(spread_scale(p, 2), _mm256_cvtepi32_ps(dot_s8(_mm256_setzero_si256(), load256(w[i + 2].qs), load256(x[i + 2].qs))), acc0);
-        acc1 = _mm256_fmadd_ps(spread_scale(p, 3), _mm256_cvtepi32_ps(dot_s8(_mm256_setzero_si256(), load256(w[i + 3].qs), load256(x[i + 3].qs))), acc1);
-    }
-    for (; i < nb; i++) {
-        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[i].d) * h2f(x[i].d)), _mm256_cvtepi32_ps(dot_s8(_mm256_setzero_si256(), load256(w[i].qs), load256(x[i].qs))), acc0);
-    }
-    return hsum_ps(_mm256_add_ps(acc0, acc1));
-}
-
 /* IQ4_NL / IQ4_XS: 16 bytes of nibbles as their table values, in unpack_nibbles' order */
 static inline __m256i iq4nl_bytes(const uint8_t *qs) {
     const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)kvalues_iq4nl));
     return _mm256_shuffle_epi8(table, unpack_nibbles(qs));
-}
-
-/* The weight bytes of a block of 18 (an fp16 d, 16 bytes of nibbles): Q4_0's nibble - 8 or
- * IQ4_NL's table value (the two layouts are the same) */
-static inline __m256i b18_bytes(const block_q4_0 *b, int nl) {
-    return nl ? iq4nl_bytes(b->qs) : q4_0_bytes(b);
-}
-
-/* Q4_0 (nl 0) or IQ4_NL (nl 1) against q8_0 */
-static inline float vec_dot_b18(const void *vw, const void *vx, int64_t n, int nl) {
-    const block_q4_0 *w = vw;
-    const block_q8_0 *x = vx;
-    const int64_t nb = n / QK4_0;
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-    int64_t i = 0;
-    for (; i + 4 <= nb; i += 4) {
-        prefetch_ahead(&w[i], 4 * sizeof(*w));
-        const __m256 p = _mm256_mul_ps(head_halves4(&w[i], sizeof(*w)), head_halves4(&x[i], sizeof(*x)));
-        acc0 = _mm256_fmadd_ps(spread_scale(p, 0), _mm256_cvtepi32_ps(dot_s8(_mm256_setzero_si256(), b18_bytes(&w[i], nl), load256(x[i].qs))), acc0);
-        acc1 = _mm256_fmadd_ps(spread_scale(p, 1), _mm256_cvtepi32_ps(dot_s8(_mm256_setzero_si256(), b18_bytes(&w[i + 1], nl), load256(x[i + 1].qs))), acc1);
-        acc0 = _mm256_fmadd_ps(spread_scale(p, 2), _mm256_cvtepi32_ps(dot_s8(_mm256_setzero_si256(), b18_bytes(&w[i + 2], nl), load256(x[i + 2].qs))), acc0);
-        acc1 = _mm256_fmadd_ps(spread_scale(p, 3), _mm256_cvtepi32_ps(dot_s8(_mm256_setzero_si256(), b18_bytes(&w[i + 3], nl), load256(x[i + 3].qs))), acc1);
-    }
-    for (; i < nb; i++) {
-        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[i].d) * h2f(x[i].d)), _mm256_cvtepi32_ps(dot_s8(_mm256_setzero_si256(), b18_bytes(&w[i], nl), load256(x[i].qs))), acc0);
-    }
-    return hsum_ps(_mm256_add_ps(acc0, acc1));
-}
-
-static float vec_dot_q4_0_x86(const void *vw, const void *vx, int64_t n) {
-    return vec_dot_b18(vw, vx, n, 0);
-}
-
-static float vec_dot_iq4_nl_x86(const void *vw, const void *vx, int64_t n) {
-    _Static_assert(sizeof(block_iq4_nl) == sizeof(block_q4_0), "IQ4_NL has Q4_0's layout");
-    return vec_dot_b18(vw, vx, n, 1);
 }
 
 /* IQ4_XS against q8_K: per super-block the 8 sub-blocks' integer dots times their scales - 32,
@@ -726,12 +670,104 @@ static float vec_dot_bf16_x86(const void *vw, const void *vx, int64_t n) {
         }                                                                                          \
     }
 
-/* NOTE: the 256-bit table has no multi-row kernels: the AVX2 ones were not bit-identical to the
- * single-row kernels (batch invariance, cpu_kernels.h's gemm), so matmul loops vec_dot there. */
+/* ---- Q4_0, IQ4_NL and Q8_0 against q8_0: one kernel for 1-8 activation rows ----
+ * Four blocks per step; per activation row, two accumulators take the blocks alternately:
+ *     p = (d_w d_x of blocks i..i+3, head_halves4 of both rows multiplied)
+ *     acc0 = fma(p_0, (float)isum_i, acc0); acc1 = fma(p_1, (float)isum_i+1, acc1); ... i+2, i+3
+ *     (a tail of 1-3 blocks: acc0 = fma(d_w d_x, (float)isum, acc0) each); result hsum(acc0 + acc1)
+ * The weight blocks' bytes (Q4_0's nibble - 8, IQ4_NL's table value, Q8_0's quants) are made
+ * once a step for every activation row. vec_dot is the one-row case, so a row's result is the
+ * same alone or in a batch (cpu_kernels.h's gemm). */
+enum { B32_Q4_0, B32_IQ4_NL, B32_Q8_0 };
+
+static inline size_t b32_block_bytes(int kind) {
+    _Static_assert(sizeof(block_iq4_nl) == sizeof(block_q4_0), "IQ4_NL has Q4_0's layout");
+    return kind == B32_Q8_0 ? sizeof(block_q8_0) : sizeof(block_q4_0);
+}
+
+/* the 32 weight bytes of the block at blk */
+static inline __m256i b32_bytes(const uint8_t *blk, int kind) {
+    if (kind == B32_Q8_0) return load256(((const block_q8_0 *)blk)->qs);
+    const block_q4_0 *b = (const block_q4_0 *)blk;
+    return kind == B32_IQ4_NL ? iq4nl_bytes(b->qs) : q4_0_bytes(b);
+}
+
+KX86_ALWAYS_INLINE void b32_rows(const void *vw, const int kind, const uint8_t *xr, size_t xs,
+                                 int64_t nb, float *out, size_t os, const int R) {
+    const uint8_t *w = vw;
+    const size_t wb = b32_block_bytes(kind);
+    __m256 acc0[8], acc1[8]; /* KX86_SWITCH_R instantiates R up to 8 */
+    for (int r = 0; r < R; r++)
+        acc0[r] = acc1[r] = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 4 <= nb; i += 4) {
+        prefetch_ahead(w + i * wb, 4 * wb);
+        const __m256 hw = head_halves4(w + i * wb, wb);
+        __m256i q[4];
+        for (int k = 0; k < 4; k++)
+            q[k] = b32_bytes(w + (i + k) * wb, kind);
+        for (int r = 0; r < R; r++) {
+            const block_q8_0 *x = (const block_q8_0 *)(xr + (size_t)r * xs) + i;
+            const __m256 p = _mm256_mul_ps(hw, head_halves4(x, sizeof(*x)));
+            const __m256i z = _mm256_setzero_si256();
+            acc0[r] = _mm256_fmadd_ps(
+                spread_scale(p, 0), _mm256_cvtepi32_ps(dot_s8(z, q[0], load256(x[0].qs))), acc0[r]);
+            acc1[r] = _mm256_fmadd_ps(
+                spread_scale(p, 1), _mm256_cvtepi32_ps(dot_s8(z, q[1], load256(x[1].qs))), acc1[r]);
+            acc0[r] = _mm256_fmadd_ps(
+                spread_scale(p, 2), _mm256_cvtepi32_ps(dot_s8(z, q[2], load256(x[2].qs))), acc0[r]);
+            acc1[r] = _mm256_fmadd_ps(
+                spread_scale(p, 3), _mm256_cvtepi32_ps(dot_s8(z, q[3], load256(x[3].qs))), acc1[r]);
+        }
+    }
+    for (; i < nb; i++) {
+        const __m256i q = b32_bytes(w + i * wb, kind);
+        uint16_t d;
+        memcpy(&d, w + i * wb, sizeof(d)); /* d leads every block */
+        const float dw = h2f(d);
+        for (int r = 0; r < R; r++) {
+            const block_q8_0 *x = (const block_q8_0 *)(xr + (size_t)r * xs) + i;
+            acc0[r] = _mm256_fmadd_ps(
+                _mm256_set1_ps(dw * h2f(x->d)),
+                _mm256_cvtepi32_ps(dot_s8(_mm256_setzero_si256(), q, load256(x->qs))), acc0[r]);
+        }
+    }
+    for (int r = 0; r < R; r++)
+        out[(size_t)r * os] = hsum_ps(_mm256_add_ps(acc0[r], acc1[r]));
+}
+
+KX86_ALWAYS_INLINE float b32_dot(const int kind, const void *w, const void *x, int64_t n) {
+    float r;
+    b32_rows(w, kind, x, 0, n / QK8_0, &r, 0, 1);
+    return r;
+}
+
+static float vec_dot_q4_0_x86(const void *w, const void *x, int64_t n) {
+    return b32_dot(B32_Q4_0, w, x, n);
+}
+static float vec_dot_iq4_nl_x86(const void *w, const void *x, int64_t n) {
+    return b32_dot(B32_IQ4_NL, w, x, n);
+}
+static float vec_dot_q8_0_x86(const void *w, const void *x, int64_t n) {
+    return b32_dot(B32_Q8_0, w, x, n);
+}
+KX86_GEMM_BY_ROWS(gemm_q4_0_x86, QK4_0, b32_rows, wo, B32_Q4_0)
+KX86_GEMM_BY_ROWS(gemm_iq4_nl_x86, QK4_NL, b32_rows, wo, B32_IQ4_NL)
+KX86_GEMM_BY_ROWS(gemm_q8_0_x86, QK8_0, b32_rows, wo, B32_Q8_0)
+
+/* NOTE: the 256-bit table's other types have no multi-row kernels (the first AVX2 ones were
+ * not bit-identical to the single-row kernels; b32_rows above is written so that they are), so
+ * matmul loops vec_dot there. */
 /* The 256-bit table: one entry per weight type that has a kernel here. */
 static const cpu_kernels *kernels_x86_entry(si_type t) {
-    static const cpu_kernels k_q4_0 = {.vec_dot_type = SI_TYPE_Q8_0, .quantize_row = quantize_row_q8_0_x86, .vec_dot = vec_dot_q4_0_x86};
-    static const cpu_kernels k_q8_0 = {.vec_dot_type = SI_TYPE_Q8_0, .quantize_row = quantize_row_q8_0_x86, .vec_dot = vec_dot_q8_0_x86};
+    static const cpu_kernels k_q4_0 = {.vec_dot_type = SI_TYPE_Q8_0,
+                                       .quantize_row = quantize_row_q8_0_x86,
+                                       .vec_dot = vec_dot_q4_0_x86,
+                                       .gemm = gemm_q4_0_x86};
+    static const cpu_kernels k_q8_0 = {.vec_dot_type = SI_TYPE_Q8_0,
+                                       .quantize_row = quantize_row_q8_0_x86,
+                                       .vec_dot = vec_dot_q8_0_x86,
+                                       .gemm = gemm_q8_0_x86};
     static const cpu_kernels k_q4_1 = {.vec_dot_type = SI_TYPE_Q8_1, .quantize_row = quantize_row_q8_1_x86, .vec_dot = vec_dot_q4_1_x86};
     static const cpu_kernels k_q5_0 = {.vec_dot_type = SI_TYPE_Q8_0, .quantize_row = quantize_row_q8_0_x86, .vec_dot = vec_dot_q5_0_x86};
     static const cpu_kernels k_q5_1 = {.vec_dot_type = SI_TYPE_Q8_1, .quantize_row = quantize_row_q8_1_x86, .vec_dot = vec_dot_q5_1_x86};
@@ -740,7 +776,10 @@ static const cpu_kernels *kernels_x86_entry(si_type t) {
     static const cpu_kernels k_q4_k = {.vec_dot_type = SI_TYPE_Q8_K, .quantize_row = quantize_row_q8_k_x86, .vec_dot = vec_dot_q4_k_x86};
     static const cpu_kernels k_q5_k = {.vec_dot_type = SI_TYPE_Q8_K, .quantize_row = quantize_row_q8_k_x86, .vec_dot = vec_dot_q5_k_x86};
     static const cpu_kernels k_q6_k = {.vec_dot_type = SI_TYPE_Q8_K, .quantize_row = quantize_row_q8_k_x86, .vec_dot = vec_dot_q6_k_x86};
-    static const cpu_kernels k_iq4_nl = {.vec_dot_type = SI_TYPE_Q8_0, .quantize_row = quantize_row_q8_0_x86, .vec_dot = vec_dot_iq4_nl_x86};
+    static const cpu_kernels k_iq4_nl = {.vec_dot_type = SI_TYPE_Q8_0,
+                                         .quantize_row = quantize_row_q8_0_x86,
+                                         .vec_dot = vec_dot_iq4_nl_x86,
+                                         .gemm = gemm_iq4_nl_x86};
     static const cpu_kernels k_iq4_xs = {.vec_dot_type = SI_TYPE_Q8_K, .quantize_row = quantize_row_q8_k_x86, .vec_dot = vec_dot_iq4_xs_x86};
     static const cpu_kernels k_f32 = {.vec_dot_type = SI_TYPE_F32, .quantize_row = quantize_row_f32_x86, .vec_dot = vec_dot_f32_x86};
     static const cpu_kernels k_f16 = {.vec_dot_type = SI_TYPE_F16, .quantize_row = quantize_row_f16_x86, .vec_dot = vec_dot_f16_x86};
