@@ -294,74 +294,6 @@ static float vec_dot_iq4_xs_x86(const void *vw, const void *vx, int64_t n) {
     return sumf;
 }
 
-static float vec_dot_q4_1_x86(const void *vw, const void *vx, int64_t n) {
-    const block_q4_1 *w = vw;
-    const block_q8_1 *x = vx;
-    const int64_t nb = n / QK4_1;
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-    __m256 accm = _mm256_setzero_ps();
-    float summ = 0;
-    int64_t i = 0;
-    for (; i + 4 <= nb; i += 4) {
-        prefetch_ahead(&w[i], 4 * sizeof(*w));
-        const __m256 p = _mm256_mul_ps(head_halves4(&w[i], sizeof(*w)), head_halves4(&x[i], sizeof(*x)));
-        accm = _mm256_add_ps(accm, p);
-        acc0 = _mm256_fmadd_ps(spread_scale(p, 0), _mm256_cvtepi32_ps(mul_sum_us8(_mm256_setzero_si256(), unpack_nibbles(w[i].qs), load256(x[i].qs))), acc0);
-        acc1 = _mm256_fmadd_ps(spread_scale(p, 1), _mm256_cvtepi32_ps(mul_sum_us8(_mm256_setzero_si256(), unpack_nibbles(w[i + 1].qs), load256(x[i + 1].qs))), acc1);
-        acc0 = _mm256_fmadd_ps(spread_scale(p, 2), _mm256_cvtepi32_ps(mul_sum_us8(_mm256_setzero_si256(), unpack_nibbles(w[i + 2].qs), load256(x[i + 2].qs))), acc0);
-        acc1 = _mm256_fmadd_ps(spread_scale(p, 3), _mm256_cvtepi32_ps(mul_sum_us8(_mm256_setzero_si256(), unpack_nibbles(w[i + 3].qs), load256(x[i + 3].qs))), acc1);
-    }
-    for (; i < nb; i++) {
-        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[i].d) * h2f(x[i].d)), _mm256_cvtepi32_ps(mul_sum_us8(_mm256_setzero_si256(), unpack_nibbles(w[i].qs), load256(x[i].qs))), acc0);
-        summ += h2f(w[i].m) * h2f(x[i].s);
-    }
-    return hsum_ps(_mm256_add_ps(acc0, acc1)) + sum_odd(accm) + summ;
-}
-
-static float vec_dot_q5_0_x86(const void *vw, const void *vx, int64_t n) {
-    const block_q5_0 *w = vw;
-    const block_q8_0 *x = vx;
-    const int64_t nb = n / QK5_0;
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-    int64_t i = 0;
-    for (; i + 4 <= nb; i += 4) {
-        prefetch_ahead(&w[i], 4 * sizeof(*w));
-        const __m256 p = _mm256_mul_ps(head_halves4(&w[i], sizeof(*w)), head_halves4(&x[i], sizeof(*x)));
-        acc0 = _mm256_fmadd_ps(spread_scale(p, 0), _mm256_cvtepi32_ps(dot_s8(_mm256_setzero_si256(), _mm256_sub_epi8(q5_bytes(w[i].qs, w[i].qh), _mm256_set1_epi8(16)), load256(x[i].qs))), acc0);
-        acc1 = _mm256_fmadd_ps(spread_scale(p, 1), _mm256_cvtepi32_ps(dot_s8(_mm256_setzero_si256(), _mm256_sub_epi8(q5_bytes(w[i + 1].qs, w[i + 1].qh), _mm256_set1_epi8(16)), load256(x[i + 1].qs))), acc1);
-        acc0 = _mm256_fmadd_ps(spread_scale(p, 2), _mm256_cvtepi32_ps(dot_s8(_mm256_setzero_si256(), _mm256_sub_epi8(q5_bytes(w[i + 2].qs, w[i + 2].qh), _mm256_set1_epi8(16)), load256(x[i + 2].qs))), acc0);
-        acc1 = _mm256_fmadd_ps(spread_scale(p, 3), _mm256_cvtepi32_ps(dot_s8(_mm256_setzero_si256(), _mm256_sub_epi8(q5_bytes(w[i + 3].qs, w[i + 3].qh), _mm256_set1_epi8(16)), load256(x[i + 3].qs))), acc1);
-    }
-    for (; i < nb; i++) {
-        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[i].d) * h2f(x[i].d)), _mm256_cvtepi32_ps(dot_s8(_mm256_setzero_si256(), _mm256_sub_epi8(q5_bytes(w[i].qs, w[i].qh), _mm256_set1_epi8(16)), load256(x[i].qs))), acc0);
-    }
-    return hsum_ps(_mm256_add_ps(acc0, acc1));
-}
-
-static float vec_dot_q5_1_x86(const void *vw, const void *vx, int64_t n) {
-    const block_q5_1 *w = vw;
-    const block_q8_1 *x = vx;
-    const int64_t nb = n / QK5_1;
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-    __m256 accm = _mm256_setzero_ps();
-    float summ = 0;
-    int64_t i = 0;
-    for (; i + 4 <= nb; i += 4) {
-        prefetch_ahead(&w[i], 4 * sizeof(*w));
-        const __m256 p = _mm256_mul_ps(head_halves4(&w[i], sizeof(*w)), head_halves4(&x[i], sizeof(*x)));
-        accm = _mm256_add_ps(accm, p);
-        acc0 = _mm256_fmadd_ps(spread_scale(p, 0), _mm256_cvtepi32_ps(mul_sum_us8(_mm256_setzero_si256(), q5_bytes(w[i].qs, w[i].qh), load256(x[i].qs))), acc0);
-        acc1 = _mm256_fmadd_ps(spread_scale(p, 1), _mm256_cvtepi32_ps(mul_sum_us8(_mm256_setzero_si256(), q5_bytes(w[i + 1].qs, w[i + 1].qh), load256(x[i + 1].qs))), acc1);
-        acc0 = _mm256_fmadd_ps(spread_scale(p, 2), _mm256_cvtepi32_ps(mul_sum_us8(_mm256_setzero_si256(), q5_bytes(w[i + 2].qs, w[i + 2].qh), load256(x[i + 2].qs))), acc0);
-        acc1 = _mm256_fmadd_ps(spread_scale(p, 3), _mm256_cvtepi32_ps(mul_sum_us8(_mm256_setzero_si256(), q5_bytes(w[i + 3].qs, w[i + 3].qh), load256(x[i + 3].qs))), acc1);
-    }
-    for (; i < nb; i++) {
-        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[i].d) * h2f(x[i].d)), _mm256_cvtepi32_ps(mul_sum_us8(_mm256_setzero_si256(), q5_bytes(w[i].qs, w[i].qh), load256(x[i].qs))), acc0);
-        summ += h2f(w[i].m) * h2f(x[i].s);
-    }
-    return hsum_ps(_mm256_add_ps(acc0, acc1)) + sum_odd(accm) + summ;
-}
-
 /* ---- k-quant dots: per super-block an exact int32 sum, then one float multiply ---- */
 
 /* sum over 32 elements of u[l] * y[l] * scale, u unsigned (<= 63), y activations; sc holds the
@@ -670,35 +602,70 @@ static float vec_dot_bf16_x86(const void *vw, const void *vx, int64_t n) {
         }                                                                                          \
     }
 
-/* ---- Q4_0, IQ4_NL and Q8_0 against q8_0: one kernel for 1-8 activation rows ----
- * Four blocks per step; per activation row, two accumulators take the blocks alternately:
- *     p = (d_w d_x of blocks i..i+3, head_halves4 of both rows multiplied)
+/* ---- the 32-element block types: one kernel for 1-8 activation rows ----
+ * Q4_0, IQ4_NL, Q8_0 and Q5_0 have signed weight bytes (Q4_0's nibble - 8, IQ4_NL's table value,
+ * Q8_0's quants, Q5_0's 5-bit value - 16) against q8_0 activations; Q4_1 and Q5_1 have unsigned
+ * ones and a min m_w a block, against q8_1 (whose s_x = d_x * sum of the block's q). Four blocks
+ * per step; per activation row, two accumulators take the blocks alternately:
+ *     p = head_halves4(w) * head_halves4(x): lane 2k = d_w d_x of block i+k, lane 2k+1 = m_w s_x
  *     acc0 = fma(p_0, (float)isum_i, acc0); acc1 = fma(p_1, (float)isum_i+1, acc1); ... i+2, i+3
- *     (a tail of 1-3 blocks: acc0 = fma(d_w d_x, (float)isum, acc0) each); result hsum(acc0 + acc1)
- * The weight blocks' bytes (Q4_0's nibble - 8, IQ4_NL's table value, Q8_0's quants) are made
- * once a step for every activation row. vec_dot is the one-row case, so a row's result is the
- * same alone or in a batch (cpu_kernels.h's gemm). */
-enum { B32_Q4_0, B32_IQ4_NL, B32_Q8_0 };
+ *     with a min: accm += p (its odd lanes)
+ *     a tail of 1-3 blocks: acc0 = fma(d_w d_x, (float)isum, acc0) each, summ += m_w s_x
+ *     result hsum(acc0 + acc1), with a min + sum_odd(accm) + summ
+ * The weight blocks' bytes are made once a step for every activation row. vec_dot is the one-row
+ * case, so a row's result is the same alone or in a batch (cpu_kernels.h's gemm). */
+enum { B32_Q4_0, B32_IQ4_NL, B32_Q8_0, B32_Q5_0, B32_Q4_1, B32_Q5_1 };
+
+static inline int b32_has_min(int kind) { return kind == B32_Q4_1 || kind == B32_Q5_1; }
 
 static inline size_t b32_block_bytes(int kind) {
     _Static_assert(sizeof(block_iq4_nl) == sizeof(block_q4_0), "IQ4_NL has Q4_0's layout");
-    return kind == B32_Q8_0 ? sizeof(block_q8_0) : sizeof(block_q4_0);
+    switch (kind) {
+    case B32_Q8_0: return sizeof(block_q8_0);
+    case B32_Q5_0: return sizeof(block_q5_0);
+    case B32_Q4_1: return sizeof(block_q4_1);
+    case B32_Q5_1: return sizeof(block_q5_1);
+    default: return sizeof(block_q4_0);
+    }
 }
 
 /* the 32 weight bytes of the block at blk */
 static inline __m256i b32_bytes(const uint8_t *blk, int kind) {
-    if (kind == B32_Q8_0) return load256(((const block_q8_0 *)blk)->qs);
-    const block_q4_0 *b = (const block_q4_0 *)blk;
-    return kind == B32_IQ4_NL ? iq4nl_bytes(b->qs) : q4_0_bytes(b);
+    switch (kind) {
+    case B32_Q8_0: return load256(((const block_q8_0 *)blk)->qs);
+    case B32_IQ4_NL: return iq4nl_bytes(((const block_iq4_nl *)blk)->qs);
+    case B32_Q5_0: {
+        const block_q5_0 *b = (const block_q5_0 *)blk;
+        return _mm256_sub_epi8(q5_bytes(b->qs, b->qh), _mm256_set1_epi8(16));
+    }
+    case B32_Q4_1: return unpack_nibbles(((const block_q4_1 *)blk)->qs);
+    case B32_Q5_1: {
+        const block_q5_1 *b = (const block_q5_1 *)blk;
+        return q5_bytes(b->qs, b->qh);
+    }
+    default: return q4_0_bytes((const block_q4_0 *)blk);
+    }
+}
+
+/* isum of one block: weight bytes q against the activation block at x (q8_0 or q8_1) */
+static inline __m256i b32_isum(__m256i q, const uint8_t *x, int kind) {
+    const __m256i z = _mm256_setzero_si256();
+    if (b32_has_min(kind)) return mul_sum_us8(z, q, load256(((const block_q8_1 *)x)->qs));
+    return dot_s8(z, q, load256(((const block_q8_0 *)x)->qs));
 }
 
 KX86_ALWAYS_INLINE void b32_rows(const void *vw, const int kind, const uint8_t *xr, size_t xs,
                                  int64_t nb, float *out, size_t os, const int R) {
     const uint8_t *w = vw;
     const size_t wb = b32_block_bytes(kind);
-    __m256 acc0[8], acc1[8]; /* KX86_SWITCH_R instantiates R up to 8 */
-    for (int r = 0; r < R; r++)
-        acc0[r] = acc1[r] = _mm256_setzero_ps();
+    const int min = b32_has_min(kind);
+    const size_t xb = min ? sizeof(block_q8_1) : sizeof(block_q8_0);
+    __m256 acc0[8], acc1[8], accm[8]; /* KX86_SWITCH_R instantiates R up to 8 */
+    float summ[8];
+    for (int r = 0; r < R; r++) {
+        acc0[r] = acc1[r] = accm[r] = _mm256_setzero_ps();
+        summ[r] = 0;
+    }
     int64_t i = 0;
     for (; i + 4 <= nb; i += 4) {
         prefetch_ahead(w + i * wb, 4 * wb);
@@ -707,33 +674,37 @@ KX86_ALWAYS_INLINE void b32_rows(const void *vw, const int kind, const uint8_t *
         for (int k = 0; k < 4; k++)
             q[k] = b32_bytes(w + (i + k) * wb, kind);
         for (int r = 0; r < R; r++) {
-            const block_q8_0 *x = (const block_q8_0 *)(xr + (size_t)r * xs) + i;
-            const __m256 p = _mm256_mul_ps(hw, head_halves4(x, sizeof(*x)));
-            const __m256i z = _mm256_setzero_si256();
+            const uint8_t *x = xr + (size_t)r * xs + i * xb;
+            const __m256 p = _mm256_mul_ps(hw, head_halves4(x, xb));
+            if (min) accm[r] = _mm256_add_ps(accm[r], p);
+            acc0[r] = _mm256_fmadd_ps(spread_scale(p, 0),
+                                      _mm256_cvtepi32_ps(b32_isum(q[0], x, kind)), acc0[r]);
+            acc1[r] = _mm256_fmadd_ps(spread_scale(p, 1),
+                                      _mm256_cvtepi32_ps(b32_isum(q[1], x + xb, kind)), acc1[r]);
             acc0[r] = _mm256_fmadd_ps(
-                spread_scale(p, 0), _mm256_cvtepi32_ps(dot_s8(z, q[0], load256(x[0].qs))), acc0[r]);
+                spread_scale(p, 2), _mm256_cvtepi32_ps(b32_isum(q[2], x + 2 * xb, kind)), acc0[r]);
             acc1[r] = _mm256_fmadd_ps(
-                spread_scale(p, 1), _mm256_cvtepi32_ps(dot_s8(z, q[1], load256(x[1].qs))), acc1[r]);
-            acc0[r] = _mm256_fmadd_ps(
-                spread_scale(p, 2), _mm256_cvtepi32_ps(dot_s8(z, q[2], load256(x[2].qs))), acc0[r]);
-            acc1[r] = _mm256_fmadd_ps(
-                spread_scale(p, 3), _mm256_cvtepi32_ps(dot_s8(z, q[3], load256(x[3].qs))), acc1[r]);
+                spread_scale(p, 3), _mm256_cvtepi32_ps(b32_isum(q[3], x + 3 * xb, kind)), acc1[r]);
         }
     }
     for (; i < nb; i++) {
-        const __m256i q = b32_bytes(w + i * wb, kind);
-        uint16_t d;
-        memcpy(&d, w + i * wb, sizeof(d)); /* d leads every block */
-        const float dw = h2f(d);
+        const uint8_t *blk = w + i * wb;
+        const __m256i q = b32_bytes(blk, kind);
+        uint16_t h[2]; /* every block leads with d, then (with a min) m; q8_1 with d and s */
+        memcpy(h, blk, sizeof(h));
         for (int r = 0; r < R; r++) {
-            const block_q8_0 *x = (const block_q8_0 *)(xr + (size_t)r * xs) + i;
-            acc0[r] = _mm256_fmadd_ps(
-                _mm256_set1_ps(dw * h2f(x->d)),
-                _mm256_cvtepi32_ps(dot_s8(_mm256_setzero_si256(), q, load256(x->qs))), acc0[r]);
+            const uint8_t *x = xr + (size_t)r * xs + i * xb;
+            uint16_t hx[2];
+            memcpy(hx, x, sizeof(hx));
+            acc0[r] = _mm256_fmadd_ps(_mm256_set1_ps(h2f(h[0]) * h2f(hx[0])),
+                                      _mm256_cvtepi32_ps(b32_isum(q, x, kind)), acc0[r]);
+            if (min) summ[r] += h2f(h[1]) * h2f(hx[1]);
         }
     }
-    for (int r = 0; r < R; r++)
-        out[(size_t)r * os] = hsum_ps(_mm256_add_ps(acc0[r], acc1[r]));
+    for (int r = 0; r < R; r++) {
+        const float s = hsum_ps(_mm256_add_ps(acc0[r], acc1[r]));
+        out[(size_t)r * os] = min ? s + sum_odd(accm[r]) + summ[r] : s;
+    }
 }
 
 KX86_ALWAYS_INLINE float b32_dot(const int kind, const void *w, const void *x, int64_t n) {
@@ -751,13 +722,25 @@ static float vec_dot_iq4_nl_x86(const void *w, const void *x, int64_t n) {
 static float vec_dot_q8_0_x86(const void *w, const void *x, int64_t n) {
     return b32_dot(B32_Q8_0, w, x, n);
 }
+static float vec_dot_q5_0_x86(const void *w, const void *x, int64_t n) {
+    return b32_dot(B32_Q5_0, w, x, n);
+}
+static float vec_dot_q4_1_x86(const void *w, const void *x, int64_t n) {
+    return b32_dot(B32_Q4_1, w, x, n);
+}
+static float vec_dot_q5_1_x86(const void *w, const void *x, int64_t n) {
+    return b32_dot(B32_Q5_1, w, x, n);
+}
 KX86_GEMM_BY_ROWS(gemm_q4_0_x86, QK4_0, b32_rows, wo, B32_Q4_0)
 KX86_GEMM_BY_ROWS(gemm_iq4_nl_x86, QK4_NL, b32_rows, wo, B32_IQ4_NL)
 KX86_GEMM_BY_ROWS(gemm_q8_0_x86, QK8_0, b32_rows, wo, B32_Q8_0)
+KX86_GEMM_BY_ROWS(gemm_q5_0_x86, QK5_0, b32_rows, wo, B32_Q5_0)
+KX86_GEMM_BY_ROWS(gemm_q4_1_x86, QK4_1, b32_rows, wo, B32_Q4_1)
+KX86_GEMM_BY_ROWS(gemm_q5_1_x86, QK5_1, b32_rows, wo, B32_Q5_1)
 
-/* NOTE: the 256-bit table's other types have no multi-row kernels (the first AVX2 ones were
- * not bit-identical to the single-row kernels; b32_rows above is written so that they are), so
- * matmul loops vec_dot there. */
+/* NOTE: the 256-bit table's k-quants, IQ4_XS and float types have no multi-row kernels yet (the
+ * first AVX2 ones were not bit-identical to the single-row kernels; b32_rows above is written so
+ * that they are), so matmul loops vec_dot there. */
 /* The 256-bit table: one entry per weight type that has a kernel here. */
 static const cpu_kernels *kernels_x86_entry(si_type t) {
     static const cpu_kernels k_q4_0 = {.vec_dot_type = SI_TYPE_Q8_0,
@@ -768,9 +751,18 @@ static const cpu_kernels *kernels_x86_entry(si_type t) {
                                        .quantize_row = quantize_row_q8_0_x86,
                                        .vec_dot = vec_dot_q8_0_x86,
                                        .gemm = gemm_q8_0_x86};
-    static const cpu_kernels k_q4_1 = {.vec_dot_type = SI_TYPE_Q8_1, .quantize_row = quantize_row_q8_1_x86, .vec_dot = vec_dot_q4_1_x86};
-    static const cpu_kernels k_q5_0 = {.vec_dot_type = SI_TYPE_Q8_0, .quantize_row = quantize_row_q8_0_x86, .vec_dot = vec_dot_q5_0_x86};
-    static const cpu_kernels k_q5_1 = {.vec_dot_type = SI_TYPE_Q8_1, .quantize_row = quantize_row_q8_1_x86, .vec_dot = vec_dot_q5_1_x86};
+    static const cpu_kernels k_q4_1 = {.vec_dot_type = SI_TYPE_Q8_1,
+                                       .quantize_row = quantize_row_q8_1_x86,
+                                       .vec_dot = vec_dot_q4_1_x86,
+                                       .gemm = gemm_q4_1_x86};
+    static const cpu_kernels k_q5_0 = {.vec_dot_type = SI_TYPE_Q8_0,
+                                       .quantize_row = quantize_row_q8_0_x86,
+                                       .vec_dot = vec_dot_q5_0_x86,
+                                       .gemm = gemm_q5_0_x86};
+    static const cpu_kernels k_q5_1 = {.vec_dot_type = SI_TYPE_Q8_1,
+                                       .quantize_row = quantize_row_q8_1_x86,
+                                       .vec_dot = vec_dot_q5_1_x86,
+                                       .gemm = gemm_q5_1_x86};
     static const cpu_kernels k_q2_k = {.vec_dot_type = SI_TYPE_Q8_K, .quantize_row = quantize_row_q8_k_x86, .vec_dot = vec_dot_q2_k_x86};
     static const cpu_kernels k_q3_k = {.vec_dot_type = SI_TYPE_Q8_K, .quantize_row = quantize_row_q8_k_x86, .vec_dot = vec_dot_q3_k_x86};
     static const cpu_kernels k_q4_k = {.vec_dot_type = SI_TYPE_Q8_K, .quantize_row = quantize_row_q8_k_x86, .vec_dot = vec_dot_q4_k_x86};
