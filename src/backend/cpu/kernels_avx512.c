@@ -893,7 +893,7 @@ KX86_ALWAYS_INLINE void k45_rows(const void *w, const bool five, const uint8_t *
         const uint8_t *scales = five ? w5->scales : w4->scales, *qs = five ? w5->qs : w4->qs;
         prefetch_ahead(five ? (const void *)w5 : (const void *)w4,
                        five ? sizeof(*w5) : sizeof(*w4));
-        /* scales 0-7 and mins 0-7 as int16 (quant_k.c's get_scale_min_k4), see k4_scales_mins */
+        /* scales 0-7 and mins 0-7 as int16 (quant_k.c's get_scale_min_k4), see k4_scales */
         const uint32_t a = load_u32(scales), b = load_u32(scales + 4), c = load_u32(scales + 8);
         const uint32_t sc_lo = a & 0x3f3f3f3fu, mn_lo = b & 0x3f3f3f3fu;
         const uint32_t sc_hi = (c & 0x0f0f0f0fu) | ((a >> 2) & 0x30303030u);

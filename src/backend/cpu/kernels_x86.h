@@ -271,29 +271,6 @@ static inline __m256i iq4nl_bytes(const uint8_t *qs) {
     return _mm256_shuffle_epi8(table, unpack_nibbles(qs));
 }
 
-/* IQ4_XS against q8_K: per super-block the 8 sub-blocks' integer dots times their scales - 32,
- * summed in integers (exact), then d * d_x * sum as the scalar reference. A sub-block's products
- * go pairwise into int16 (|v| * y * sign(v): at most 2 * 127 * 127, no saturation), and the
- * scale joins the int16 -> int32 multiply-add. */
-static float vec_dot_iq4_xs_x86(const void *vw, const void *vx, int64_t n) {
-    const block_iq4_xs *w = vw;
-    const block_q8_K *x = vx;
-    float sumf = 0;
-    for (int64_t i = 0; i < n / QK_K; i++) {
-        prefetch_ahead(&w[i], sizeof(w[i]));
-        __m256i isum = _mm256_setzero_si256();
-        for (int ib = 0; ib < QK_K / 32; ib++) {
-            const int ls = ((w[i].scales_l[ib / 2] >> 4 * (ib % 2)) & 0xF) |
-                           (((w[i].scales_h >> 2 * ib) & 3) << 4);
-            const __m256i v = iq4nl_bytes(w[i].qs + 16 * ib), y = load256(x[i].qs + 32 * ib);
-            const __m256i p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(v, v), _mm256_sign_epi8(y, v));
-            isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p16, _mm256_set1_epi16((short)(ls - 32))));
-        }
-        sumf += h2f(w[i].d) * x[i].d * (float)hsum_epi32(isum);
-    }
-    return sumf;
-}
-
 /* ---- k-quant dots: per super-block an exact int32 sum, then one float multiply ---- */
 
 /* sum over 32 elements of u[l] * y[l] * scale, u unsigned (<= 63), y activations; sc holds the
@@ -324,133 +301,20 @@ static inline __m256i scale_bcast(__m256i s8, int j) {
     return _mm256_shuffle_epi8(s8, ctrl);
 }
 
-/* q4_K / q5_K: the 8 six-bit scales (as int16, in both 128-bit lanes) and the mins term
- * sum_j min[j] * (bsums[2j] + bsums[2j + 1]). The 12 packed bytes (quant_k.c's get_scale_min_k4)
- * as three words a, b, c: scales / mins 0-3 are the low 6 bits of a / b, scales / mins 4-7 take
- * their low nibble from c (low / high half of each byte) and bits 4-5 from the top bits of a / b. */
-static inline __m256i k4_scales_mins(const uint8_t *q, const int16_t *bsums, int *summ) {
+/* q4_K / q5_K: the 8 six-bit scales (as int16, in both 128-bit lanes) and, in *mdup, the 8 mins
+ * each twice (16 int16: madd against a row's bsums gives sum_j min[j] * (bsums[2j] +
+ * bsums[2j + 1])). The 12 packed bytes (quant_k.c's get_scale_min_k4) as three words a, b, c:
+ * scales / mins 0-3 are the low 6 bits of a / b, scales / mins 4-7 take their low nibble from c
+ * (low / high half of each byte) and bits 4-5 from the top bits of a / b. */
+static inline __m256i k4_scales(const uint8_t *q, __m256i *mdup) {
     const uint32_t a = load_u32(q), b = load_u32(q + 4), c = load_u32(q + 8);
     const uint32_t sc_lo = a & 0x3f3f3f3fu, mn_lo = b & 0x3f3f3f3fu;
     const uint32_t sc_hi = (c & 0x0f0f0f0fu) | ((a >> 2) & 0x30303030u);
     const uint32_t mn_hi = ((c >> 4) & 0x0f0f0f0fu) | ((b >> 2) & 0x30303030u);
     const __m256i v = _mm256_cvtepu8_epi16(_mm_setr_epi32((int)sc_lo, (int)sc_hi, (int)mn_lo, (int)mn_hi));
     const __m128i mins = _mm256_extracti128_si256(v, 1);
-    const __m256i mdup = _mm256_set_m128i(_mm_unpackhi_epi16(mins, mins), _mm_unpacklo_epi16(mins, mins));
-    *summ = hsum_epi32(_mm256_madd_epi16(load256(bsums), mdup));
+    *mdup = _mm256_set_m128i(_mm_unpackhi_epi16(mins, mins), _mm_unpacklo_epi16(mins, mins));
     return _mm256_broadcastsi128_si256(_mm256_castsi256_si128(v));
-}
-
-static float vec_dot_q4_k_x86(const void *vw, const void *vx, int64_t n) {
-    const block_q4_K *w = vw;
-    const block_q8_K *x = vx;
-    const __m256i m4 = _mm256_set1_epi8(0x0F);
-    float sumf = 0;
-    for (int64_t i = 0; i < n / QK_K; i++) {
-        prefetch_ahead(&w[i], sizeof(w[i]));
-        int summ;
-        const __m256i sc = k4_scales_mins(w[i].scales, x[i].bsums, &summ);
-        __m256i isum = _mm256_setzero_si256();
-        for (int j = 0; j < 4; j++) {
-            const __m256i q = load256(w[i].qs + 32 * j);
-            const __m256i lo = _mm256_and_si256(q, m4);
-            const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-            isum = _mm256_add_epi32(isum, kq_dot32v(lo, x[i].qs + 64 * j, scale_bcast(sc, 2 * j)));
-            isum = _mm256_add_epi32(isum, kq_dot32v(hi, x[i].qs + 64 * j + 32, scale_bcast(sc, 2 * j + 1)));
-        }
-        const float d = h2f(w[i].d) * x[i].d, dmin = h2f(w[i].dmin) * x[i].d;
-        sumf += d * (float)hsum_epi32(isum) - dmin * (float)summ;
-    }
-    return sumf;
-}
-
-static float vec_dot_q5_k_x86(const void *vw, const void *vx, int64_t n) {
-    const block_q5_K *w = vw;
-    const block_q8_K *x = vx;
-    const __m256i m4 = _mm256_set1_epi8(0x0F), b4 = _mm256_set1_epi8(0x10);
-    float sumf = 0;
-    for (int64_t i = 0; i < n / QK_K; i++) {
-        prefetch_ahead(&w[i], sizeof(w[i]));
-        int summ;
-        const __m256i sc = k4_scales_mins(w[i].scales, x[i].bsums, &summ);
-        const __m256i h = load256(w[i].qh);
-        __m256i isum = _mm256_setzero_si256();
-        for (int j = 0; j < 4; j++) {
-            const __m256i q = load256(w[i].qs + 32 * j);
-            const __m256i mlo = _mm256_set1_epi8((char)(1 << (2 * j)));
-            const __m256i mhi = _mm256_set1_epi8((char)(1 << (2 * j + 1)));
-            const __m256i hlo = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(h, mlo), mlo), b4);
-            const __m256i hhi = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(h, mhi), mhi), b4);
-            const __m256i lo = _mm256_or_si256(_mm256_and_si256(q, m4), hlo);
-            const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), hhi);
-            isum = _mm256_add_epi32(isum, kq_dot32v(lo, x[i].qs + 64 * j, scale_bcast(sc, 2 * j)));
-            isum = _mm256_add_epi32(isum, kq_dot32v(hi, x[i].qs + 64 * j + 32, scale_bcast(sc, 2 * j + 1)));
-        }
-        const float d = h2f(w[i].d) * x[i].d, dmin = h2f(w[i].dmin) * x[i].d;
-        sumf += d * (float)hsum_epi32(isum) - dmin * (float)summ;
-    }
-    return sumf;
-}
-
-/* q6_K: quants q in [0, 63] stand for q - 32; the -32 goes through bsums */
-static float vec_dot_q6_k_x86(const void *vw, const void *vx, int64_t n) {
-    const block_q6_K *w = vw;
-    const block_q8_K *x = vx;
-    const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
-    float sumf = 0;
-    for (int64_t i = 0; i < n / QK_K; i++) {
-        prefetch_ahead(&w[i], sizeof(w[i]));
-        const int8_t *sc = w[i].scales;
-        int bias = 0;
-        for (int j = 0; j < 16; j++) bias += sc[j] * x[i].bsums[j];
-        __m256i isum = _mm256_setzero_si256();
-        for (int h = 0; h < 2; h++) {
-            const uint8_t *ql = w[i].ql + 64 * h, *qh = w[i].qh + 32 * h;
-            const int8_t *y = x[i].qs + 128 * h, *s = sc + 8 * h;
-            const __m256i q0 = load256(ql), q1 = load256(ql + 32), hb = load256(qh);
-            const __m256i a0 = _mm256_or_si256(_mm256_and_si256(q0, m4), _mm256_and_si256(_mm256_slli_epi16(hb, 4), m30));
-            const __m256i a1 = _mm256_or_si256(_mm256_and_si256(q1, m4), _mm256_and_si256(_mm256_slli_epi16(hb, 2), m30));
-            const __m256i a2 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q0, 4), m4), _mm256_and_si256(hb, m30));
-            const __m256i a3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q1, 4), m4),
-                                               _mm256_and_si256(_mm256_srli_epi16(hb, 2), m30));
-            const __m256i s8 = _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(_mm_loadl_epi64((const __m128i *)s)));
-            isum = _mm256_add_epi32(isum, kq_dot32v(a0, y, scale_pair(s8, 0)));
-            isum = _mm256_add_epi32(isum, kq_dot32v(a1, y + 32, scale_pair(s8, 1)));
-            isum = _mm256_add_epi32(isum, kq_dot32v(a2, y + 64, scale_pair(s8, 2)));
-            isum = _mm256_add_epi32(isum, kq_dot32v(a3, y + 96, scale_pair(s8, 3)));
-        }
-        sumf += h2f(w[i].d) * x[i].d * (float)(hsum_epi32(isum) - 32 * bias);
-    }
-    return sumf;
-}
-
-/* q2_K: 16 sub-blocks of 16, 4-bit scale (low) and min (high) */
-static float vec_dot_q2_k_x86(const void *vw, const void *vx, int64_t n) {
-    const block_q2_K *w = vw;
-    const block_q8_K *x = vx;
-    const __m256i m3 = _mm256_set1_epi8(3);
-    float sumf = 0;
-    for (int64_t i = 0; i < n / QK_K; i++) {
-        prefetch_ahead(&w[i], sizeof(w[i]));
-        const uint8_t *sc = w[i].scales;
-        int summ = 0;
-        int16_t sc16[16];
-        for (int j = 0; j < 16; j++) {
-            summ += x[i].bsums[j] * (sc[j] >> 4);
-            sc16[j] = (int16_t)(sc[j] & 0xF);
-        }
-        __m256i isum = _mm256_setzero_si256();
-        const int8_t *y = x[i].qs;
-        for (int k = 0; k < 2; k++) {
-            const __m256i q = load256(w[i].qs + 32 * k), s8 = scales8(sc16 + 8 * k);
-            for (int shift = 0; shift < 8; shift += 2, y += 32) {
-                const __m256i a = _mm256_and_si256(_mm256_srli_epi16(q, shift), m3);
-                isum = _mm256_add_epi32(isum, kq_dot32v(a, y, scale_pair(s8, shift / 2)));
-            }
-        }
-        const float dall = x[i].d * h2f(w[i].d), dmin = x[i].d * h2f(w[i].dmin);
-        sumf += dall * (float)hsum_epi32(isum) - dmin * (float)summ;
-    }
-    return sumf;
 }
 
 /* q3_K's 16 sub-block scales minus 32, int8, in sub-block order, from the 12 packed bytes as
@@ -463,35 +327,6 @@ static inline __m128i q3_k_scales(const uint8_t *scales) {
                                        (int)(((a >> 4) & 0x0f0f0f0fu) | (c & 0x30303030u)),
                                        (int)(((b >> 4) & 0x0f0f0f0fu) | ((c >> 2) & 0x30303030u))),
                         _mm_set1_epi8(32));
-}
-
-/* q3_K: value (q2 | hbit << 2) - 4 with q2 | hbit << 2 in [0, 7]; the -4 goes through bsums */
-static float vec_dot_q3_k_x86(const void *vw, const void *vx, int64_t n) {
-    const block_q3_K *w = vw;
-    const block_q8_K *x = vx;
-    const __m256i m3 = _mm256_set1_epi8(3), b2 = _mm256_set1_epi8(4);
-    float sumf = 0;
-    for (int64_t i = 0; i < n / QK_K; i++) {
-        prefetch_ahead(&w[i], sizeof(w[i]));
-        const __m256i sc16 = _mm256_cvtepi8_epi16(q3_k_scales(w[i].scales));
-        const int bias = hsum_epi32(_mm256_madd_epi16(sc16, load256(x[i].bsums)));
-        const __m256i hm = load256(w[i].hmask);
-        __m256i isum = _mm256_setzero_si256();
-        const int8_t *y = x[i].qs;
-        int bit = 0;
-        for (int k = 0; k < 2; k++) {
-            const __m256i q = load256(w[i].qs + 32 * k);
-            const __m256i s8k = k ? _mm256_permute2x128_si256(sc16, sc16, 0x11) : _mm256_permute2x128_si256(sc16, sc16, 0x00);
-            for (int shift = 0; shift < 8; shift += 2, y += 32, bit++) {
-                const __m256i mb = _mm256_set1_epi8((char)(1 << bit));
-                const __m256i hb = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hm, mb), mb), b2);
-                const __m256i u = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, shift), m3), hb);
-                isum = _mm256_add_epi32(isum, kq_dot32v(u, y, scale_pair(s8k, shift / 2)));
-            }
-        }
-        sumf += h2f(w[i].d) * x[i].d * (float)(hsum_epi32(isum) - 4 * bias);
-    }
-    return sumf;
 }
 
 /* ---- float dots (256-bit; kernels_avx512.c has wider ones) ---- */
@@ -738,9 +573,234 @@ KX86_GEMM_BY_ROWS(gemm_q5_0_x86, QK5_0, b32_rows, wo, B32_Q5_0)
 KX86_GEMM_BY_ROWS(gemm_q4_1_x86, QK4_1, b32_rows, wo, B32_Q4_1)
 KX86_GEMM_BY_ROWS(gemm_q5_1_x86, QK5_1, b32_rows, wo, B32_Q5_1)
 
-/* NOTE: the 256-bit table's k-quants, IQ4_XS and float types have no multi-row kernels yet (the
- * first AVX2 ones were not bit-identical to the single-row kernels; b32_rows above is written so
- * that they are), so matmul loops vec_dot there. */
+/* ---- the k-quants and IQ4_XS against q8_K: one kernel for 1-8 activation rows ----
+ * A super-block of 256 is 8 steps of 32 elements; step t's unsigned weight bytes u (IQ4_XS:
+ * signed table values v) and int16 sub-block scales are made once for every activation row, and
+ * each row adds them into an exact int32 sum:
+ *     isum += madd(maddubs(u, y_t), scales_t)       IQ4_XS: madd(maddubs(|v|, y_t sign(v)), ls_t -
+ * 32) (maddubs' int16 pairs stay below its saturation: u <= 63 or |v| <= 127 against |y| <= 127).
+ * Then one float update of the row's sum a super-block, each type's expression (the AVX-512
+ * matrix kernels, which the AVX-512 table pairs with these as vec_dot, end with the same ones):
+ *     Q4_K / Q5_K  d_w d_x isum - dmin_w d_x sum_j min_j (bsums_2j + bsums_2j+1)
+ *     Q6_K / Q3_K  d_w d_x (isum - c sum_j sc_j bsums_j), c = 32 / 4 (their quants' offset)
+ *     Q2_K         d_x d_w isum - d_x dmin_w sum_j min_j bsums_j
+ *     IQ4_XS       d_w d_x isum (the scales' offset is inside isum)
+ * vec_dot is the one-row case, so a row's result is the same alone or in a batch. */
+enum { KQ_Q2_K, KQ_Q3_K, KQ_Q4_K, KQ_Q5_K, KQ_Q6_K, KQ_IQ4_XS };
+
+static inline size_t kq_block_bytes(int kind) {
+    switch (kind) {
+    case KQ_Q2_K: return sizeof(block_q2_K);
+    case KQ_Q3_K: return sizeof(block_q3_K);
+    case KQ_Q4_K: return sizeof(block_q4_K);
+    case KQ_Q5_K: return sizeof(block_q5_K);
+    case KQ_Q6_K: return sizeof(block_q6_K);
+    default: return sizeof(block_iq4_xs);
+    }
+}
+
+/* what a super-block's steps and row updates share (by kind):
+ *   Q4_K / Q5_K  a: the 8 scales in both lanes, b: the mins each twice, c: Q5_K's qh
+ *   Q6_K         a: the 16 scales as int16
+ *   Q3_K         a: the 16 scales - 32 as int16, c: hmask
+ *   Q2_K         a: the 16 scales as int16, b: the 16 mins */
+typedef struct {
+    __m256i a, b, c;
+} kq_head;
+
+static inline kq_head kq_head_make(const uint8_t *blk, int kind) {
+    kq_head h = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256()};
+    switch (kind) {
+    case KQ_Q4_K: h.a = k4_scales(((const block_q4_K *)blk)->scales, &h.b); break;
+    case KQ_Q5_K:
+        h.a = k4_scales(((const block_q5_K *)blk)->scales, &h.b);
+        h.c = load256(((const block_q5_K *)blk)->qh);
+        break;
+    case KQ_Q6_K:
+        h.a = _mm256_cvtepi8_epi16(
+            _mm_loadu_si128((const __m128i *)((const block_q6_K *)blk)->scales));
+        break;
+    case KQ_Q3_K:
+        h.a = _mm256_cvtepi8_epi16(q3_k_scales(((const block_q3_K *)blk)->scales));
+        h.c = load256(((const block_q3_K *)blk)->hmask);
+        break;
+    case KQ_Q2_K: {
+        const __m256i sm = _mm256_cvtepu8_epi16(
+            _mm_loadu_si128((const __m128i *)((const block_q2_K *)blk)->scales));
+        h.a = _mm256_and_si256(sm, _mm256_set1_epi16(0xF));
+        h.b = _mm256_srli_epi16(sm, 4);
+        break;
+    }
+    default: break;
+    }
+    return h;
+}
+
+/* the 16 int16 lanes' scales of 8-lane half k (< 2) of a 16-scale vector, in both 128-bit lanes */
+static inline __m256i kq_half(__m256i s16, int k) {
+    return k ? _mm256_permute2x128_si256(s16, s16, 0x11)
+             : _mm256_permute2x128_si256(s16, s16, 0x00);
+}
+
+/* step t (elements 32t..32t+31) of the super-block at blk: its weight bytes and scales */
+static inline __m256i kq_step(const uint8_t *blk, const kq_head *h, int kind, int t, __m256i *sc) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m3 = _mm256_set1_epi8(3);
+    switch (kind) {
+    case KQ_Q4_K:
+    case KQ_Q5_K: { /* 64-element j = t / 2: low nibbles, then high */
+        const uint8_t *qs =
+            kind == KQ_Q5_K ? ((const block_q5_K *)blk)->qs : ((const block_q4_K *)blk)->qs;
+        const __m256i q = load256(qs + 32 * (t / 2));
+        __m256i u = _mm256_and_si256(t % 2 ? _mm256_srli_epi16(q, 4) : q, m4);
+        if (kind == KQ_Q5_K) { /* qh bit t of byte l: bit 4 of element 32t + l */
+            const __m256i mb = _mm256_set1_epi8((char)(1 << t));
+            u = _mm256_or_si256(u,
+                                _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(h->c, mb), mb),
+                                                 _mm256_set1_epi8(0x10)));
+        }
+        *sc = scale_bcast(h->a, t);
+        return u;
+    }
+    case KQ_Q6_K: { /* half t / 4, quarter k: ql's low (k < 2) or high nibbles, qh's bits 2k..2k+1
+                     */
+        const block_q6_K *b = (const block_q6_K *)blk;
+        const int k = t % 4;
+        const __m256i q = load256(b->ql + 64 * (t / 4) + 32 * (k % 2));
+        const __m256i hb = load256(b->qh + 32 * (t / 4));
+        const __m256i hi = k == 0   ? _mm256_slli_epi16(hb, 4)
+                           : k == 1 ? _mm256_slli_epi16(hb, 2)
+                           : k == 2 ? hb
+                                    : _mm256_srli_epi16(hb, 2);
+        *sc = scale_pair(kq_half(h->a, t / 4), k);
+        return _mm256_or_si256(_mm256_and_si256(k < 2 ? q : _mm256_srli_epi16(q, 4), m4),
+                               _mm256_and_si256(hi, _mm256_set1_epi8(0x30)));
+    }
+    case KQ_Q2_K:
+    case KQ_Q3_K: { /* bits 2 (t % 4) of qs[32 (t / 4) + l]; Q3_K: | hmask bit t as 4 */
+        const uint8_t *qs =
+            kind == KQ_Q3_K ? ((const block_q3_K *)blk)->qs : ((const block_q2_K *)blk)->qs;
+        __m256i u =
+            _mm256_and_si256(_mm256_srli_epi16(load256(qs + 32 * (t / 4)), 2 * (t % 4)), m3);
+        if (kind == KQ_Q3_K) {
+            const __m256i mb = _mm256_set1_epi8((char)(1 << t));
+            u = _mm256_or_si256(u,
+                                _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(h->c, mb), mb),
+                                                 _mm256_set1_epi8(4)));
+        }
+        *sc = scale_pair(kq_half(h->a, t / 4), t % 4);
+        return u;
+    }
+    default: { /* IQ4_XS: signed table values; 6-bit scale ls - 32 */
+        const block_iq4_xs *b = (const block_iq4_xs *)blk;
+        const int ls =
+            ((b->scales_l[t / 2] >> 4 * (t % 2)) & 0xF) | (((b->scales_h >> 2 * t) & 3) << 4);
+        *sc = _mm256_set1_epi16((short)(ls - 32));
+        return iq4nl_bytes(b->qs + 16 * t);
+    }
+    }
+}
+
+/* one row's step: the weight bytes u and scales sc against the row's 32 activations at y */
+static inline __m256i kq_dot(__m256i isum, __m256i u, __m256i sc, const int8_t *y, int kind) {
+    const __m256i v = load256(y);
+    const __m256i p16 = kind == KQ_IQ4_XS
+                            ? _mm256_maddubs_epi16(_mm256_sign_epi8(u, u), _mm256_sign_epi8(v, u))
+                            : _mm256_maddubs_epi16(u, v);
+    return _mm256_add_epi32(isum, _mm256_madd_epi16(p16, sc));
+}
+
+/* one row's float update of a super-block (the expressions above) */
+static inline float kq_finish(const uint8_t *blk, const kq_head *h, int kind, const block_q8_K *x,
+                              int isum) {
+    const __m256i bsums = load256(x->bsums);
+    switch (kind) {
+    case KQ_Q4_K:
+    case KQ_Q5_K: {
+        const uint16_t *dd = (const uint16_t *)blk; /* d, dmin lead both */
+        const int summ = hsum_epi32(_mm256_madd_epi16(bsums, h->b));
+        const float d = h2f(dd[0]) * x->d, dmin = h2f(dd[1]) * x->d;
+        return d * (float)isum - dmin * (float)summ;
+    }
+    case KQ_Q6_K:
+        return h2f(((const block_q6_K *)blk)->d) * x->d *
+               (float)(isum - 32 * hsum_epi32(_mm256_madd_epi16(bsums, h->a)));
+    case KQ_Q3_K:
+        return h2f(((const block_q3_K *)blk)->d) * x->d *
+               (float)(isum - 4 * hsum_epi32(_mm256_madd_epi16(h->a, bsums)));
+    case KQ_Q2_K: {
+        const block_q2_K *b = (const block_q2_K *)blk;
+        const int summ = hsum_epi32(_mm256_madd_epi16(bsums, h->b));
+        const float dall = x->d * h2f(b->d), dmin = x->d * h2f(b->dmin);
+        return dall * (float)isum - dmin * (float)summ;
+    }
+    default: return h2f(((const block_iq4_xs *)blk)->d) * x->d * (float)isum;
+    }
+}
+
+KX86_ALWAYS_INLINE void kq_rows(const void *vw, const int kind, const uint8_t *xr, size_t xs,
+                                int64_t nsb, float *out, size_t os, const int R) {
+    const uint8_t *w = vw;
+    const size_t wb = kq_block_bytes(kind);
+    float sumf[8]; /* KX86_SWITCH_R instantiates R up to 8 */
+    for (int r = 0; r < R; r++)
+        sumf[r] = 0;
+    for (int64_t i = 0; i < nsb; i++) {
+        const uint8_t *blk = w + i * wb;
+        prefetch_ahead(blk, wb);
+        const kq_head h = kq_head_make(blk, kind);
+        __m256i isum[8];
+        for (int r = 0; r < R; r++)
+            isum[r] = _mm256_setzero_si256();
+        for (int t = 0; t < 8; t++) {
+            __m256i sc;
+            const __m256i u = kq_step(blk, &h, kind, t, &sc);
+            for (int r = 0; r < R; r++)
+                isum[r] =
+                    kq_dot(isum[r], u, sc,
+                           ((const block_q8_K *)(xr + (size_t)r * xs) + i)->qs + 32 * t, kind);
+        }
+        for (int r = 0; r < R; r++)
+            sumf[r] += kq_finish(blk, &h, kind, (const block_q8_K *)(xr + (size_t)r * xs) + i,
+                                 hsum_epi32(isum[r]));
+    }
+    for (int r = 0; r < R; r++)
+        out[(size_t)r * os] = sumf[r];
+}
+
+KX86_ALWAYS_INLINE float kq_dot_row(const int kind, const void *w, const void *x, int64_t n) {
+    float r;
+    kq_rows(w, kind, x, 0, n / QK_K, &r, 0, 1);
+    return r;
+}
+
+static float vec_dot_q2_k_x86(const void *w, const void *x, int64_t n) {
+    return kq_dot_row(KQ_Q2_K, w, x, n);
+}
+static float vec_dot_q3_k_x86(const void *w, const void *x, int64_t n) {
+    return kq_dot_row(KQ_Q3_K, w, x, n);
+}
+static float vec_dot_q4_k_x86(const void *w, const void *x, int64_t n) {
+    return kq_dot_row(KQ_Q4_K, w, x, n);
+}
+static float vec_dot_q5_k_x86(const void *w, const void *x, int64_t n) {
+    return kq_dot_row(KQ_Q5_K, w, x, n);
+}
+static float vec_dot_q6_k_x86(const void *w, const void *x, int64_t n) {
+    return kq_dot_row(KQ_Q6_K, w, x, n);
+}
+static float vec_dot_iq4_xs_x86(const void *w, const void *x, int64_t n) {
+    return kq_dot_row(KQ_IQ4_XS, w, x, n);
+}
+KX86_GEMM_BY_ROWS(gemm_q2_k_x86, QK_K, kq_rows, wo, KQ_Q2_K)
+KX86_GEMM_BY_ROWS(gemm_q3_k_x86, QK_K, kq_rows, wo, KQ_Q3_K)
+KX86_GEMM_BY_ROWS(gemm_q4_k_x86, QK_K, kq_rows, wo, KQ_Q4_K)
+KX86_GEMM_BY_ROWS(gemm_q5_k_x86, QK_K, kq_rows, wo, KQ_Q5_K)
+KX86_GEMM_BY_ROWS(gemm_q6_k_x86, QK_K, kq_rows, wo, KQ_Q6_K)
+KX86_GEMM_BY_ROWS(gemm_iq4_xs_x86, QK_K, kq_rows, wo, KQ_IQ4_XS)
+
+/* NOTE: the 256-bit table's float types have no multi-row kernels yet (the first AVX2 ones were
+ * not bit-identical to the single-row kernels; b32_rows and kq_rows above are written so that
+ * they are), so matmul loops vec_dot there. */
 /* The 256-bit table: one entry per weight type that has a kernel here. */
 static const cpu_kernels *kernels_x86_entry(si_type t) {
     static const cpu_kernels k_q4_0 = {.vec_dot_type = SI_TYPE_Q8_0,
@@ -763,16 +823,34 @@ static const cpu_kernels *kernels_x86_entry(si_type t) {
                                        .quantize_row = quantize_row_q8_1_x86,
                                        .vec_dot = vec_dot_q5_1_x86,
                                        .gemm = gemm_q5_1_x86};
-    static const cpu_kernels k_q2_k = {.vec_dot_type = SI_TYPE_Q8_K, .quantize_row = quantize_row_q8_k_x86, .vec_dot = vec_dot_q2_k_x86};
-    static const cpu_kernels k_q3_k = {.vec_dot_type = SI_TYPE_Q8_K, .quantize_row = quantize_row_q8_k_x86, .vec_dot = vec_dot_q3_k_x86};
-    static const cpu_kernels k_q4_k = {.vec_dot_type = SI_TYPE_Q8_K, .quantize_row = quantize_row_q8_k_x86, .vec_dot = vec_dot_q4_k_x86};
-    static const cpu_kernels k_q5_k = {.vec_dot_type = SI_TYPE_Q8_K, .quantize_row = quantize_row_q8_k_x86, .vec_dot = vec_dot_q5_k_x86};
-    static const cpu_kernels k_q6_k = {.vec_dot_type = SI_TYPE_Q8_K, .quantize_row = quantize_row_q8_k_x86, .vec_dot = vec_dot_q6_k_x86};
+    static const cpu_kernels k_q2_k = {.vec_dot_type = SI_TYPE_Q8_K,
+                                       .quantize_row = quantize_row_q8_k_x86,
+                                       .vec_dot = vec_dot_q2_k_x86,
+                                       .gemm = gemm_q2_k_x86};
+    static const cpu_kernels k_q3_k = {.vec_dot_type = SI_TYPE_Q8_K,
+                                       .quantize_row = quantize_row_q8_k_x86,
+                                       .vec_dot = vec_dot_q3_k_x86,
+                                       .gemm = gemm_q3_k_x86};
+    static const cpu_kernels k_q4_k = {.vec_dot_type = SI_TYPE_Q8_K,
+                                       .quantize_row = quantize_row_q8_k_x86,
+                                       .vec_dot = vec_dot_q4_k_x86,
+                                       .gemm = gemm_q4_k_x86};
+    static const cpu_kernels k_q5_k = {.vec_dot_type = SI_TYPE_Q8_K,
+                                       .quantize_row = quantize_row_q8_k_x86,
+                                       .vec_dot = vec_dot_q5_k_x86,
+                                       .gemm = gemm_q5_k_x86};
+    static const cpu_kernels k_q6_k = {.vec_dot_type = SI_TYPE_Q8_K,
+                                       .quantize_row = quantize_row_q8_k_x86,
+                                       .vec_dot = vec_dot_q6_k_x86,
+                                       .gemm = gemm_q6_k_x86};
     static const cpu_kernels k_iq4_nl = {.vec_dot_type = SI_TYPE_Q8_0,
                                          .quantize_row = quantize_row_q8_0_x86,
                                          .vec_dot = vec_dot_iq4_nl_x86,
                                          .gemm = gemm_iq4_nl_x86};
-    static const cpu_kernels k_iq4_xs = {.vec_dot_type = SI_TYPE_Q8_K, .quantize_row = quantize_row_q8_k_x86, .vec_dot = vec_dot_iq4_xs_x86};
+    static const cpu_kernels k_iq4_xs = {.vec_dot_type = SI_TYPE_Q8_K,
+                                         .quantize_row = quantize_row_q8_k_x86,
+                                         .vec_dot = vec_dot_iq4_xs_x86,
+                                         .gemm = gemm_iq4_xs_x86};
     static const cpu_kernels k_f32 = {.vec_dot_type = SI_TYPE_F32, .quantize_row = quantize_row_f32_x86, .vec_dot = vec_dot_f32_x86};
     static const cpu_kernels k_f16 = {.vec_dot_type = SI_TYPE_F16, .quantize_row = quantize_row_f16_x86, .vec_dot = vec_dot_f16_x86};
     static const cpu_kernels k_bf16 = {.vec_dot_type = SI_TYPE_BF16, .quantize_row = quantize_row_bf16_x86, .vec_dot = vec_dot_bf16_x86};
