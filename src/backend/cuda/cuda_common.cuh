@@ -49,19 +49,44 @@ SI_HD uint32_t si_funnel_r(uint32_t lo, uint32_t hi, uint32_t sh) {
 #endif
 }
 
-/* Byte k of the result: byte (s >> 4k) & 7 of the 8 bytes (y:x), x's first (PRMT's default mode;
- * the host twin takes selector nibbles 0..7 only, the device's sign mode of 8..15 is not used). */
+/* Byte k of the result: byte n = (s >> 4k) & 7 of the 8 bytes (y:x), x's first, or with bit 3
+ * of that selector nibble set, byte n's top bit spread over the byte (0xFF or 0): PTX prmt's
+ * default mode. Not __byte_perm, which clears bit 3 of every nibble first (no sign mode; and
+ * where the selector is computed, one more instruction to clear it). */
 SI_HD uint32_t si_prmt(uint32_t x, uint32_t y, uint32_t s) {
 #ifdef __CUDA_ARCH__
-    return __byte_perm(x, y, s);
+    uint32_t r;
+    asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(x), "r"(y), "r"(s));
+    return r;
 #else
     const uint64_t v = ((uint64_t)y << 32) | x;
     uint32_t r = 0;
-    for (int k = 0; k < 4; k++)
-        r |= (uint32_t)((v >> (8 * ((s >> (4 * k)) & 7))) & 0xFF) << (8 * k);
+    for (int k = 0; k < 4; k++) {
+        const uint32_t n = (s >> (4 * k)) & 15, b = (uint32_t)(v >> (8 * (n & 7))) & 0xFF;
+        r |= (n & 8 ? (b & 0x80 ? 0xFFu : 0u) : b) << (8 * k);
+    }
     return r;
 #endif
 }
+
+/* Any bitwise function of a, b and c in one LOP3: bit i of LUT is the result for a = bit 2 of i, b
+ * = bit 1, c = bit 0 (so LUT = F(0xF0, 0xCC, 0xAA)). ptxas fuses plain C into LOP3s, but not
+ * every function (it kept (a & c) | (~b & ~c) with c constant as two). */
+template <uint32_t LUT> SI_HD uint32_t si_lop3(uint32_t a, uint32_t b, uint32_t c) {
+#ifdef __CUDA_ARCH__
+    uint32_t d;
+    asm("lop3.b32 %0, %1, %2, %3, %4;" : "=r"(d) : "r"(a), "r"(b), "r"(c), "n"(LUT));
+    return d;
+#else
+    uint32_t d = 0;
+    for (int i = 0; i < 8; i++)
+        if (LUT >> i & 1) d |= (i & 4 ? a : ~a) & (i & 2 ? b : ~b) & (i & 1 ? c : ~c);
+    return d;
+#endif
+}
+
+/* byte k (0..3) of w, zero-extended: one PRMT */
+SI_HD int si_byte(uint32_t w, int k) { return (int)si_prmt(w, 0, 0x4440u | (uint32_t)k); }
 
 /* c + the dot product of the 4 signed bytes of a and of b */
 SI_HD int si_dp4a(int a, int b, int c) {

@@ -98,8 +98,9 @@ SI_HD uint32_t si_u8_minus(uint32_t v, int off) {
 /* Bits j .. j + 3 of the 32 high bits qh of a 5-bit block, each moved to bit 4 of its byte: the
  * high bits of elements j .. j + 3, to be or-ed onto their nibbles. */
 SI_HD uint32_t si_q5_high4(uint32_t qh, int j) {
-    const uint32_t h = qh >> j;
-    return ((h & 1) << 4) | ((h & 2) << 11) | ((h & 4) << 18) | ((h & 8) << 25);
+    /* bit i of the nibble times 2^(4 + 7k) lands on 4 + i + 7k: on bit 4 of byte i for k = i,
+     * and for k != i on bits no other term uses (so no carries) and the mask drops */
+    return ((qh >> j) & 15u) * 0x02040810u & 0x10101010u;
 }
 
 /* The 5-bit quants of a Q5_0/Q5_1 block's 4-byte word q = qs[j .. j + 3] (j a multiple of 4), as

@@ -314,7 +314,9 @@ struct tqx_q5_k {
  * blocks are 4-aligned: 4-byte loads. w[0..7] = qs[32h ..], w[8..9] = the 8 sub-blocks' scale |
  * min << 4 bytes, w[10] = d | dmin << 16. A block's two halves of 16 have their own mins, so
  * each needs its own x sum: the first half's by dp4a with ones, the second's the block's less
- * it. */
+ * it. The 2-bit values are not shifted down: dp4a of the bytes q & (3 << 2t) (unsigned) gives
+ * 4^t times their sum, and d / 4^t takes it back (powers of two: the same bits as with the
+ * shift, one instruction a word fewer, as tqx_q4_0's high nibbles). */
 struct tqx_q2_k {
     static constexpr int BE = 256, UB = 4, UBYTES = 42, WORDS = 11;
     SI_HD static void load(const uint8_t *seg, int lane, uint32_t *w) {
@@ -330,21 +332,26 @@ struct tqx_q2_k {
     }
     SI_HD static float dot(const uint32_t *w, const uint32_t *xw, const float *xd, const int *xs) {
         const float2 dm = si_h2x2f(w[10]); /* d, dmin */
+        /* the 8 sub-blocks' scales and mins, a byte each */
+        const uint32_t sc[2] = {w[8] & 0x0F0F0F0Fu, w[9] & 0x0F0F0F0Fu};
+        const uint32_t mn[2] = {(w[8] >> 4) & 0x0F0F0F0Fu, (w[9] >> 4) & 0x0F0F0F0Fu};
         float s = 0.0f;
         SI_UNROLL
         for (int t = 0; t < UB; t++) {
+            const uint32_t mask = 0x03030303u << (2 * t);
             int sum0 = 0, sum1 = 0, x0 = 0;
             SI_UNROLL
             for (int j = 0; j < 4; j++) {
-                sum0 = si_dp4a((int)((w[j] >> (2 * t)) & 0x03030303u), (int)xw[8 * t + j], sum0);
-                sum1 = si_dp4a((int)((w[4 + j] >> (2 * t)) & 0x03030303u), (int)xw[8 * t + 4 + j],
-                               sum1);
+                sum0 = si_dp4a_us(w[j] & mask, xw[8 * t + j], sum0);
+                sum1 = si_dp4a_us(w[4 + j] & mask, xw[8 * t + 4 + j], sum1);
                 x0 = si_dp4a(0x01010101, (int)xw[8 * t + j], x0);
             }
-            const uint32_t sm = w[8 + (t >> 1)] >> (16 * (t & 1)); /* sub-blocks 2t, 2t + 1 */
-            const int isum = (int)(sm & 15) * sum0 + (int)((sm >> 8) & 15) * sum1;
-            const int msum = (int)((sm >> 4) & 15) * x0 + (int)((sm >> 12) & 15) * (xs[t] - x0);
-            s = fmaf(xd[t], fmaf(dm.x, (float)isum, -dm.y * (float)msum), s);
+            const int k = 2 * (t & 1); /* sub-blocks 2t, 2t + 1: bytes k, k + 1 of word t / 2 */
+            const int isum = si_byte(sc[t >> 1], k) * sum0 + si_byte(sc[t >> 1], k + 1) * sum1;
+            const int msum =
+                si_byte(mn[t >> 1], k) * x0 + si_byte(mn[t >> 1], k + 1) * (xs[t] - x0);
+            const float d4 = dm.x * (1.0f / (float)(1 << (2 * t))); /* d / 4^t */
+            s = fmaf(xd[t], fmaf(d4, (float)isum, -dm.y * (float)msum), s);
         }
         return s;
     }
@@ -354,8 +361,12 @@ struct tqx_q2_k {
  * 110-byte block (lane & 1): x block t (0..3) is elements 128h + 32t + l: bits 2t..2t+1 of
  * qs[32h + l], bit 4h + t of hmask[l], sub-blocks 8h + 2t (l < 16) and 8h + 2t + 1. Blocks are
  * 2-aligned: 4-byte loads shifted by the lane's misalignment (as tqx_q6_k). w[0..7] = qs[32h ..],
- * w[8..15] = hmask >> 4h (bit t of each byte: x block t), w[16..17] = the 8 sub-blocks' 6-bit
- * scales, a byte each, w[18] = d. */
+ * w[8..15] = hmask << 4 (1 - h) (bit 4 + t of each byte: x block t), w[16..17] = the 8
+ * sub-blocks' scales minus 32, an int8 each, w[18] = d.
+ * A byte of q is made whole in one select: the high bit moved to bit 7 and spread over its byte
+ * by PRMT's sign mode (0xFF where set), then the 2-bit value where the 0x03 mask is and the
+ * complement of that spread everywhere else: set high bit, the value; clear, value | 0xFC, that
+ * is value - 4 as int8. */
 struct tqx_q3_k {
     static constexpr int BE = 256, UB = 4, UBYTES = 55, WORDS = 19;
     SI_HD static void load(const uint8_t *seg, int lane, uint32_t *w) {
@@ -365,13 +376,18 @@ struct tqx_q3_k {
         si_lds_words2<8>(blk, w + 8);
         SI_UNROLL
         for (int j = 0; j < 8; j++)
-            w[8 + j] >>= 4 * h;
+            w[8 + j] <<= 4 - 4 * h;
         uint32_t s[3];
         si_lds_words2<3>(blk + 96, s);
         /* sub-block 8h + i: the low (h = 0) or high nibble of scales[i] (s[0], s[1]) with bits
-         * 2 (i / 4) + 4h..+1 of scales[8 + i % 4] (s[2]) on top (si_q3k_scale) */
-        w[16] = ((s[0] >> 4 * h) & 0x0F0F0F0Fu) | (((s[2] >> 4 * h) & 0x03030303u) << 4);
-        w[17] = ((s[1] >> 4 * h) & 0x0F0F0F0Fu) | (((s[2] >> (4 * h + 2)) & 0x03030303u) << 4);
+         * 2 (i / 4) + 4h..+1 of scales[8 + i % 4] (s[2]) on top (si_q3k_scale), minus 32: the
+         * 6-bit values plus 0x60 stay within their bytes, and flipping bit 7 takes 0x80 off */
+        const uint32_t s0 =
+            ((s[0] >> 4 * h) & 0x0F0F0F0Fu) | (((s[2] >> 4 * h) & 0x03030303u) << 4);
+        const uint32_t s1 =
+            ((s[1] >> 4 * h) & 0x0F0F0F0Fu) | (((s[2] >> (4 * h + 2)) & 0x03030303u) << 4);
+        w[16] = (s0 + 0x60606060u) ^ 0x80808080u;
+        w[17] = (s1 + 0x60606060u) ^ 0x80808080u;
         w[18] = si_ld16(blk + 108);
     }
     SI_HD static float dot(const uint32_t *w, const uint32_t *xw, const float *xd, const int *xs) {
@@ -384,12 +400,14 @@ struct tqx_q3_k {
                 int sumi = 0;
                 SI_UNROLL
                 for (int j = 0; j < 4; j++) {
-                    const uint32_t q = ((w[4 * lh + j] >> (2 * t)) & 0x03030303u) |
-                                       (((w[8 + 4 * lh + j] >> t) & 0x01010101u) << 2);
-                    sumi = si_dp4a((int)si_u8_minus(q, 4), (int)xw[8 * t + 4 * lh + j], sumi);
+                    const uint32_t set = si_prmt(w[8 + 4 * lh + j] << (3 - t), 0, 0xBA98u);
+                    const uint32_t a = w[4 * lh + j] >> (2 * t);
+                    /* (a & 0x03) | (~set & 0xFC) a byte: LUT (0xF0 & 0xAA) | (~0xCC & ~0xAA) */
+                    const uint32_t q = si_lop3<0xB1>(a, set, 0x03030303u);
+                    sumi = si_dp4a((int)q, (int)xw[8 * t + 4 * lh + j], sumi);
                 }
                 const int sb = 2 * t + lh; /* scale byte of this 16 */
-                isum += ((int)((w[16 + (sb >> 2)] >> (8 * (sb & 3))) & 0xFF) - 32) * sumi;
+                isum += (int)(int8_t)(w[16 + (sb >> 2)] >> (8 * (sb & 3))) * sumi;
             }
             s = fmaf(xd[t], (float)isum, s);
         }
