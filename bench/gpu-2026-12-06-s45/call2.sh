@@ -2,8 +2,8 @@
 # Session 45, call 2: the decoder patch as landed (bench/gpu-2026-12-06-s45/decoders.patch less
 # its Q6_K unit, which call 1 measured slower) checked on the GPU, kept short (the session's
 # device time was mostly spent on refusals): every test_cuda_kernels check (all types, no
-# timings); memcheck and racecheck over the --small checks of the six changed types; run.sh's
-# model part; then Llama-2-7B-shape Q5_1 and Q6_K tg128 (2 rounds) and Q6_K at 8 requests,
+# timings); memcheck over the --small checks of the six changed types; run.sh's model part;
+# racecheck as memcheck; then Llama-2-7B-shape Q5_1 and Q6_K tg128 (2 rounds) and Q6_K at 8 requests,
 # before/swiftinfer (6e38aeb) and swiftinfer alternating.
 # Run from the repository root with the binaries in build-gpucarry (README.md here).
 set -u
@@ -15,13 +15,15 @@ step() { echo "[$(( $(date +%s) - S )) s] $*"; tar czf "$OUT/logs.tgz" -C $O .; 
 TYPES=q5_0,q5_1,q3_k,q2_k,iq4_nl,iq4_xs
 timeout 120 $B/test_cuda_kernels --no-bench > "$O/kernels.txt" 2>&1
 step "test_cuda_kernels --no-bench rc=$?: $(tail -1 "$O/kernels.txt")"
-for tool in memcheck racecheck; do
-    timeout 90 compute-sanitizer --tool $tool --error-exitcode 3 $B/test_cuda_kernels --small --types $TYPES \
-        > "$O/sanitize-$tool.txt" 2>&1
-    step "$tool rc=$?: $(tail -1 "$O/sanitize-$tool.txt")"
-done
+san() {
+    timeout 90 compute-sanitizer --tool $1 --error-exitcode 3 $B/test_cuda_kernels --small --types $TYPES \
+        > "$O/sanitize-$1.txt" 2>&1
+    step "$1 rc=$?: $(tail -1 "$O/sanitize-$1.txt")"
+}
+san memcheck
 OUT=$O/runsh SI_BIN_DIR=$B SI_SKIP_KERNEL_TESTS=1 timeout 150 tests/cuda/run.sh > "$O/runsh.txt" 2>&1
 step "run.sh model part rc=$?: $(grep -c '^PASS' "$O/runsh.txt") PASS, $(grep -c 'FAIL' "$O/runsh.txt") FAIL lines, $(tail -1 "$O/runsh.txt")"
+san racecheck
 for t in q5_1 q6_k; do
     m=/tmp/m-$t.gguf
     timeout 100 $B/swiftinfer synth -o $m --shape llama2-7b --type $t > /dev/null 2>&1 || { step "synth $t failed"; continue; }
