@@ -346,35 +346,9 @@ static float vec_dot_f32_x86(const void *vw, const void *vx, int64_t n) {
 
 static inline __m256 load_f16(const uint16_t *p) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)); }
 
-static float vec_dot_f16_x86(const void *vw, const void *vx, int64_t n) {
-    const uint16_t *a = vw, *b = vx;
-    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-    int64_t i = 0;
-    for (; i + 32 <= n; i += 32)
-        for (int k = 0; k < 4; k++)
-            acc[k] = _mm256_fmadd_ps(load_f16(a + i + 8 * k), load_f16(b + i + 8 * k), acc[k]);
-    for (; i + 8 <= n; i += 8) acc[0] = _mm256_fmadd_ps(load_f16(a + i), load_f16(b + i), acc[0]);
-    float sum = hsum_ps(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
-    for (; i < n; i++) sum += h2f(a[i]) * h2f(b[i]);
-    return sum;
-}
-
 static inline __m256 load_bf16(const uint16_t *p) {
     const __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p));
     return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
-}
-
-static float vec_dot_bf16_x86(const void *vw, const void *vx, int64_t n) {
-    const uint16_t *a = vw, *b = vx;
-    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-    int64_t i = 0;
-    for (; i + 32 <= n; i += 32)
-        for (int k = 0; k < 4; k++)
-            acc[k] = _mm256_fmadd_ps(load_bf16(a + i + 8 * k), load_bf16(b + i + 8 * k), acc[k]);
-    for (; i + 8 <= n; i += 8) acc[0] = _mm256_fmadd_ps(load_bf16(a + i), load_bf16(b + i), acc[0]);
-    float sum = hsum_ps(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
-    for (; i < n; i++) sum += bf16_to_fp32(a[i]) * bf16_to_fp32(b[i]);
-    return sum;
 }
 
 /* ---- helpers for multi-row kernels (cpu_kernels.h's gemm) ----
@@ -422,20 +396,24 @@ static float vec_dot_bf16_x86(const void *vw, const void *vx, int64_t n) {
         }                                                                                         \
     } while (0)
 
-/* gemm (cpu_kernels.h) through a multi-row kernel: up to 8 activation rows a call, for every
- * weight row wo; the kernel's arguments before the activation rows are __VA_ARGS__ (wo first) */
-#define KX86_GEMM_BY_ROWS(name, QK, rows, ...)                                                     \
+/* gemm (cpu_kernels.h) through a multi-row kernel: up to RT (<= 8) activation rows a call, for
+ * every weight row wo; the kernel's arguments before the activation rows are __VA_ARGS__ (wo
+ * first), after them the count n / QK (blocks, or elements for QK = 1) */
+#define KX86_GEMM_BY_ROW_TILES(name, QK, RT, rows, ...)                                            \
     static void name(const void *w, size_t ws, int n_w, const void *x, size_t xs, int n_x,         \
                      int64_t n, float *out, size_t os) {                                           \
-        for (int r0 = 0; r0 < n_x; r0 += 8) {                                                      \
+        for (int r0 = 0; r0 < n_x; r0 += (RT)) {                                                   \
             const uint8_t *xr = (const uint8_t *)x + (size_t)r0 * xs;                              \
+            const int left = n_x - r0 < (RT) ? n_x - r0 : (RT);                                    \
             for (int o = 0; o < n_w; o++) {                                                        \
                 const void *wo = (const uint8_t *)w + (size_t)o * ws;                              \
-                KX86_SWITCH_R(n_x - r0, rows, __VA_ARGS__, xr, xs, n / (QK),                       \
+                KX86_SWITCH_R(left, rows, __VA_ARGS__, xr, xs, n / (QK),                           \
                               out + (size_t)r0 * os + o, os);                                      \
             }                                                                                      \
         }                                                                                          \
     }
+#define KX86_GEMM_BY_ROWS(name, QK, rows, ...)                                                     \
+    KX86_GEMM_BY_ROW_TILES(name, QK, 8, rows, __VA_ARGS__)
 
 /* ---- the 32-element block types: one kernel for 1-8 activation rows ----
  * Q4_0, IQ4_NL, Q8_0 and Q5_0 have signed weight bytes (Q4_0's nibble - 8, IQ4_NL's table value,
@@ -798,9 +776,67 @@ KX86_GEMM_BY_ROWS(gemm_q5_k_x86, QK_K, kq_rows, wo, KQ_Q5_K)
 KX86_GEMM_BY_ROWS(gemm_q6_k_x86, QK_K, kq_rows, wo, KQ_Q6_K)
 KX86_GEMM_BY_ROWS(gemm_iq4_xs_x86, QK_K, kq_rows, wo, KQ_IQ4_XS)
 
-/* NOTE: the 256-bit table's float types have no multi-row kernels yet (the first AVX2 ones were
- * not bit-identical to the single-row kernels; b32_rows and kq_rows above are written so that
- * they are), so matmul loops vec_dot there. */
+/* ---- F16 and BF16: one kernel for 1-3 activation rows ----
+ * Per (weight row, activation row) four accumulators of 8 lanes: 32-element steps (FMA k into
+ * acc[k]), then 8-element steps into acc[0], reduced as hsum((acc0 + acc1) + (acc2 + acc3)), then
+ * the last n % 8 products added one by one in float. Each weight vector is converted to f32 once
+ * for the call's rows; x is converted at each load, as it comes. vec_dot is the one-row case.
+ * Three rows: 12 accumulators of AVX2's 16 registers.
+ * NOTE: x converted to f32 once a row ahead (a prep_row) measured slower for F16 (TinyLlama-1.1B
+ * shape pp128 57-59 t/s against 68-70: twice the bytes of x to keep near for every weight row)
+ * and faster for BF16's prefill (55-58 against 43-44: its conversion is two instructions a
+ * vector), but BF16's decode then ran at 16-17 t/s against 22-23 (bench/RESULTS.md 2026-12-06
+ * 01:05), so neither type has one. */
+static inline __m256 h16_load(const uint16_t *p, int bf) { return bf ? load_bf16(p) : load_f16(p); }
+static inline float h16_to_f32(uint16_t v, int bf) { return bf ? bf16_to_fp32(v) : h2f(v); }
+
+KX86_ALWAYS_INLINE void h16_rows(const void *vw, const int bf, const uint8_t *xr, size_t xs,
+                                 int64_t n, float *out, size_t os, const int R) {
+    const uint16_t *a = vw;
+#define H16_X(r) ((const uint16_t *)(xr + (size_t)(r)*xs))
+    __m256 acc[8][4]; /* KX86_SWITCH_R instantiates R up to 8; only R <= 3 is called */
+    for (int r = 0; r < R; r++)
+        for (int k = 0; k < 4; k++)
+            acc[r][k] = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32)
+        for (int k = 0; k < 4; k++) {
+            const __m256 wv = h16_load(a + i + 8 * k, bf);
+            for (int r = 0; r < R; r++)
+                acc[r][k] = _mm256_fmadd_ps(wv, h16_load(H16_X(r) + i + 8 * k, bf), acc[r][k]);
+        }
+    for (; i + 8 <= n; i += 8) {
+        const __m256 wv = h16_load(a + i, bf);
+        for (int r = 0; r < R; r++)
+            acc[r][0] = _mm256_fmadd_ps(wv, h16_load(H16_X(r) + i, bf), acc[r][0]);
+    }
+    for (int r = 0; r < R; r++) {
+        float sum = hsum_ps(_mm256_add_ps(_mm256_add_ps(acc[r][0], acc[r][1]),
+                                          _mm256_add_ps(acc[r][2], acc[r][3])));
+        for (int64_t j = i; j < n; j++)
+            sum += h16_to_f32(a[j], bf) * h16_to_f32(H16_X(r)[j], bf);
+        out[(size_t)r * os] = sum;
+    }
+#undef H16_X
+}
+
+static float vec_dot_f16_x86(const void *w, const void *x, int64_t n) {
+    float r;
+    h16_rows(w, 0, x, 0, n, &r, 0, 1);
+    return r;
+}
+static float vec_dot_bf16_x86(const void *w, const void *x, int64_t n) {
+    float r;
+    h16_rows(w, 1, x, 0, n, &r, 0, 1);
+    return r;
+}
+KX86_GEMM_BY_ROW_TILES(gemm_f16_x86, 1, 3, h16_rows, wo, 0)
+KX86_GEMM_BY_ROW_TILES(gemm_bf16_x86, 1, 3, h16_rows, wo, 1)
+
+/* NOTE: the 256-bit table's F32 has no multi-row kernel (no model stores its matrices in F32),
+ * so matmul loops vec_dot there. The first AVX2 multi-row kernels were dropped for not being
+ * bit-identical to the single-row ones; b32_rows, kq_rows and h16_rows are written so that they
+ * are (vec_dot is their one-row case). */
 /* The 256-bit table: one entry per weight type that has a kernel here. */
 static const cpu_kernels *kernels_x86_entry(si_type t) {
     static const cpu_kernels k_q4_0 = {.vec_dot_type = SI_TYPE_Q8_0,
@@ -852,8 +888,14 @@ static const cpu_kernels *kernels_x86_entry(si_type t) {
                                          .vec_dot = vec_dot_iq4_xs_x86,
                                          .gemm = gemm_iq4_xs_x86};
     static const cpu_kernels k_f32 = {.vec_dot_type = SI_TYPE_F32, .quantize_row = quantize_row_f32_x86, .vec_dot = vec_dot_f32_x86};
-    static const cpu_kernels k_f16 = {.vec_dot_type = SI_TYPE_F16, .quantize_row = quantize_row_f16_x86, .vec_dot = vec_dot_f16_x86};
-    static const cpu_kernels k_bf16 = {.vec_dot_type = SI_TYPE_BF16, .quantize_row = quantize_row_bf16_x86, .vec_dot = vec_dot_bf16_x86};
+    static const cpu_kernels k_f16 = {.vec_dot_type = SI_TYPE_F16,
+                                      .quantize_row = quantize_row_f16_x86,
+                                      .vec_dot = vec_dot_f16_x86,
+                                      .gemm = gemm_f16_x86};
+    static const cpu_kernels k_bf16 = {.vec_dot_type = SI_TYPE_BF16,
+                                       .quantize_row = quantize_row_bf16_x86,
+                                       .vec_dot = vec_dot_bf16_x86,
+                                       .gemm = gemm_bf16_x86};
     switch (t) {
     case SI_TYPE_Q4_0: return &k_q4_0;
     case SI_TYPE_Q8_0: return &k_q8_0;
