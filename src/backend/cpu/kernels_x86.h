@@ -555,8 +555,9 @@ KX86_GEMM_BY_ROWS(gemm_q5_1_x86, QK5_1, b32_rows, wo, B32_Q5_1)
  * A super-block of 256 is 8 steps of 32 elements; step t's unsigned weight bytes u (IQ4_XS:
  * signed table values v) and int16 sub-block scales are made once for every activation row, and
  * each row adds them into an exact int32 sum:
- *     isum += madd(maddubs(u, y_t), scales_t)       IQ4_XS: madd(maddubs(|v|, y_t sign(v)), ls_t -
- * 32) (maddubs' int16 pairs stay below its saturation: u <= 63 or |v| <= 127 against |y| <= 127).
+ *     isum += madd(maddubs(u, y_t), scales_t)
+ *     IQ4_XS: isum += madd(maddubs(|v|, y_t sign(v)), ls_t - 32)
+ * (maddubs' int16 pairs stay below its saturation: u <= 63 or |v| <= 127 against |y| <= 127).
  * Then one float update of the row's sum a super-block, each type's expression (the AVX-512
  * matrix kernels, which the AVX-512 table pairs with these as vec_dot, end with the same ones):
  *     Q4_K / Q5_K  d_w d_x isum - dmin_w d_x sum_j min_j (bsums_2j + bsums_2j+1)
@@ -620,6 +621,12 @@ static inline __m256i kq_half(__m256i s16, int k) {
              : _mm256_permute2x128_si256(s16, s16, 0x00);
 }
 
+/* byte l = v where bit t of byte l of bits is set, else 0 */
+static inline __m256i kq_bit_bytes(__m256i bits, int t, char v) {
+    const __m256i mb = _mm256_set1_epi8((char)(1 << t));
+    return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(bits, mb), mb), _mm256_set1_epi8(v));
+}
+
 /* step t (elements 32t..32t+31) of the super-block at blk: its weight bytes and scales */
 static inline __m256i kq_step(const uint8_t *blk, const kq_head *h, int kind, int t, __m256i *sc) {
     const __m256i m4 = _mm256_set1_epi8(0x0F), m3 = _mm256_set1_epi8(3);
@@ -630,17 +637,12 @@ static inline __m256i kq_step(const uint8_t *blk, const kq_head *h, int kind, in
             kind == KQ_Q5_K ? ((const block_q5_K *)blk)->qs : ((const block_q4_K *)blk)->qs;
         const __m256i q = load256(qs + 32 * (t / 2));
         __m256i u = _mm256_and_si256(t % 2 ? _mm256_srli_epi16(q, 4) : q, m4);
-        if (kind == KQ_Q5_K) { /* qh bit t of byte l: bit 4 of element 32t + l */
-            const __m256i mb = _mm256_set1_epi8((char)(1 << t));
-            u = _mm256_or_si256(u,
-                                _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(h->c, mb), mb),
-                                                 _mm256_set1_epi8(0x10)));
-        }
+        if (kind == KQ_Q5_K) /* qh bit t of byte l: bit 4 of element 32t + l */
+            u = _mm256_or_si256(u, kq_bit_bytes(h->c, t, 0x10));
         *sc = scale_bcast(h->a, t);
         return u;
     }
-    case KQ_Q6_K: { /* half t / 4, quarter k: ql's low (k < 2) or high nibbles, qh's bits 2k..2k+1
-                     */
+    case KQ_Q6_K: { /* half t / 4, quarter k: ql's low (k < 2) or high nibbles, qh bits 2k, 2k+1 */
         const block_q6_K *b = (const block_q6_K *)blk;
         const int k = t % 4;
         const __m256i q = load256(b->ql + 64 * (t / 4) + 32 * (k % 2));
@@ -659,12 +661,7 @@ static inline __m256i kq_step(const uint8_t *blk, const kq_head *h, int kind, in
             kind == KQ_Q3_K ? ((const block_q3_K *)blk)->qs : ((const block_q2_K *)blk)->qs;
         __m256i u =
             _mm256_and_si256(_mm256_srli_epi16(load256(qs + 32 * (t / 4)), 2 * (t % 4)), m3);
-        if (kind == KQ_Q3_K) {
-            const __m256i mb = _mm256_set1_epi8((char)(1 << t));
-            u = _mm256_or_si256(u,
-                                _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(h->c, mb), mb),
-                                                 _mm256_set1_epi8(4)));
-        }
+        if (kind == KQ_Q3_K) u = _mm256_or_si256(u, kq_bit_bytes(h->c, t, 4));
         *sc = scale_pair(kq_half(h->a, t / 4), t % 4);
         return u;
     }
