@@ -415,6 +415,15 @@ static inline __m256 load_bf16(const uint16_t *p) {
 #define KX86_GEMM_BY_ROWS(name, QK, rows, ...)                                                     \
     KX86_GEMM_BY_ROW_TILES(name, QK, 8, rows, __VA_ARGS__)
 
+/* vec_dot (cpu_kernels.h) as a multi-row kernel's one-row case, so that a row's result is the
+ * same alone or in a batch; __VA_ARGS__ as KX86_GEMM_BY_ROWS's, the weight row w first */
+#define KX86_VEC_DOT_BY_ROWS(name, QK, rows, ...)                                                  \
+    static float name(const void *w, const void *x, int64_t n) {                                   \
+        float r;                                                                                   \
+        rows(__VA_ARGS__, (const uint8_t *)x, 0, n / (QK), &r, 0, 1);                              \
+        return r;                                                                                  \
+    }
+
 /* ---- the 32-element block types: one kernel for 1-8 activation rows ----
  * Q4_0, IQ4_NL, Q8_0 and Q5_0 have signed weight bytes (Q4_0's nibble - 8, IQ4_NL's table value,
  * Q8_0's quants, Q5_0's 5-bit value - 16) against q8_0 activations; Q4_1 and Q5_1 have unsigned
@@ -520,30 +529,12 @@ KX86_ALWAYS_INLINE void b32_rows(const void *vw, const int kind, const uint8_t *
     }
 }
 
-KX86_ALWAYS_INLINE float b32_dot(const int kind, const void *w, const void *x, int64_t n) {
-    float r;
-    b32_rows(w, kind, x, 0, n / QK8_0, &r, 0, 1);
-    return r;
-}
-
-static float vec_dot_q4_0_x86(const void *w, const void *x, int64_t n) {
-    return b32_dot(B32_Q4_0, w, x, n);
-}
-static float vec_dot_iq4_nl_x86(const void *w, const void *x, int64_t n) {
-    return b32_dot(B32_IQ4_NL, w, x, n);
-}
-static float vec_dot_q8_0_x86(const void *w, const void *x, int64_t n) {
-    return b32_dot(B32_Q8_0, w, x, n);
-}
-static float vec_dot_q5_0_x86(const void *w, const void *x, int64_t n) {
-    return b32_dot(B32_Q5_0, w, x, n);
-}
-static float vec_dot_q4_1_x86(const void *w, const void *x, int64_t n) {
-    return b32_dot(B32_Q4_1, w, x, n);
-}
-static float vec_dot_q5_1_x86(const void *w, const void *x, int64_t n) {
-    return b32_dot(B32_Q5_1, w, x, n);
-}
+KX86_VEC_DOT_BY_ROWS(vec_dot_q4_0_x86, QK4_0, b32_rows, w, B32_Q4_0)
+KX86_VEC_DOT_BY_ROWS(vec_dot_iq4_nl_x86, QK4_NL, b32_rows, w, B32_IQ4_NL)
+KX86_VEC_DOT_BY_ROWS(vec_dot_q8_0_x86, QK8_0, b32_rows, w, B32_Q8_0)
+KX86_VEC_DOT_BY_ROWS(vec_dot_q5_0_x86, QK5_0, b32_rows, w, B32_Q5_0)
+KX86_VEC_DOT_BY_ROWS(vec_dot_q4_1_x86, QK4_1, b32_rows, w, B32_Q4_1)
+KX86_VEC_DOT_BY_ROWS(vec_dot_q5_1_x86, QK5_1, b32_rows, w, B32_Q5_1)
 KX86_GEMM_BY_ROWS(gemm_q4_0_x86, QK4_0, b32_rows, wo, B32_Q4_0)
 KX86_GEMM_BY_ROWS(gemm_iq4_nl_x86, QK4_NL, b32_rows, wo, B32_IQ4_NL)
 KX86_GEMM_BY_ROWS(gemm_q8_0_x86, QK8_0, b32_rows, wo, B32_Q8_0)
@@ -742,30 +733,12 @@ KX86_ALWAYS_INLINE void kq_rows(const void *vw, const int kind, const uint8_t *x
         out[(size_t)r * os] = sumf[r];
 }
 
-KX86_ALWAYS_INLINE float kq_dot_row(const int kind, const void *w, const void *x, int64_t n) {
-    float r;
-    kq_rows(w, kind, x, 0, n / QK_K, &r, 0, 1);
-    return r;
-}
-
-static float vec_dot_q2_k_x86(const void *w, const void *x, int64_t n) {
-    return kq_dot_row(KQ_Q2_K, w, x, n);
-}
-static float vec_dot_q3_k_x86(const void *w, const void *x, int64_t n) {
-    return kq_dot_row(KQ_Q3_K, w, x, n);
-}
-static float vec_dot_q4_k_x86(const void *w, const void *x, int64_t n) {
-    return kq_dot_row(KQ_Q4_K, w, x, n);
-}
-static float vec_dot_q5_k_x86(const void *w, const void *x, int64_t n) {
-    return kq_dot_row(KQ_Q5_K, w, x, n);
-}
-static float vec_dot_q6_k_x86(const void *w, const void *x, int64_t n) {
-    return kq_dot_row(KQ_Q6_K, w, x, n);
-}
-static float vec_dot_iq4_xs_x86(const void *w, const void *x, int64_t n) {
-    return kq_dot_row(KQ_IQ4_XS, w, x, n);
-}
+KX86_VEC_DOT_BY_ROWS(vec_dot_q2_k_x86, QK_K, kq_rows, w, KQ_Q2_K)
+KX86_VEC_DOT_BY_ROWS(vec_dot_q3_k_x86, QK_K, kq_rows, w, KQ_Q3_K)
+KX86_VEC_DOT_BY_ROWS(vec_dot_q4_k_x86, QK_K, kq_rows, w, KQ_Q4_K)
+KX86_VEC_DOT_BY_ROWS(vec_dot_q5_k_x86, QK_K, kq_rows, w, KQ_Q5_K)
+KX86_VEC_DOT_BY_ROWS(vec_dot_q6_k_x86, QK_K, kq_rows, w, KQ_Q6_K)
+KX86_VEC_DOT_BY_ROWS(vec_dot_iq4_xs_x86, QK_K, kq_rows, w, KQ_IQ4_XS)
 KX86_GEMM_BY_ROWS(gemm_q2_k_x86, QK_K, kq_rows, wo, KQ_Q2_K)
 KX86_GEMM_BY_ROWS(gemm_q3_k_x86, QK_K, kq_rows, wo, KQ_Q3_K)
 KX86_GEMM_BY_ROWS(gemm_q4_k_x86, QK_K, kq_rows, wo, KQ_Q4_K)
@@ -817,16 +790,8 @@ KX86_ALWAYS_INLINE void h16_rows(const void *vw, const int bf, const uint8_t *xr
 #undef H16_X
 }
 
-static float vec_dot_f16_x86(const void *w, const void *x, int64_t n) {
-    float r;
-    h16_rows(w, 0, x, 0, n, &r, 0, 1);
-    return r;
-}
-static float vec_dot_bf16_x86(const void *w, const void *x, int64_t n) {
-    float r;
-    h16_rows(w, 1, x, 0, n, &r, 0, 1);
-    return r;
-}
+KX86_VEC_DOT_BY_ROWS(vec_dot_f16_x86, 1, h16_rows, w, 0)
+KX86_VEC_DOT_BY_ROWS(vec_dot_bf16_x86, 1, h16_rows, w, 1)
 KX86_GEMM_BY_ROW_TILES(gemm_f16_x86, 1, 3, h16_rows, wo, 0)
 KX86_GEMM_BY_ROW_TILES(gemm_bf16_x86, 1, 3, h16_rows, wo, 1)
 
