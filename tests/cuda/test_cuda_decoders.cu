@@ -17,7 +17,8 @@
  *     (one wrong quant bit costs ~1e-3 of it).
  *   - gemv_mma_units.cuh's fragment builders (tmma_*: the int8 tensor-core GEMV and matmul):
  *     for every 32-block and lane column of random segments, sa (k < 16) or sb (k >= 16) times
- *     each int8 byte plus mn, against the CPU's dequantised weight (equal as floats).
+ *     each int8 byte plus mn (Q2_K: plus mn times the byte of mins()), against the CPU's
+ *     dequantised weight (equal as floats).
  *   - gemv_q8x_tc_units.cuh (tc_*: the 5-8-row q8x GEMV on tensor cores, which must give the
  *     1-row dp4a kernel's bits): each unit's block sums taken from its A fragments (as the
  *     tensor cores would sum them), through fold(), against the q8x unit's dot(), bit for bit.
@@ -219,13 +220,16 @@ template <class T> static void check_mma_frags(si_type t, const char *name) {
     for (int s = 0; s < n_seg; s++)
         for (int j = 0; j < 8; j++)
             for (int c = 0; c < 4; c++) {
-                uint32_t lo, hi;
+                uint32_t lo, hi, ml = 0x01010101u, mh = 0x01010101u; /* min: mn x 1 */
                 float sa, sb, mn;
                 T::frag(w.data() + (size_t)s * T::SEGB, j, c, lo, hi, sa, sb, mn);
+                if constexpr (mma_min16<T>::v) T::mins(w.data() + (size_t)s * T::SEGB, j, ml, mh);
                 const float *r = &ref[256 * s + 32 * j + 4 * c];
                 for (int i = 0; i < 4; i++) {
-                    bad += sa * (float)(int8_t)(lo >> (8 * i)) + mn != r[i];
-                    bad += (T::TWO ? sb : sa) * (float)(int8_t)(hi >> (8 * i)) + mn != r[16 + i];
+                    const float m0 = mn * (float)(int8_t)(ml >> (8 * i)),
+                                m1 = mn * (float)(int8_t)(mh >> (8 * i));
+                    bad += sa * (float)(int8_t)(lo >> (8 * i)) + m0 != r[i];
+                    bad += (T::TWO ? sb : sa) * (float)(int8_t)(hi >> (8 * i)) + m1 != r[16 + i];
                 }
             }
     report("mma fragments (weights wrong)", name, bad, 0);

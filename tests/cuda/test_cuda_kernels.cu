@@ -412,11 +412,9 @@ static void test_mmq_declines() {
     bad += cuda_matmul_quant_rows(SI_TYPE_Q4_0, p, 64, 512, f, 129, f, p, g_st) != -1; /* > 128 */
     bad += cuda_matmul_quant_rows(SI_TYPE_F16, p, 64, 512, f, 16, f, p, g_st) != -1;   /* not quantised */
     bad += cuda_matmul_quant_rows_scratch_bytes(SI_TYPE_F16, 512, 16) != 0;
-    bad += cuda_matmul_quant_rows(SI_TYPE_Q2_K, p, 64, 512, f, 16, f, p, g_st) != -1; /* mins/16 */
-    bad += cuda_matmul_quant_rows_scratch_bytes(SI_TYPE_Q2_K, 512, 16) != 0;
     CUDA_CHECK(cudaDeviceSynchronize());
     CUDA_CHECK(cudaFree(p));
-    report("mmq  declines K=352, 8 rows, 129 rows, f16, q2_k (failures)", bad, 0);
+    report("mmq  declines K=352, 8 rows, 129 rows, f16 (failures)", bad, 0);
 }
 
 /* ---- RMSNorm ---- */
@@ -782,8 +780,7 @@ int main(int argc, char **argv) {
         else ms = {{4096, 4096, true}, {12288, 4096, true}, {22016, 4096, true}, {4096, 11008, true},
                    {32000, 4096, true}, {1000, 2816, false}, {37, 768, false}, {129, 256, false}};
         for (const wtype &w : k_types) {
-            /* Q2_K: no int8 matmul (its mins are per 16; test_mmq_declines) */
-            if (w.t == SI_TYPE_F16 || w.t == SI_TYPE_BF16 || w.t == SI_TYPE_Q2_K) continue;
+            if (w.t == SI_TYPE_F16 || w.t == SI_TYPE_BF16) continue;
             if (g_types && !type_selected(w.name)) continue;
             for (const shape &s : ms)
                 if (!skip_shape(s)) test_mmq(gemm, w.t, w.name, s.M, s.K, bench && s.timed);

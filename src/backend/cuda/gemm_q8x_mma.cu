@@ -1,9 +1,9 @@
-/* gemm_q8x_mma.cu — matmul of the quantised types (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q3_K, Q4_K,
- * Q5_K, Q6_K; not Q2_K, whose mins are per 16 elements) for MMQ_MIN_ROWS..MMQ_MAX_ROWS activation
- * rows (batched decode, short prefill chunks) on int8 tensor cores, reading every weight byte once
- * per call: cuda_matmul_quant_rows (cuda_ops.h). The path it replaces dequantised the whole weight
- * to f16 scratch and ran cuBLASLt: for Llama-2-7B Q4_0 that is 3.7 GB read + 13.2 GB written +
- * 13.2 GB read per step, ~4.6 ms of dequantisation alone on the H200.
+/* gemm_q8x_mma.cu — matmul of the quantised types (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K-Q6_K,
+ * IQ4_NL, IQ4_XS) for MMQ_MIN_ROWS..MMQ_MAX_ROWS activation rows (batched decode, short prefill
+ * chunks) on int8 tensor cores, reading every weight byte once per call: cuda_matmul_quant_rows
+ * (cuda_ops.h). The path it replaces dequantised the whole weight to f16 scratch and ran cuBLASLt:
+ * for Llama-2-7B Q4_0 that is 3.7 GB read + 13.2 GB written + 13.2 GB read per step, ~4.6 ms of
+ * dequantisation alone on the H200.
  *
  * Two kernels a call:
  *  1. mmq_quantize_x: x (f32 [nb][K]) to Q8_0 blocks once, into global scratch (it stays in
@@ -20,12 +20,14 @@
  *     warps (one per 32 weight rows and 32 batch rows).
  *
  * Scales, per 32-block, in f32 as the GEMV kernels apply them: y += sa * (dx * p) (+ mn * dx *
- * sum(q) for the types with a min; Q6_K: sa and sb for its two halves of 16). The int->float of
- * the s32 block sum p costs no conversion instruction (I2F issues at a fraction of the FFMA rate):
- * the mma adds MMQ_BIAS = 0x4B400000 (the bits of 1.5 * 2^23) to its sum, so the s32 result read as
- * a float is exactly 1.5 * 2^23 + p (|p| <= 32 * 128 * 128 < 2^22), and the quantiser stores dC =
- * -dx * 1.5 * 2^23 beside dx (exact: dx has 11 significant bits), so that fmaf(dx, f, dC) = dx * p
- * with one rounding. Two FFMAs per output and block in all.
+ * sum(q) for the types with a min; Q6_K: sa and sb for its two halves of 16; Q2_K, whose mins
+ * are per 16: + mn * (dx * p') with p' the mma of its mins by x, a second mma a block instead of
+ * x sums per 16). The int->float of the s32 block sum p costs no conversion instruction (I2F
+ * issues at a fraction of the FFMA rate): the mma adds MMQ_BIAS = 0x4B400000 (the bits of 1.5 *
+ * 2^23) to its sum, so the s32 result read as a float is exactly 1.5 * 2^23 + p (|p| <= 32 * 128 *
+ * 128 < 2^22), and the quantiser stores dC = -dx * 1.5 * 2^23 beside dx (exact: dx has 11
+ * significant bits), so that fmaf(dx, f, dC) = dx * p with one rounding. Two FFMAs per output and
+ * block in all (four for Q6_K, Q3_K and Q2_K).
  *
  * Split-K: a shape with few 128-row tiles (4096-row matrices: 32) cannot fill the 132 SMs, so
  * S CTAs (a thread-block cluster, Hopper) share a tile, each a contiguous range of segments;
@@ -331,14 +333,16 @@ __global__ void __launch_bounds__(512, 1)
                 sx + (size_t)npad * 320 + (8 * wn * NT + 2 * c) * 4; /* + (j npad + 8 nt) * 4 */
 #pragma unroll UJ
             for (int j = 0; j < 8; j++) {
-                uint32_t lo[MT][2], hi[MT][2];
+                uint32_t lo[MT][2], hi[MT][2], ml[MT][2], mh[MT][2];
                 float sa[MT][2], sb[MT][2], mn[MT][2];
 #pragma unroll
                 for (int mt = 0; mt < MT; mt++)
 #pragma unroll
-                    for (int h = 0; h < 2; h++)
+                    for (int h = 0; h < 2; h++) {
                         T::frag(rp[mt][h], j, c, lo[mt][h], hi[mt][h], sa[mt][h], sb[mt][h],
                                 mn[mt][h]);
+                        if constexpr (mma_min16<T>::v) T::mins(rp[mt][h], j, ml[mt][h], mh[mt][h]);
+                    }
 #pragma unroll
                 for (int nt = 0; nt < NT; nt++) {
                     if (nt < ntl) {
@@ -352,7 +356,21 @@ __global__ void __launch_bounds__(512, 1)
                         for (int mt = 0; mt < MT; mt++) {
                             float *a = acc[mt][nt]; /* rows g, g + 8 x columns 2c, 2c + 1 */
                             int p[4];
-                            if constexpr (T::TWO) {
+                            if constexpr (mma_min16<T>::v) { /* the mins' mma, times -dmin */
+                                int q[4];
+                                si_mma_i8(p, lo[mt][0], lo[mt][1], hi[mt][0], hi[mt][1], b.x, b.y,
+                                          MMQ_BIAS);
+                                si_mma_i8(q, ml[mt][0], ml[mt][1], mh[mt][0], mh[mt][1], b.x, b.y,
+                                          MMQ_BIAS);
+                                a[0] = fmaf(sa[mt][0], mmq_dp(d.x, d.y, p[0]), a[0]);
+                                a[0] = fmaf(mn[mt][0], mmq_dp(d.x, d.y, q[0]), a[0]);
+                                a[1] = fmaf(sa[mt][0], mmq_dp(d.z, d.w, p[1]), a[1]);
+                                a[1] = fmaf(mn[mt][0], mmq_dp(d.z, d.w, q[1]), a[1]);
+                                a[2] = fmaf(sa[mt][1], mmq_dp(d.x, d.y, p[2]), a[2]);
+                                a[2] = fmaf(mn[mt][1], mmq_dp(d.x, d.y, q[2]), a[2]);
+                                a[3] = fmaf(sa[mt][1], mmq_dp(d.z, d.w, p[3]), a[3]);
+                                a[3] = fmaf(mn[mt][1], mmq_dp(d.z, d.w, q[3]), a[3]);
+                            } else if constexpr (T::TWO) {
                                 int q[4];
                                 si_mma_i8(p, lo[mt][0], lo[mt][1], 0u, 0u, b.x, b.y, MMQ_BIAS);
                                 si_mma_i8(q, 0u, 0u, hi[mt][0], hi[mt][1], b.x, b.y, MMQ_BIAS);

@@ -5,7 +5,10 @@
  *
  * Fragments (PTX ISA, mma.m16n8k32 .s8): lane = 4 g + c holds A rows g and g + 8, k 4c..4c+3
  * (a0, a1) and 16+4c..16+4c+3 (a2, a3). A weight is sa * q + mn for k < 16 and sb * q + mn for
- * k >= 16 (q the int8 byte). */
+ * k >= 16 (q the int8 byte), but for the types of mma_min16 (Q2_K), where it is sa * q + mn * m:
+ * m the byte of the same k in the words mins() gives (the block's min term is per 16 elements,
+ * so the kernels multiply those words by x on the tensor cores too, instead of using x's sums
+ * per 32). */
 #ifndef SI_BACKEND_CUDA_GEMV_MMA_UNITS_CUH
 #define SI_BACKEND_CUDA_GEMV_MMA_UNITS_CUH
 
@@ -147,6 +150,33 @@ struct tmma_q3_k {
         mn = 0.0f;
     }
 };
+
+/* 32-block j = 4n + t: elements 128n + 32t + l from bits 2t..2t+1 of qs[32n + l] (bytes
+ * 16..79); scale and min the low and high nibble of scales[8n + 2t + l / 16]; x = d * sc * q -
+ * dmin * m. frag's bytes are sc * q (at most 45: one multiply of the four never carries), sa = sb
+ * = d; mins() the two halves' m, each in all four bytes of its word, and mn = -dmin. */
+struct tmma_q2_k {
+    static constexpr int SEGB = 84;
+    static constexpr bool TWO = false;
+    SI_HD static void frag(const uint8_t *row, int j, int c, uint32_t &lo, uint32_t &hi, float &sa,
+                           float &sb, float &mn) {
+        const int n = j >> 2, t = j & 3;
+        const uint8_t *qs = row + 16 + 32 * n + 4 * c, *sc = row + 8 * n + 2 * t;
+        lo = ((si_ld32(qs) >> (2 * t)) & 0x03030303u) * (uint32_t)(sc[0] & 15);
+        hi = ((si_ld32(qs + 16) >> (2 * t)) & 0x03030303u) * (uint32_t)(sc[1] & 15);
+        sa = sb = si_h2f(si_ld16(row + 80));
+        mn = -si_h2f(si_ld16(row + 82));
+    }
+    SI_HD static void mins(const uint8_t *row, int j, uint32_t &ml, uint32_t &mh) {
+        const uint8_t *sc = row + 8 * (j >> 2) + 2 * (j & 3);
+        ml = (uint32_t)(sc[0] >> 4) * 0x01010101u;
+        mh = (uint32_t)(sc[1] >> 4) * 0x01010101u;
+    }
+};
+
+/* the types whose min term is per 16 elements (frag's mn times the mma of mins() by x) */
+template <class T> struct mma_min16 { static constexpr bool v = false; };
+template <> struct mma_min16<tmma_q2_k> { static constexpr bool v = true; };
 
 /* x = d * kvalues[q]: tmma_q4_0's nibbles as their table values */
 struct tmma_iq4_nl {

@@ -5,8 +5,7 @@
  *   X  the q8x unit (gemv_q8x_units.cuh): the 1-8-row integer GEMVs; void for F16/BF16, which
  *      have GEMVs of their own (gemv_fast.cuh, gemv_h16_mma.cuh);
  *   M  the int8 tensor-core fragments (gemv_mma_units.cuh): the 9-128-row matmul and the opt-in
- *      tensor-core GEMV; void where there are none (F16/BF16: cuBLASLt; Q2_K: its mins are per
- *      16 elements, the fragments' x sums per 32).
+ *      tensor-core GEMV; void where there are none (F16/BF16: cuBLASLt).
  * F32 is not a weight type here (embeddings only: elementwise.cu's own case). test_cuda_decoders
  * runs every entry's units against the CPU's dequantisers, so a wrong entry fails it. */
 #ifndef SI_BACKEND_CUDA_WEIGHT_UNITS_CUH
@@ -34,7 +33,7 @@ template <class R, class Fn> static inline R with_weight_units(si_type t, R dflt
     case SI_TYPE_Q4_1: return f(weight_units<tq_q4_1, tqx_q4_1, tmma_q4_1>{});
     case SI_TYPE_Q5_0: return f(weight_units<tq_q5_0, tqx_q5_0, tmma_q5_0>{});
     case SI_TYPE_Q5_1: return f(weight_units<tq_q5_1, tqx_q5_1, tmma_q5_1>{});
-    case SI_TYPE_Q2_K: return f(weight_units<tq_q2_k, tqx_q2_k, void>{});
+    case SI_TYPE_Q2_K: return f(weight_units<tq_q2_k, tqx_q2_k, tmma_q2_k>{});
     case SI_TYPE_Q3_K: return f(weight_units<tq_q3_k, tqx_q3_k, tmma_q3_k>{});
     case SI_TYPE_Q4_K: return f(weight_units<tq_q4_k, tqx_q4_k, tmma_q4_k>{});
     case SI_TYPE_Q5_K: return f(weight_units<tq_q5_k, tqx_q5_k, tmma_q5_k>{});
