@@ -207,6 +207,7 @@ __global__ void __launch_bounds__(512, 1)
     using L = mmq_layout<T, HALF>;
     constexpr int SEGP = L::SEGP, NC = L::NC, SEGB = T::SEGB, STW = MMQ_TILE_M * SEGP;
     constexpr int UJ = MMQ_UNROLL_J; /* (a macro is not expanded in the pragma) */
+    constexpr bool M16 = mma_min16<T>::v; /* Q2_K: a min per 16 weights (gemv_mma_units.cuh) */
     extern __shared__ __align__(16) uint8_t smem[];
     const int tid = threadIdx.x, nthr = blockDim.x, warp = tid / 32, lane = tid % 32;
     /* m16 tiles a warp: 2 (32 rows, 4 warps along M) on the int8 path, whose fragments cost more
@@ -341,7 +342,10 @@ __global__ void __launch_bounds__(512, 1)
                     for (int h = 0; h < 2; h++) {
                         T::frag(rp[mt][h], j, c, lo[mt][h], hi[mt][h], sa[mt][h], sb[mt][h],
                                 mn[mt][h]);
-                        if constexpr (mma_min16<T>::v) T::mins(rp[mt][h], j, ml[mt][h], mh[mt][h]);
+                        /* the second mma's words: Q2_K's mins, else the halves of 16's */
+                        ml[mt][h] = 0u;
+                        mh[mt][h] = hi[mt][h];
+                        if constexpr (M16) T::mins(rp[mt][h], j, ml[mt][h], mh[mt][h]);
                     }
 #pragma unroll
                 for (int nt = 0; nt < NT; nt++) {
@@ -356,32 +360,24 @@ __global__ void __launch_bounds__(512, 1)
                         for (int mt = 0; mt < MT; mt++) {
                             float *a = acc[mt][nt]; /* rows g, g + 8 x columns 2c, 2c + 1 */
                             int p[4];
-                            if constexpr (mma_min16<T>::v) { /* the mins' mma, times -dmin */
+                            if constexpr (T::TWO || M16) {
+                                /* two mmas: Q6_K's and Q3_K's halves of 16 (scales sa, sb), or
+                                 * Q2_K's 32 weights (sa = d) and its mins (mn = -dmin) */
                                 int q[4];
-                                si_mma_i8(p, lo[mt][0], lo[mt][1], hi[mt][0], hi[mt][1], b.x, b.y,
-                                          MMQ_BIAS);
+                                si_mma_i8(p, lo[mt][0], lo[mt][1], M16 ? hi[mt][0] : 0u,
+                                          M16 ? hi[mt][1] : 0u, b.x, b.y, MMQ_BIAS);
                                 si_mma_i8(q, ml[mt][0], ml[mt][1], mh[mt][0], mh[mt][1], b.x, b.y,
                                           MMQ_BIAS);
+                                const float s0 = M16 ? mn[mt][0] : sb[mt][0],
+                                            s1 = M16 ? mn[mt][1] : sb[mt][1];
                                 a[0] = fmaf(sa[mt][0], mmq_dp(d.x, d.y, p[0]), a[0]);
-                                a[0] = fmaf(mn[mt][0], mmq_dp(d.x, d.y, q[0]), a[0]);
+                                a[0] = fmaf(s0, mmq_dp(d.x, d.y, q[0]), a[0]);
                                 a[1] = fmaf(sa[mt][0], mmq_dp(d.z, d.w, p[1]), a[1]);
-                                a[1] = fmaf(mn[mt][0], mmq_dp(d.z, d.w, q[1]), a[1]);
+                                a[1] = fmaf(s0, mmq_dp(d.z, d.w, q[1]), a[1]);
                                 a[2] = fmaf(sa[mt][1], mmq_dp(d.x, d.y, p[2]), a[2]);
-                                a[2] = fmaf(mn[mt][1], mmq_dp(d.x, d.y, q[2]), a[2]);
+                                a[2] = fmaf(s1, mmq_dp(d.x, d.y, q[2]), a[2]);
                                 a[3] = fmaf(sa[mt][1], mmq_dp(d.z, d.w, p[3]), a[3]);
-                                a[3] = fmaf(mn[mt][1], mmq_dp(d.z, d.w, q[3]), a[3]);
-                            } else if constexpr (T::TWO) {
-                                int q[4];
-                                si_mma_i8(p, lo[mt][0], lo[mt][1], 0u, 0u, b.x, b.y, MMQ_BIAS);
-                                si_mma_i8(q, 0u, 0u, hi[mt][0], hi[mt][1], b.x, b.y, MMQ_BIAS);
-                                a[0] = fmaf(sa[mt][0], mmq_dp(d.x, d.y, p[0]), a[0]);
-                                a[0] = fmaf(sb[mt][0], mmq_dp(d.x, d.y, q[0]), a[0]);
-                                a[1] = fmaf(sa[mt][0], mmq_dp(d.z, d.w, p[1]), a[1]);
-                                a[1] = fmaf(sb[mt][0], mmq_dp(d.z, d.w, q[1]), a[1]);
-                                a[2] = fmaf(sa[mt][1], mmq_dp(d.x, d.y, p[2]), a[2]);
-                                a[2] = fmaf(sb[mt][1], mmq_dp(d.x, d.y, q[2]), a[2]);
-                                a[3] = fmaf(sa[mt][1], mmq_dp(d.z, d.w, p[3]), a[3]);
-                                a[3] = fmaf(sb[mt][1], mmq_dp(d.z, d.w, q[3]), a[3]);
+                                a[3] = fmaf(s1, mmq_dp(d.z, d.w, q[3]), a[3]);
                             } else {
                                 si_mma_i8(p, lo[mt][0], lo[mt][1], hi[mt][0], hi[mt][1], b.x, b.y,
                                           MMQ_BIAS);

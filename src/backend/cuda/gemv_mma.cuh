@@ -117,25 +117,23 @@ __global__ void __launch_bounds__(256)
                 const float2 dx = *(const float2 *)(xd + 8 * blk + 2 * c);
                 const float2 mx = *(const float2 *)(xm + 8 * blk + 2 * c);
                 int p[4];
-                if constexpr (mma_min16<T>::v) {
-                    uint32_t ml0, mh0, ml1, mh1;
-                    T::mins(r0, j, ml0, mh0);
-                    T::mins(r1, j, ml1, mh1);
+                constexpr bool M16 = mma_min16<T>::v;
+                if constexpr (T::TWO || M16) {
+                    /* two mmas: Q6_K's and Q3_K's halves of 16 (scales sa, sb), or Q2_K's 32
+                     * weights (sa = d) and its mins (mn = -dmin) */
+                    uint32_t ml0 = 0u, mh0 = hi0, ml1 = 0u, mh1 = hi1;
+                    if constexpr (M16) {
+                        T::mins(r0, j, ml0, mh0);
+                        T::mins(r1, j, ml1, mh1);
+                    }
+                    const float s0 = M16 ? mn0 : sb0, s1 = M16 ? mn1 : sb1;
                     int q[4];
-                    si_mma_i8(p, lo0, lo1, hi0, hi1, b0, b1);
+                    si_mma_i8(p, lo0, lo1, M16 ? hi0 : 0u, M16 ? hi1 : 0u, b0, b1);
                     si_mma_i8(q, ml0, ml1, mh0, mh1, b0, b1);
-                    acc[0] += dx.x * (sa0 * (float)p[0] + mn0 * (float)q[0]);
-                    acc[1] += dx.y * (sa0 * (float)p[1] + mn0 * (float)q[1]);
-                    acc[2] += dx.x * (sa1 * (float)p[2] + mn1 * (float)q[2]);
-                    acc[3] += dx.y * (sa1 * (float)p[3] + mn1 * (float)q[3]);
-                } else if constexpr (T::TWO) {
-                    int q[4];
-                    si_mma_i8(p, lo0, lo1, 0u, 0u, b0, b1);
-                    si_mma_i8(q, 0u, 0u, hi0, hi1, b0, b1);
-                    acc[0] += dx.x * (sa0 * (float)p[0] + sb0 * (float)q[0]);
-                    acc[1] += dx.y * (sa0 * (float)p[1] + sb0 * (float)q[1]);
-                    acc[2] += dx.x * (sa1 * (float)p[2] + sb1 * (float)q[2]);
-                    acc[3] += dx.y * (sa1 * (float)p[3] + sb1 * (float)q[3]);
+                    acc[0] += dx.x * (sa0 * (float)p[0] + s0 * (float)q[0]);
+                    acc[1] += dx.y * (sa0 * (float)p[1] + s0 * (float)q[1]);
+                    acc[2] += dx.x * (sa1 * (float)p[2] + s1 * (float)q[2]);
+                    acc[3] += dx.y * (sa1 * (float)p[3] + s1 * (float)q[3]);
                 } else {
                     si_mma_i8(p, lo0, lo1, hi0, hi1, b0, b1);
                     acc[0] += fmaf(sa0 * dx.x, (float)p[0], mn0 * mx.x);
