@@ -11,7 +11,10 @@ rows, whose 8th column is the all-decoding rate), as scripts/gpu_concurrency_ab.
 Rounds of the same setting are averaged; the bars show their range. One request is the `c1`
 rows where the log has them (the engine at the log's prompt length), else tg128. Several logs
 (comma-separated, e.g. one per weight type) are drawn side by side, each titled by its file's
-name; --label names a setting (the text after the round, e.g. SI_CUDA_ATTN_PART=1024)."""
+name; --label names a setting (the text after the round, e.g. SI_CUDA_ATTN_PART=1024).
+Or, instead of LOGs, `--json SETTING=FILE` (repeated; a setting's files are its rounds): the
+output of `swiftinfer bench -c C1,C2,... --json`, one panel."""
+import json
 import re
 import sys
 from collections import defaultdict
@@ -47,6 +50,17 @@ def parse(path):
     return rates
 
 
+def parse_json(args):
+    """{setting: {concurrency: [t/s, ...]}} from SETTING=FILE arguments"""
+    rates = defaultdict(lambda: defaultdict(list))
+    for arg in args:
+        setting, _, path = arg.partition("=")
+        with open(path, encoding="utf-8") as f:
+            for row in json.load(f):
+                rates[setting][int(row["concurrency"])].append(float(row["all_decoding_tps"]))
+    return rates
+
+
 def draw(ax, rates, labels, title):
     for i, setting in enumerate(sorted(rates)):
         cs = sorted(rates[setting])
@@ -59,7 +73,8 @@ def draw(ax, rates, labels, title):
             ax.annotate(f"{m:,.0f}", (c, m), textcoords="offset points", fontsize=8,
                         xytext=(4, 6 if i % 2 == 0 else -12), color=bars.lines[0].get_color())
     ax.set_xscale("log", base=2)
-    ax.set_xticks([1, 2, 4, 8], ["1", "2", "4", "8"])
+    ticks = sorted({c for r in rates.values() for c in r})
+    ax.set_xticks(ticks, [str(c) for c in ticks])
     ax.set_xlabel("concurrent requests")
     ax.set_ylabel("decode tokens/s, all requests")
     ax.set_title(title, fontsize=10)
@@ -70,25 +85,30 @@ def draw(ax, rates, labels, title):
 def main():
     args = sys.argv[1:]
     title, labels, pos = "Llama-2-7B F16 on one H200: decode GEMV of 1-8 rows", dict(LABELS), []
+    json_args = []
     while args:
         a = args.pop(0)
         if a == "--title" and args:
             title = args.pop(0)
+        elif a == "--json" and args and "=" in args[0]:
+            json_args.append(args.pop(0))
         elif a == "--label" and args and "=" in args[0]:
             key, _, text = args.pop(0).rpartition("=")
             labels[key] = text
         else:
             pos.append(a)
-    if len(pos) != 2:
-        sys.exit("usage: plot_concurrency.py LOG[,LOG...] PNG [--title T] [--label SETTING=TEXT ...]")
-    logs = pos[0].split(",")
+    if len(pos) != (1 if json_args else 2):
+        sys.exit("usage: plot_concurrency.py {LOG[,LOG...] | --json SETTING=FILE ...} PNG "
+                 "[--title T] [--label SETTING=TEXT ...]")
+    logs = [None] if json_args else pos.pop(0).split(",")
     fig, axes = plt.subplots(1, len(logs), figsize=(6.5 * len(logs), 4), squeeze=False)
     for ax, log in zip(axes[0], logs):
-        draw(ax, parse(log), labels, title if len(logs) == 1 else log.rsplit("/", 1)[-1])
+        rates = parse_json(json_args) if json_args else parse(log)
+        draw(ax, rates, labels, title if len(logs) == 1 else log.rsplit("/", 1)[-1])
     if len(logs) > 1:
         fig.suptitle(title)
     fig.tight_layout()
-    fig.savefig(pos[1], dpi=120)
+    fig.savefig(pos[-1], dpi=120)
 
 
 if __name__ == "__main__":

@@ -71,3 +71,28 @@ def test_draws_several_logs(tmp_path):
     finally:
         sys.argv = argv
     assert png.stat().st_size > 1000
+
+
+def test_bench_json(tmp_path):
+    """`swiftinfer bench -c ... --json` files as SETTING=FILE: a setting's files are its rounds;
+    drawn into a PNG with the data's request counts as ticks"""
+    def bench_json(name, rates):
+        f = tmp_path / name
+        f.write_text("[" + ", ".join(f'{{"model": "m.gguf", "concurrency": {c}, "n_prompt": 512, '
+                                     f'"all_decoding_tps": {r}}}' for c, r in rates) + "]")
+        return f
+    r1 = bench_json("base-1.json", [(8, 1681.1), (16, 1223.0)])
+    r2 = bench_json("base-2.json", [(8, 1680.3), (16, 1223.1)])
+    new = bench_json("new.json", [(8, 1686.6), (16, 2218.5), (64, 3834.4)])
+    rates = plot_concurrency.parse_json([f"base={r1}", f"base={r2}", f"new={new}"])
+    assert dict(rates["base"]) == {8: [1681.1, 1680.3], 16: [1223.0, 1223.1]}
+    assert dict(rates["new"]) == {8: [1686.6], 16: [2218.5], 64: [3834.4]}
+    png = tmp_path / "out.png"
+    import sys
+    argv = sys.argv
+    sys.argv = ["plot_concurrency.py", "--json", f"base={r1}", "--json", f"new={new}", str(png)]
+    try:
+        plot_concurrency.main()
+    finally:
+        sys.argv = argv
+    assert png.stat().st_size > 1000
