@@ -649,7 +649,9 @@ extern "C" int cuda_matmul_quant_rows_half(si_type t) {
  * 12288+ rows but 0.6-0.8x on the 4096-row ones, at 128 rows 0.4-0.9x everywhere. It is
  * instruction-issue bound (~200 issue slots a warp per 576 weight bytes of Q4_0 at 64 rows).
  * Q4_0's f16 path (s9): 1.0-1.7x at 64 rows on every shape (and one kernel fewer than dequantise
- * + cuBLASLt in the step), 0.7-0.9x at 128 rows but for the 32000-row output (1.2x). */
+ * + cuBLASLt in the step), 0.7-0.9x at 128 rows but for the 32000-row output (1.2x). Q2_K (an
+ * H100, 2026-12-06 s46): 1.4-2.6x at 16 rows, 1.1-2.0x at 32, at 64 rows 1.2-1.5x on 12288+
+ * rows and 0.7-0.8x on the 4096-row ones, 0.5-0.8x at 128: the same rule. */
 extern "C" int cuda_matmul_quant_rows_pays(si_type t, int M, int n_rows) {
     mmq_init();
     if (n_rows <= 16 || (n_rows <= 64 && cuda_matmul_quant_rows_half(t))) return 1;
