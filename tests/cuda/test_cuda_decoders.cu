@@ -121,19 +121,24 @@ template <class T> static void check_tc_units(si_type t, const char *name) {
     fill_q8x_x(c, K);
     int bad = 0;
     for (int u = 0; u < units; u++) {
-        const int h = u & 1; /* half-block units (Q4_K): the half; unused by Q4_0 */
-        const uint8_t *unit = T::unit(c.w, u, h);
+        const int h = u & 1; /* half-block units (the k-quants): the half; unused by Q4_0 */
+        const uint8_t *unit = T::unit(c.w, u, h); /* chunks hold whole blocks: unit u of the row */
         const typename T::P p = T::params(unit, h);
-        int S[4], xt[4];
+        int S[4 * T::NS], xt[4];
         for (int j = 0; j < 4; j++) {
             const int8_t *x = &c.xq[(size_t)u * 128 + 32 * j];
-            S[j] = 0;
+            int *Sj = &S[T::NS * j]; /* NS 2: the lo words' sum, then the hi words' */
+            Sj[0] = Sj[T::NS - 1] = 0;
             for (int lane_c = 0; lane_c < 4; lane_c++) {
                 uint32_t lo, hi;
-                T::frag(unit, j, lane_c, lo, hi);
+                T::frag(unit, h, j, lane_c, lo, hi);
                 for (int i = 0; i < 4; i++) {
-                    S[j] += (int)(int8_t)(lo >> (8 * i)) * x[4 * lane_c + i];
-                    S[j] += (int)(int8_t)(hi >> (8 * i)) * x[16 + 4 * lane_c + i];
+                    const int a =
+                        T::AU8 ? (int)(uint8_t)(lo >> (8 * i)) : (int)(int8_t)(lo >> (8 * i));
+                    const int b =
+                        T::AU8 ? (int)(uint8_t)(hi >> (8 * i)) : (int)(int8_t)(hi >> (8 * i));
+                    Sj[0] += a * x[4 * lane_c + i];
+                    Sj[T::NS - 1] += b * x[16 + 4 * lane_c + i];
                 }
             }
             xt[j] = T::xterm(c.xs[u * 4 + j]);
@@ -263,6 +268,8 @@ int main(int argc, char **argv) {
     }
     check_tc_units<tc_q4_0>(SI_TYPE_Q4_0, "q4_0");
     check_tc_units<tc_q4_k>(SI_TYPE_Q4_K, "q4_k");
+    check_tc_units<tc_q5_k>(SI_TYPE_Q5_K, "q5_k");
+    check_tc_units<tc_q6_k>(SI_TYPE_Q6_K, "q6_k");
 
     printf("==== summary: %d checks, %d failed\n", g_checks, g_fail);
     return g_fail ? 1 : 0;

@@ -733,17 +733,28 @@ int main(int argc, char **argv) {
     timing_init();
 
     /* GEMV: Llama-2-7B shapes (timed), the fused QKV and gate+up shapes, and odd ones */
-    printf("gemv paths (gemv.cu): f16/bf16 with K %% 8 == 0: streaming kernel; quantised types with K %% 128 == 0\n"
-           "  (k-quants: K %% 256 == 0) and K <= 14336: x quantised to q8_0 per CTA, dp4a kernel, Q4_0 and Q4_K\n"
-           "  from 5 rows (SI_CUDA_GEMV_Q8X_TC) the same arithmetic on int8 tensor cores (\"mma\": the approximate\n"
-           "  int8 tensor-core kernel, off by default, for nb >= 7 when K %% 256 == 0); any other shape:\n"
+    printf("gemv paths (gemv.cu): f16/bf16 with K %% 8 == 0: streaming kernel; quantised types "
+           "with K %% 128 == 0\n"
+           "  (k-quants: K %% 256 == 0) and K <= 14336: x quantised to q8_0 per CTA, dp4a kernel, "
+           "Q4_0, Q4_K, Q5_K\n"
+           "  and Q6_K from 5 rows (SI_CUDA_GEMV_Q8X_TC, K %% 256 == 0) the same arithmetic on "
+           "int8 tensor\n"
+           "  cores (\"mma\": the approximate\n"
+           "  int8 tensor-core kernel, off by default, for nb >= 7 when K %% 256 == 0); any other "
+           "shape:\n"
            "  f32-x kernel.\n"
            "  A failing check names type, M, K and nb, so the path is known from those.\n");
     struct shape { int M, K; bool timed; };
     std::vector<shape> shapes;
     /* K = 352 (not a multiple of 128) and K = 16384 (> 14336): the quantised types take the
      * f32-activation path (Q4_K/Q6_K only at 16384: 352 is no multiple of their 256) */
-    if (small) shapes = {{64, 512, false}, {37, 768, false}, {5, 256, false}, {7, 352, false}};
+    /* 40 x 2048: Q6_K rows of whole 16-byte words (512, 768: rows starting mid-word) */
+    if (small)
+        shapes = {{64, 512, false},
+                  {37, 768, false},
+                  {5, 256, false},
+                  {7, 352, false},
+                  {40, 2048, false}};
     else shapes = {{4096, 4096, true}, {11008, 4096, true}, {4096, 11008, true},
                    {32000, 4096, true}, {12288, 4096, true} /* fused QKV */,
                    {22016, 4096, true} /* fused gate+up */, {1000, 2816, false}, {3, 256, false},

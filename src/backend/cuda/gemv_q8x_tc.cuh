@@ -1,5 +1,5 @@
-/* gemv_q8x_tc.cuh — the q8x GEMV (gemv_q8x.cuh) of Q4_0 and Q4_K for 5-8 rows of x on int8 tensor
- * cores, with the same bits as the q8x kernel (included by gemv_q8x.cuh).
+/* gemv_q8x_tc.cuh — the q8x GEMV (gemv_q8x.cuh) of Q4_0, Q4_K, Q5_K and Q6_K for 5-8 rows of x on
+ * int8 tensor cores, with the same bits as the q8x kernel (included by gemv_q8x.cuh).
  *
  * Why: at 2-8 rows the dp4a kernel is bound by instruction issue (a 7B token's Q4_0 GEMVs take
  * 2.8 ms at 8 rows against 1.2 ms at 1). Here one mma.m16n8k32 gives the integer sums of a
@@ -31,33 +31,43 @@
  * Below 5 rows the dp4a kernel wins (the float part costs the same for 1 or 8 columns). The first
  * form (s24) had each warp copy its units in 16-byte cp.async pieces: 8-14 % slower, a third of its
  * instructions the copies. 16 consumer warps where one CTA fits an SM (K = 11008): 1 % slower.
- * Q8_0 built the same way (s24) was no faster than its dp4a kernel at any row count. */
+ * Q8_0 built the same way (s24) was no faster than its dp4a kernel at any row count. Q5_K and
+ * Q6_K (the K-quant mixtures' other types, s47) take the same kernel; Q6_K's 16-element scales
+ * need two mma's a block (gemv_q8x_tc_units.cuh's NS). */
 
 #include "backend/cuda/gemv_q8x_tc_units.cuh"
 
 /* consumer warps a CTA (and one producer warp): each owns 32 / TC_WARPS virtual lanes */
 #define TC_WARPS 8
-#define TC_CHUNK 16 /* units a chunk: 16 x 72 = 1,152 bytes of a row, a whole number of blocks */
+#define TC_CHUNK 16 /* units a chunk: a whole number of blocks (Q4_0: 16 x 72 = 1,152 bytes) */
 #define TC_XPAD 16  /* x row stride K + 16 bytes: the 8 x rows of a B load in distinct banks */
-/* a staged chunk row's stride: 1,168 bytes = 292 words, 4 banks apart row to row, so lanes
- * (g, c) read distinct banks */
-#define TC_ROW (TC_CHUNK * 72 + 16)
+
+/* A chunk row's bytes (a multiple of 16) and its stride in shared memory: 16 or 32 bytes more
+ * (room for the 16-byte words that cover a row starting mid-word), so that rows are an odd
+ * multiple of 4 banks apart and lanes (g, c), which read the same offset of rows g at + 4 c, hit
+ * distinct banks (Q4_0: 1,168 bytes = 292 words) */
+template <class TC> struct tc_chunk {
+    static constexpr int BYTES = TC_CHUNK * TC::U::UBYTES;
+    static constexpr int ROW = BYTES + (BYTES / 4 % 8 == 0 ? 16 : 32);
+    static_assert(BYTES % 16 == 0 && ROW / 4 % 8 == 4, "chunk rows: whole 16-byte words");
+};
 
 /* shared memory: mbarriers full [S], empty [S] | S stages of 16 chunk rows | xq [nb][K + 16] |
  * xd f32 [K/32][8] | xt i32 [K/32][8] | red f32 [2][warps][128] */
-static size_t tc_smem_bytes(int K, int nb, int S) {
-    return (size_t)16 * S + (size_t)S * 16 * TC_ROW + (size_t)nb * (K + TC_XPAD) +
+template <class TC> static size_t tc_smem_bytes(int K, int nb, int S) {
+    return (size_t)16 * S + (size_t)S * 16 * tc_chunk<TC>::ROW + (size_t)nb * (K + TC_XPAD) +
            (size_t)(K / 32) * 8 * 8 + 2 * TC_WARPS * 128 * 4;
 }
 
-/* S: stages of the chunk ring. Rows are 16-aligned (K % 256 == 0, the launcher checks). */
+/* S: stages of the chunk ring. K % 256 == 0 (the launcher checks); rows start 2-aligned. */
 template <class TC, int S, int XIN>
 __global__ void __launch_bounds__((TC_WARPS + 1) * 32)
     gemv_q8x_tc_kernel(const uint8_t *__restrict__ W, int M, int K, size_t row_bytes,
                        const float *__restrict__ x, int nb, float *__restrict__ y) {
     using U = typename TC::U;
-    constexpr int V = 32 / TC_WARPS, UB = U::UB, CB = TC_CHUNK * U::UBYTES;
-    static_assert(TC_WARPS == 8 && CB + 16 == TC_ROW, "a warp's units: w + 8 i of a segment");
+    constexpr int V = 32 / TC_WARPS, UB = U::UB, NS = TC::NS;
+    constexpr int CB = tc_chunk<TC>::BYTES, ROW = tc_chunk<TC>::ROW;
+    static_assert(TC_WARPS == 8, "a warp's units: w + 8 i of a segment");
     extern __shared__ __align__(16) uint8_t smem[];
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, c = lane & 3;
     const int half = warp & 1; /* of the blocks, for half-block units: virtual lanes warp + 8 i */
@@ -65,7 +75,7 @@ __global__ void __launch_bounds__((TC_WARPS + 1) * 32)
     const int ntiles = (M + 15) / 16, xrow = K + TC_XPAD;
     uint64_t *full = (uint64_t *)smem, *empty = full + S;
     uint8_t *stages = smem + 16 * S;
-    uint8_t *xq = stages + (size_t)S * 16 * TC_ROW;
+    uint8_t *xq = stages + (size_t)S * 16 * ROW;
     float *xd = (float *)(xq + (size_t)nb * xrow);
     int *xt = (int *)(xd + (size_t)nblk * 8);
     float *red = (float *)(xt + (size_t)nblk * 8);
@@ -78,7 +88,9 @@ __global__ void __launch_bounds__((TC_WARPS + 1) * 32)
 
     if (warp == TC_WARPS) {
         /* the producer: chunk q of the CTA's tiles in order, one bulk copy a row (rows past M
-         * repeat the last row); weights, which no kernel writes, from before the PDL wait */
+         * repeat the last row) of the 16-byte words that cover it (rows of Q6_K's odd block
+         * counts start 2-14 bytes into a word: row_front); weights, which no kernel writes,
+         * from before the PDL wait */
         si_pdl_trigger();
         int it = 0;
         for (int t = blockIdx.x; t < ntiles; t += gridDim.x)
@@ -86,12 +98,14 @@ __global__ void __launch_bounds__((TC_WARPS + 1) * 32)
                 const int s = it % S;
                 if (it >= S) si_mbar_wait(empty + s, (it / S - 1) & 1);
                 const uint32_t bytes = (uint32_t)min((size_t)CB, row_bytes - (size_t)q * CB);
-                if (lane == 0) si_mbar_expect_tx(full + s, 16 * bytes);
+                const size_t src = (size_t)min(16 * t + lane, M - 1) * row_bytes + (size_t)q * CB;
+                const uint32_t front = (uint32_t)src & 15, span = (front + bytes + 15) & ~15u;
+                const uint32_t total = __reduce_add_sync(0xffffffffu, lane < 16 ? span : 0u);
+                if (lane == 0) si_mbar_expect_tx(full + s, total);
                 __syncwarp();
                 if (lane < 16)
-                    si_bulk_copy(stages + ((size_t)s * 16 + lane) * TC_ROW,
-                                 W + (size_t)min(16 * t + lane, M - 1) * row_bytes + (size_t)q * CB,
-                                 bytes, full + s);
+                    si_bulk_copy(stages + ((size_t)s * 16 + lane) * ROW, W + (src - front), span,
+                                 full + s);
             }
         return; /* every copy issued is waited for by the consumers */
     }
@@ -144,8 +158,11 @@ __global__ void __launch_bounds__((TC_WARPS + 1) * 32)
     si_bar_sync_n(1, NT); /* the consumers: x is in */
 
     const uint8_t *xg = xq + (size_t)min(g, nb - 1) * xrow; /* this lane's B column */
+    /* where row r's staged chunk starts in its stage row (the producer's front) */
+    auto row_front = [&](int r) { return (int)(((size_t)min(r, M - 1) * row_bytes) & 15); };
     int it = 0, buf = 0;
     for (int t = blockIdx.x; t < ntiles; t += gridDim.x) {
+        const int front0 = row_front(16 * t + g), front1 = row_front(16 * t + g + 8);
         float p[V][4]; /* virtual lane warp + 8 i's sums: rows g, g + 8 x columns 2c, 2c + 1 */
 #pragma unroll
         for (int i = 0; i < V; i++)
@@ -155,14 +172,15 @@ __global__ void __launch_bounds__((TC_WARPS + 1) * 32)
         for (int ch = 0; ch < nch; ch++, it++) {
             const int s = it % S;
             si_mbar_wait(full + s, (it / S) & 1);
-            const uint8_t *st = stages + (size_t)s * 16 * TC_ROW;
+            const uint8_t *st = stages + (size_t)s * 16 * ROW;
 #pragma unroll
             for (int k = 0; k < TC_CHUNK / TC_WARPS; k++) { /* units warp, warp + 8 of the chunk */
                 const int u = TC_CHUNK * ch + warp + TC_WARPS * k;
                 if (u >= units) break; /* warp-uniform; the unit after it is out too */
-                const uint8_t *r0 = TC::unit(st + g * TC_ROW, warp + TC_WARPS * k, half);
-                const uint8_t *r1 = r0 + 8 * TC_ROW;
-                int acc[UB][4]; /* C: (g, 2c), (g, 2c + 1), (g + 8, 2c), (g + 8, 2c + 1) */
+                const uint8_t *r0 = TC::unit(st + g * ROW + front0, warp + TC_WARPS * k, half);
+                const uint8_t *r1 =
+                    TC::unit(st + (g + 8) * ROW + front1, warp + TC_WARPS * k, half);
+                int acc[NS * UB][4]; /* C: (g, 2c), (g, 2c + 1), (g + 8, 2c), (g + 8, 2c + 1) */
                 float xd0[UB], xd1[UB];
                 int xt0[UB], xt1[UB];
 #pragma unroll
@@ -171,9 +189,14 @@ __global__ void __launch_bounds__((TC_WARPS + 1) * 32)
                     const uint32_t b0 = *(const uint32_t *)(xg + 32 * blk + 4 * c);
                     const uint32_t b1 = *(const uint32_t *)(xg + 32 * blk + 16 + 4 * c);
                     uint32_t lo0, hi0, lo1, hi1;
-                    TC::frag(r0, j, c, lo0, hi0);
-                    TC::frag(r1, j, c, lo1, hi1);
-                    si_mma_i8<true>(acc[j], lo0, lo1, hi0, hi1, b0, b1);
+                    TC::frag(r0, half, j, c, lo0, hi0);
+                    TC::frag(r1, half, j, c, lo1, hi1);
+                    if constexpr (NS == 1) {
+                        si_mma_i8<TC::AU8>(acc[j], lo0, lo1, hi0, hi1, b0, b1);
+                    } else { /* each 16's sum: the other half's A words zero */
+                        si_mma_i8<TC::AU8>(acc[2 * j], lo0, lo1, 0u, 0u, b0, b1);
+                        si_mma_i8<TC::AU8>(acc[2 * j + 1], 0u, 0u, hi0, hi1, b0, b1);
+                    }
                     const float2 d2 = *(const float2 *)(xd + 8 * blk + 2 * c);
                     const int2 t2 = *(const int2 *)(xt + 8 * blk + 2 * c);
                     xd0[j] = d2.x, xd1[j] = d2.y, xt0[j] = t2.x, xt1[j] = t2.y;
@@ -182,9 +205,9 @@ __global__ void __launch_bounds__((TC_WARPS + 1) * 32)
                 float val[4];
 #pragma unroll
                 for (int q = 0; q < 4; q++) {
-                    int sums[UB];
+                    int sums[NS * UB];
 #pragma unroll
-                    for (int j = 0; j < UB; j++)
+                    for (int j = 0; j < NS * UB; j++)
                         sums[j] = acc[j][q];
                     val[q] =
                         TC::fold(q < 2 ? pr0 : pr1, q & 1 ? xd1 : xd0, q & 1 ? xt1 : xt0, sums);
@@ -260,7 +283,7 @@ static int gemv_q8x_tc_launch_s(const void *W, int M, int K, const float *x, int
             cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_optin));
         attr_set = true;
     }
-    const size_t smem = tc_smem_bytes(K, nb, S);
+    const size_t smem = tc_smem_bytes<TC>(K, nb, S);
     if (smem > (size_t)smem_optin) return -1;
     constexpr int threads = (TC_WARPS + 1) * 32;
     int per_sm = 0;
@@ -271,8 +294,8 @@ static int gemv_q8x_tc_launch_s(const void *W, int M, int K, const float *x, int
     return 0;
 }
 
-/* 3 stages where they fit, else 2 (K = 14336 at 8 rows). Rows of whole 16-byte words only (the
- * bulk copies): K % 256 == 0, every model's; other shapes take the dp4a kernel. */
+/* 3 stages where they fit, else 2 (K = 14336 at 8 rows). K % 256 == 0 (every model's); other
+ * shapes take the dp4a kernel. */
 template <class TC, int XIN>
 static int gemv_q8x_tc_launch(const void *W, int M, int K, const float *x, int nb, float *y,
                               cudaStream_t st) {

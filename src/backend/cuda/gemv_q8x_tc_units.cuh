@@ -5,19 +5,26 @@
 #ifndef SI_BACKEND_CUDA_GEMV_Q8X_TC_UNITS_CUH
 #define SI_BACKEND_CUDA_GEMV_Q8X_TC_UNITS_CUH
 
+#include "backend/cuda/gemv_mma_units.cuh"
 #include "backend/cuda/gemv_q8x_units.cuh"
 
 /* The tensor-core side of a q8x unit type U, over a row's chunk of raw GGUF blocks in shared
  * memory:
  *   unit(): where unit i of the chunk (its half h of a block, for half-block units) starts;
- *   frag(): A words of sub-block j of a unit for lane c: k 4c..4c+3 (lo), 16+4c..16+4c+3 (hi);
+ *   frag(): A words of 32-element block j of a unit (half h) for lane c: k 4c..4c+3 (lo),
+ *     16+4c..16+4c+3 (hi); unsigned bytes where AU8, else signed;
+ *   NS: integer sums a block: 1, or 2 (one of each 16 elements: the kernel runs the lo and the
+ *     hi words through separate mma's), S[NS j + i];
  *   P / params(): a row's per-unit numbers that the float part takes;
  *   xterm(): what is stored beside x's scale from the sum of x's block (the q8 values);
- *   fold(): U's float part of a unit from the tensor cores' block sums S (of A x), the one
- *     sequence of roundings the dp4a kernel runs (U::fold). */
+ *   fold(): U's float part of a unit from the tensor cores' sums S (of A x), the one sequence of
+ *     roundings the dp4a kernel runs (U::fold).
+ * The fragments read through si_ld32 (2-byte alignment: Q6_K's 210-byte blocks). */
 struct tc_q4_0 {
     using U = tqx_q4_0;              /* A: the raw nibbles 0..15; the - 8 is in the x term */
     static constexpr int MIN_NB = 5; /* see the top */
+    static constexpr int NS = 1;
+    static constexpr bool AU8 = true;
     struct P {
         float dw[4];
     };
@@ -30,7 +37,7 @@ struct tc_q4_0 {
         return p;
     }
     /* A Q4_0 block's byte c packs elements c (low nibble) and c + 16 (high) */
-    SI_HD static void frag(const uint8_t *unit, int j, int c, uint32_t &lo, uint32_t &hi) {
+    SI_HD static void frag(const uint8_t *unit, int, int j, int c, uint32_t &lo, uint32_t &hi) {
         const uint32_t w = si_ld32(unit + 18 * j + 2 + 4 * c);
         lo = w & 0x0F0F0F0Fu;
         hi = (w >> 4) & 0x0F0F0F0Fu;
@@ -52,6 +59,8 @@ struct tc_q4_0 {
 struct tc_q4_k {
     using U = tqx_q4_k;
     static constexpr int MIN_NB = 5;
+    static constexpr int NS = 1;
+    static constexpr bool AU8 = true;
     struct P {
         uint32_t dm, sc, m;
     };
@@ -62,10 +71,10 @@ struct tc_q4_k {
         const uint4 hd = *(const uint4 *)(unit - 64 * h);
         P p;
         p.dm = hd.x;
-        U::scale_min(hd, h, p.sc, p.m);
+        tqx_q4_k::scale_min(hd, h, p.sc, p.m);
         return p;
     }
-    SI_HD static void frag(const uint8_t *unit, int j, int c, uint32_t &lo, uint32_t &hi) {
+    SI_HD static void frag(const uint8_t *unit, int, int j, int c, uint32_t &lo, uint32_t &hi) {
         const uint8_t *q = unit + 16 + 32 * (j >> 1) + 4 * c;
         const int sh = 4 * (j & 1);
         lo = (*(const uint32_t *)q >> sh) & 0x0F0F0F0Fu;
@@ -78,7 +87,68 @@ struct tc_q4_k {
         SI_UNROLL
         for (int j = 0; j < 4; j++)
             sumi[j] = j & 1 ? 16 * S[j] : S[j];
-        return U::fold(p.dm, p.sc, p.m, xd, xt, sumi);
+        return U::fold<true>(p.dm, p.sc, p.m, xd, xt, sumi);
+    }
+};
+
+/* Q5_K: a unit is half h of a 176-byte block (unit() points at the block); A: the 5-bit values
+ * 0..31 (tmma_q5_k's words: the nibble plus the high bit), the sums as they are; the float part
+ * Q4_K's. */
+struct tc_q5_k {
+    using U = tqx_q5_k;
+    static constexpr int MIN_NB = 5;
+    static constexpr int NS = 1;
+    static constexpr bool AU8 = true;
+    using P = tc_q4_k::P;
+    SI_HD static const uint8_t *unit(const uint8_t *chunk, int i, int) {
+        return chunk + 176 * (i >> 1);
+    }
+    SI_HD static P params(const uint8_t *unit, int h) {
+        const uint4 hd = *(const uint4 *)unit; /* Q4_K's header */
+        P p;
+        p.dm = hd.x;
+        tqx_q4_k::scale_min(hd, h, p.sc, p.m);
+        return p;
+    }
+    SI_HD static void frag(const uint8_t *unit, int h, int j, int c, uint32_t &lo, uint32_t &hi) {
+        float sa, sb, mn; /* the matmul's float scales: unused here */
+        tmma_q5_k::frag(unit, 4 * h + j, c, lo, hi, sa, sb, mn);
+    }
+    SI_HD static int xterm(int xsum) { return xsum; }
+    SI_HD static float fold(const P &p, const float *xd, const int *xt, const int *S) {
+        return tqx_q4_k::fold<false>(p.dm, p.sc, p.m, xd, xt, S);
+    }
+};
+
+/* Q6_K: a unit is half h of a 210-byte block (unit() points at the block, 2-byte aligned); A:
+ * q - 32 as int8 (tmma_q6_k's words), two sums a block (each 16 elements has its own int8
+ * scale, and scale x (q - 32) does not fit a byte) */
+struct tc_q6_k {
+    using U = tqx_q6_k;
+    static constexpr int MIN_NB = 5;
+    static constexpr int NS = 2;
+    static constexpr bool AU8 = false;
+    struct P {
+        uint32_t sc[2];
+        uint16_t d;
+    };
+    SI_HD static const uint8_t *unit(const uint8_t *chunk, int i, int) {
+        return chunk + 210 * (i >> 1);
+    }
+    SI_HD static P params(const uint8_t *unit, int h) {
+        P p;
+        p.sc[0] = si_ld32(unit + 192 + 8 * h);
+        p.sc[1] = si_ld32(unit + 196 + 8 * h);
+        p.d = si_ld16(unit + 208);
+        return p;
+    }
+    SI_HD static void frag(const uint8_t *unit, int h, int j, int c, uint32_t &lo, uint32_t &hi) {
+        float sa, sb, mn;
+        tmma_q6_k::frag(unit, 4 * h + j, c, lo, hi, sa, sb, mn);
+    }
+    SI_HD static int xterm(int) { return 0; } /* the - 32 is in A */
+    SI_HD static float fold(const P &p, const float *xd, const int *, const int *S) {
+        return U::fold(p.sc, p.d, xd, S);
     }
 };
 
@@ -86,5 +156,7 @@ struct tc_q4_k {
 template <class T> struct q8x_tc_of { using type = void; };
 template <> struct q8x_tc_of<tqx_q4_0> { using type = tc_q4_0; };
 template <> struct q8x_tc_of<tqx_q4_k> { using type = tc_q4_k; };
+template <> struct q8x_tc_of<tqx_q5_k> { using type = tc_q5_k; };
+template <> struct q8x_tc_of<tqx_q6_k> { using type = tc_q6_k; };
 
 #endif

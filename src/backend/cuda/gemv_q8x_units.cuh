@@ -191,18 +191,20 @@ struct tqx_q4_k {
                                 : si_dp4a((int)(q & 0x0F0F0F0Fu), (int)xw[8 * t + j], sumi[t]);
             }
         }
-        return fold(w[0], w[1], w[2], xd, xs, sumi);
+        return fold<true>(w[0], w[1], w[2], xd, xs, sumi);
     }
     /* The float part of a unit, from d | dmin << 16, the sub-blocks' scale and min bytes, x's
-     * scales and sums and the integer sums (odd t: 16 times theirs): the one sequence of
-     * rounding steps every kernel of this arithmetic runs (as tqx_q4_0::fold). */
+     * scales and sums and the integer sums (HI16, Q4_K's: odd t 16 times theirs; Q5_K's are
+     * all as they are): the one sequence of rounding steps every kernel of this arithmetic
+     * runs (as tqx_q4_0::fold). */
+    template <bool HI16>
     SI_HD static float fold(uint32_t dmw, uint32_t sc, uint32_t m, const float *xd, const int *xs,
                             const int *sumi) {
         const float2 dm = si_h2x2f(dmw); /* d, dmin */
         float s = 0.0f;
         SI_UNROLL
         for (int t = 0; t < UB; t++) {
-            const bool hi = t & 1;
+            const bool hi = HI16 && (t & 1);
             const int sc_t = (sc >> (8 * t)) & 0xFF, m_t = (m >> (8 * t)) & 0xFF;
             const float min_t = -dm.y * (float)(m_t * xs[t]);
             s = fmaf(hi ? 0.0625f * xd[t] : xd[t],
@@ -288,23 +290,21 @@ struct tqx_q5_k {
             w[3 + j] >>= 4 * h;
         si_lds_words16<16>(blk + 48 + 64 * h, w + 11);
     }
+    /* the float part: Q4_K's (the integer sums all as they are) */
     SI_HD static float dot(const uint32_t *w, const uint32_t *xw, const float *xd, const int *xs) {
-        const float2 dm = si_h2x2f(w[0]); /* d, dmin */
-        float s = 0.0f;
+        int sumi[UB];
         SI_UNROLL
         for (int t = 0; t < UB; t++) {
-            int sumi = 0;
+            sumi[t] = 0;
             SI_UNROLL
             for (int j = 0; j < 8; j++) {
                 const uint32_t q = w[11 + 8 * (t >> 1) + j];
                 const uint32_t nib = (t & 1 ? q >> 4 : q) & 0x0F0F0F0Fu;
                 const uint32_t q5 = nib | (((w[3 + j] >> t) & 0x01010101u) << 4);
-                sumi = si_dp4a((int)q5, (int)xw[8 * t + j], sumi);
+                sumi[t] = si_dp4a((int)q5, (int)xw[8 * t + j], sumi[t]);
             }
-            const int sc_t = (w[1] >> (8 * t)) & 0xFF, m_t = (w[2] >> (8 * t)) & 0xFF;
-            s = fmaf(xd[t], fmaf(dm.x, (float)(sc_t * sumi), -dm.y * (float)(m_t * xs[t])), s);
         }
-        return s;
+        return tqx_q4_k::fold<false>(w[0], w[1], w[2], xd, xs, sumi);
     }
 };
 
@@ -498,28 +498,41 @@ struct tqx_q6_k {
         w[26] = si_ld16(blk + 208);
     }
     SI_HD static float dot(const uint32_t *w, const uint32_t *xw, const float *xd, const int *xs) {
-        float s = 0.0f;
+        int sumi[2 * UB]; /* of each 16 elements (sub-block 2 t + lh) */
         SI_UNROLL
-        for (int t = 0; t < 4; t++) {
-            int isum = 0;
+        for (int t = 0; t < UB; t++)
             SI_UNROLL
             for (int lh = 0; lh < 2; lh++) {
-                int sumi = 0;
+                int &si = sumi[2 * t + lh];
+                si = 0;
                 SI_UNROLL
                 for (int j = 0; j < 4; j++) {
                     const uint32_t lo = (w[8 * (t & 1) + 4 * lh + j] >> (4 * (t >> 1))) & 0x0F0F0F0Fu;
                     const uint32_t hi = ((w[16 + 4 * lh + j] >> (2 * t)) & 0x03030303u) << 4;
                     /* bytes q in [0, 63] -> q - 32 as int8: q + 96 never carries, ^ 0x80 wraps */
                     const uint32_t q = ((lo | hi) + 0x60606060u) ^ 0x80808080u;
-                    sumi = si_dp4a((int)q, (int)xw[8 * t + 4 * lh + j], sumi);
+                    si = si_dp4a((int)q, (int)xw[8 * t + 4 * lh + j], si);
                 }
+            }
+            (void)xs;
+            return fold(w + 24, (uint16_t)w[26], xd, sumi);
+    }
+    /* The float part of a unit, from its 8 int8 scales (2 words), d's bits, x's scales and the
+     * integer sums of each 16 elements: the one sequence of rounding steps every kernel of
+     * this arithmetic runs (as tqx_q4_0::fold) */
+    SI_HD static float fold(const uint32_t *scw, uint16_t d, const float *xd, const int *sumi) {
+        float s = 0.0f;
+        SI_UNROLL
+        for (int t = 0; t < UB; t++) {
+            int isum = 0;
+            SI_UNROLL
+            for (int lh = 0; lh < 2; lh++) {
                 const int sb = 2 * t + lh; /* scale byte of this 16 */
-                isum += (int)(int8_t)(w[24 + (sb >> 2)] >> (8 * (sb & 3))) * sumi;
+                isum += (int)(int8_t)(scw[sb >> 2] >> (8 * (sb & 3))) * sumi[sb];
             }
             s = fmaf(xd[t], (float)isum, s);
         }
-        (void)xs;
-        return si_h2f((uint16_t)w[26]) * s;
+        return si_h2f(d) * s;
     }
 };
 
