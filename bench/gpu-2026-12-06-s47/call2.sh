@@ -1,15 +1,25 @@
 #!/usr/bin/env bash
-# Session 47, call 2: the engine at 4-8 requests of 512 + 128 tokens (Llama-2-7B shape) with the
-# Q5_K / Q6_K tensor-core GEMVs, SI_CUDA_GEMV_Q8X_TC=9 (every type on the dp4a kernel at 2-8
-# rows) against the default, same binary, alternating; Q5_K, Q6_K and llama.cpp's Q4_K_M and
+# Session 47, call 2: the fix's GEMV checks (call 1 found Q6_K rows of more than one segment with
+# other bits on tensor cores); the engine at 4-8 requests of 512 + 128 tokens (Llama-2-7B shape)
+# with the Q5_K / Q6_K tensor-core GEMVs, SI_CUDA_GEMV_Q8X_TC=9 (every type on the dp4a kernel at
+# 2-8 rows) against the default, same binary, alternating; Q5_K, Q6_K and llama.cpp's Q4_K_M and
 # Q5_K_M mixtures; then tg128 of Q6_K and Q5_K, base/swiftinfer (f041b07) against swiftinfer (the
-# dp4a units' sums split from their float part: same instructions).
+# dp4a units' sums split from their float part; Q6_K's last multiply no longer fused).
 set -u
 B=build-gpucarry
 S=$(date +%s)
 O=/tmp/o2; mkdir -p $O
 step() { echo "[$(( $(date +%s) - S )) s] $*"; tar czf "$OUT/logs.tgz" -C $O .; }
 tps() { grep -o '"all_decoding_tps": [0-9.]*' "$1" | awk '{printf "%s ", $2}'; }
+# call 1 found Q6_K's rows of more than one segment with other bits on tensor cores (the dp4a
+# kernel fused the unit's last multiply into its sum's add): the fix's checks first
+timeout 150 $B/test_cuda_kernels --no-bench --gemv --types q4_0,q4_k,q5_k,q6_k > "$O/kernels.txt" 2>&1
+step "test_cuda_kernels --no-bench --gemv --types q4_0,q4_k,q5_k,q6_k rc=$?: $(tail -1 "$O/kernels.txt")"
+timeout 60 compute-sanitizer --tool memcheck --error-exitcode 3 $B/test_cuda_kernels --small --gemv \
+    --types q6_k > "$O/sanitize-memcheck.txt" 2>&1
+step "memcheck q6_k rc=$?: $(tail -1 "$O/sanitize-memcheck.txt")"
+timeout 100 $B/test_cuda_fused --no-bench > "$O/fused.txt" 2>&1
+step "test_cuda_fused rc=$?: $(tail -1 "$O/fused.txt")"
 for t in q5_k_m q4_k_m q6_k q5_k; do
     m=/tmp/m-$t.gguf
     timeout 100 $B/swiftinfer synth -o $m --shape llama2-7b --type $t > /dev/null 2>&1 || { step "synth $t failed"; continue; }

@@ -519,7 +519,9 @@ struct tqx_q6_k {
     }
     /* The float part of a unit, from its 8 int8 scales (2 words), d's bits, x's scales and the
      * integer sums of each 16 elements: the one sequence of rounding steps every kernel of
-     * this arithmetic runs (as tqx_q4_0::fold) */
+     * this arithmetic runs (as tqx_q4_0::fold). The last multiply is rounded on its own: the
+     * dp4a kernel adds it to a lane's sum, which would otherwise fuse it into an FMA there and
+     * not in gemv_q8x_tc.cuh (s47: rows of more than one segment had other bits there). */
     SI_HD static float fold(const uint32_t *scw, uint16_t d, const float *xd, const int *sumi) {
         float s = 0.0f;
         SI_UNROLL
@@ -532,7 +534,7 @@ struct tqx_q6_k {
             }
             s = fmaf(xd[t], (float)isum, s);
         }
-        return si_h2f(d) * s;
+        return si_fmul_rn(si_h2f(d), s);
     }
 };
 
