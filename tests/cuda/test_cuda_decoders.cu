@@ -21,7 +21,8 @@
  *     dequantised weight (equal as floats).
  *   - gemv_q8x_tc_units.cuh (tc_*: the 5-8-row q8x GEMV on tensor cores, which must give the
  *     1-row dp4a kernel's bits): each unit's block sums taken from its A fragments (as the
- *     tensor cores would sum them), through fold(), against the q8x unit's dot(), bit for bit.
+ *     tensor cores would sum them), through fold(), against the q8x unit's dot(), bit for bit;
+ *     and all units added up as the two kernels add them (fold_add / q8x_dot_add).
  * The types and their units are weight_units.cuh's table, the one the kernels' dispatch reads.
  * Host and device compile these to different instructions (the device fuses multiply-adds), so
  * this checks the bit layouts and the integer sums; test_cuda_kernels checks the kernels' results
@@ -120,6 +121,7 @@ template <class T> static void check_tc_units(si_type t, const char *name) {
     fill_random_blocks(t, c.w, row_bytes);
     fill_q8x_x(c, K);
     int bad = 0;
+    float lane_got = 0.0f, lane_want = 0.0f; /* every unit added up, as a kernel's lane does */
     for (int u = 0; u < units; u++) {
         const int h = u & 1; /* half-block units (the k-quants): the half; unused by Q4_0 */
         const uint8_t *unit = T::unit(c.w, u, h); /* chunks hold whole blocks: unit u of the row */
@@ -144,14 +146,20 @@ template <class T> static void check_tc_units(si_type t, const char *name) {
             xt[j] = T::xterm(c.xs[u * 4 + j]);
         }
         const float got = T::fold(p, &c.xd[u * 4], xt, S);
+        if constexpr (tc_has_fold_add<T>::value)
+            lane_got = T::fold_add(lane_got, p, &c.xd[u * 4], xt, S);
+        else
+            lane_got += got;
         /* the dp4a kernel's: the unit loaded from its segment as gemv_q8x_body loads it */
         const int seg = u / 32, lane = u % 32;
         uint32_t wr[U::WORDS], xw[8 * U::UB];
         U::load(c.w + (size_t)seg * 32 * U::UBYTES, lane, wr);
         memcpy(xw, &c.xq[(size_t)u * 128], sizeof xw);
         const float want = U::dot(wr, xw, &c.xd[u * 4], &c.xs[u * 4]);
+        lane_want = q8x_dot_add<U>(lane_want, wr, xw, &c.xd[u * 4], &c.xs[u * 4]);
         bad += memcmp(&got, &want, sizeof got) != 0;
     }
+    bad += memcmp(&lane_got, &lane_want, sizeof lane_got) != 0;
     report("tensor-core q8x units (units not the same bits)", name, bad, 0);
 }
 

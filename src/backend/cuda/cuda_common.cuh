@@ -40,17 +40,6 @@ SI_HD float si_u2f(uint32_t u) {
 #endif
 }
 
-/* a * b rounded, never contracted with an add around it into an FMA: a value that one kernel
- * adds to a sum and another kernel takes as it is (a unit's dot, gemv_q8x_units.cuh) must be the
- * same float in both */
-SI_HD float si_fmul_rn(float a, float b) {
-#ifdef __CUDA_ARCH__
-    return __fmul_rn(a, b);
-#else
-    return a * b;
-#endif
-}
-
 /* the low 32 bits of (hi:lo) >> (sh & 31) */
 SI_HD uint32_t si_funnel_r(uint32_t lo, uint32_t hi, uint32_t sh) {
 #ifdef __CUDA_ARCH__

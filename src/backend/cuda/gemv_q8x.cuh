@@ -375,7 +375,8 @@ __device__ __forceinline__ void gemv_q8x_body(const uint8_t *__restrict__ W, int
                     }
                 }
 #pragma unroll
-                for (int r = 0; r < R; r++) acc[r][b] += T::dot(w[r], xw, d, sq);
+                for (int r = 0; r < R; r++)
+                    acc[r][b] = q8x_dot_add<T>(acc[r][b], w[r], xw, d, sq);
             }
         }
         __syncwarp(); /* this stage is refilled by the next produce() */

@@ -49,6 +49,9 @@
 template <class TC> struct tc_chunk {
     static constexpr int BYTES = TC_CHUNK * TC::U::UBYTES;
     static constexpr int ROW = BYTES + (BYTES / 4 % 8 == 0 ? 16 : 32);
+    /* rows are whole 16-byte words at any K % 256 == 0 (Q4_0, Q4_K, Q5_K; not Q6_K's 210-byte
+     * blocks): no front offsets to compute */
+    static constexpr bool ROWS16 = 256 / (32 * TC::U::UB) * TC::U::UBYTES % 16 == 0;
     static_assert(BYTES % 16 == 0 && ROW / 4 % 8 == 4, "chunk rows: whole 16-byte words");
 };
 
@@ -67,6 +70,7 @@ __global__ void __launch_bounds__((TC_WARPS + 1) * 32)
     using U = typename TC::U;
     constexpr int V = 32 / TC_WARPS, UB = U::UB, NS = TC::NS;
     constexpr int CB = tc_chunk<TC>::BYTES, ROW = tc_chunk<TC>::ROW;
+    constexpr bool ROWS16 = tc_chunk<TC>::ROWS16;
     static_assert(TC_WARPS == 8, "a warp's units: w + 8 i of a segment");
     extern __shared__ __align__(16) uint8_t smem[];
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, c = lane & 3;
@@ -99,8 +103,10 @@ __global__ void __launch_bounds__((TC_WARPS + 1) * 32)
                 if (it >= S) si_mbar_wait(empty + s, (it / S - 1) & 1);
                 const uint32_t bytes = (uint32_t)min((size_t)CB, row_bytes - (size_t)q * CB);
                 const size_t src = (size_t)min(16 * t + lane, M - 1) * row_bytes + (size_t)q * CB;
-                const uint32_t front = (uint32_t)src & 15, span = (front + bytes + 15) & ~15u;
-                const uint32_t total = __reduce_add_sync(0xffffffffu, lane < 16 ? span : 0u);
+                const uint32_t front = ROWS16 ? 0u : (uint32_t)src & 15;
+                const uint32_t span = ROWS16 ? bytes : (front + bytes + 15) & ~15u;
+                const uint32_t total =
+                    ROWS16 ? 16 * bytes : __reduce_add_sync(0xffffffffu, lane < 16 ? span : 0u);
                 if (lane == 0) si_mbar_expect_tx(full + s, total);
                 __syncwarp();
                 if (lane < 16)
@@ -159,7 +165,9 @@ __global__ void __launch_bounds__((TC_WARPS + 1) * 32)
 
     const uint8_t *xg = xq + (size_t)min(g, nb - 1) * xrow; /* this lane's B column */
     /* where row r's staged chunk starts in its stage row (the producer's front) */
-    auto row_front = [&](int r) { return (int)(((size_t)min(r, M - 1) * row_bytes) & 15); };
+    auto row_front = [&](int r) {
+        return ROWS16 ? 0 : (int)(((size_t)min(r, M - 1) * row_bytes) & 15);
+    };
     int it = 0, buf = 0;
     for (int t = blockIdx.x; t < ntiles; t += gridDim.x) {
         const int front0 = row_front(16 * t + g), front1 = row_front(16 * t + g + 8);
@@ -202,24 +210,38 @@ __global__ void __launch_bounds__((TC_WARPS + 1) * 32)
                     xd0[j] = d2.x, xd1[j] = d2.y, xt0[j] = t2.x, xt1[j] = t2.y;
                 }
                 const typename TC::P pr0 = TC::params(r0, half), pr1 = TC::params(r1, half);
-                float val[4];
+                /* into its virtual lane's sums (selected, so that p stays in registers), as the
+                 * dp4a kernel adds a unit's dot (fold_add where the type has one) */
+                const int vi = (TC_CHUNK / TC_WARPS) * (ch & 1) + k;
+                float val[4] = {0.0f, 0.0f, 0.0f, 0.0f}; /* with fold_add: the lane's sums */
+                constexpr bool ADD = tc_has_fold_add<TC>::value;
+                if constexpr (ADD)
+#pragma unroll
+                    for (int i = 0; i < V; i++)
+                        if (i == vi)
+#pragma unroll
+                            for (int q = 0; q < 4; q++)
+                                val[q] = p[i][q];
 #pragma unroll
                 for (int q = 0; q < 4; q++) {
                     int sums[NS * UB];
 #pragma unroll
                     for (int j = 0; j < NS * UB; j++)
                         sums[j] = acc[j][q];
-                    val[q] =
-                        TC::fold(q < 2 ? pr0 : pr1, q & 1 ? xd1 : xd0, q & 1 ? xt1 : xt0, sums);
+                    const typename TC::P &pr = q < 2 ? pr0 : pr1;
+                    const float *xdq = q & 1 ? xd1 : xd0;
+                    const int *xtq = q & 1 ? xt1 : xt0;
+                    if constexpr (ADD)
+                        val[q] = TC::fold_add(val[q], pr, xdq, xtq, sums);
+                    else
+                        val[q] = TC::fold(pr, xdq, xtq, sums);
                 }
-                /* into its virtual lane's sums (selected, so that p stays in registers) */
-                const int vi = (TC_CHUNK / TC_WARPS) * (ch & 1) + k;
 #pragma unroll
                 for (int i = 0; i < V; i++)
                     if (i == vi)
 #pragma unroll
                         for (int q = 0; q < 4; q++)
-                            p[i][q] += val[q];
+                            p[i][q] = ADD ? val[q] : p[i][q] + val[q];
             }
             __syncwarp();
             if (lane == 0) si_mbar_arrive(empty + s); /* this warp is done with the stage */

@@ -18,7 +18,7 @@
  *   P / params(): a row's per-unit numbers that the float part takes;
  *   xterm(): what is stored beside x's scale from the sum of x's block (the q8 values);
  *   fold(): U's float part of a unit from the tensor cores' sums S (of A x), the one sequence of
- *     roundings the dp4a kernel runs (U::fold).
+ *     roundings the dp4a kernel runs (U::fold); fold_add() (acc + it) where U has dot_add.
  * The fragments read through si_ld32 (2-byte alignment: Q6_K's 210-byte blocks). */
 struct tc_q4_0 {
     using U = tqx_q4_0;              /* A: the raw nibbles 0..15; the - 8 is in the x term */
@@ -147,10 +147,18 @@ struct tc_q6_k {
         tmma_q6_k::frag(unit, 4 * h + j, c, lo, hi, sa, sb, mn);
     }
     SI_HD static int xterm(int) { return 0; } /* the - 32 is in A */
-    SI_HD static float fold(const P &p, const float *xd, const int *, const int *S) {
-        return U::fold(p.sc, p.d, xd, S);
+    SI_HD static float fold(const P &p, const float *xd, const int *xt, const int *S) {
+        return fold_add(0.0f, p, xd, xt, S);
+    }
+    SI_HD static float fold_add(float acc, const P &p, const float *xd, const int *, const int *S) {
+        return U::fold(p.sc, p.d, xd, S, acc);
     }
 };
+
+/* whether TC adds its float part to a sum itself (fold_add: as U::dot_add, q8x_dot_add) */
+template <class TC, class = void> struct tc_has_fold_add : std::false_type {};
+template <class TC>
+struct tc_has_fold_add<TC, std::void_t<decltype(&TC::fold_add)>> : std::true_type {};
 
 /* the tensor-core type of a q8x unit type (void: none) */
 template <class T> struct q8x_tc_of { using type = void; };

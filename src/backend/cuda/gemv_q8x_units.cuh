@@ -19,6 +19,8 @@
 #ifndef SI_BACKEND_CUDA_GEMV_Q8X_UNITS_CUH
 #define SI_BACKEND_CUDA_GEMV_Q8X_UNITS_CUH
 
+#include <type_traits>
+
 #include "backend/cuda/dequant.cuh"
 
 /* A 32-bit word at byte offset o (even) of a register array; o is a compile-time constant once
@@ -498,6 +500,11 @@ struct tqx_q6_k {
         w[26] = si_ld16(blk + 208);
     }
     SI_HD static float dot(const uint32_t *w, const uint32_t *xw, const float *xd, const int *xs) {
+        return dot_add(0.0f, w, xw, xd, xs);
+    }
+    /* acc + the unit's dot as every kernel adds it: the last multiply fused with the add */
+    SI_HD static float dot_add(float acc, const uint32_t *w, const uint32_t *xw, const float *xd,
+                               const int *xs) {
         int sumi[2 * UB]; /* of each 16 elements (sub-block 2 t + lh) */
         SI_UNROLL
         for (int t = 0; t < UB; t++)
@@ -515,14 +522,15 @@ struct tqx_q6_k {
                 }
             }
             (void)xs;
-            return fold(w + 24, (uint16_t)w[26], xd, sumi);
+            return fold(w + 24, (uint16_t)w[26], xd, sumi, acc);
     }
-    /* The float part of a unit, from its 8 int8 scales (2 words), d's bits, x's scales and the
-     * integer sums of each 16 elements: the one sequence of rounding steps every kernel of
-     * this arithmetic runs (as tqx_q4_0::fold). The last multiply is rounded on its own: the
-     * dp4a kernel adds it to a lane's sum, which would otherwise fuse it into an FMA there and
-     * not in gemv_q8x_tc.cuh (s47: rows of more than one segment had other bits there). */
-    SI_HD static float fold(const uint32_t *scw, uint16_t d, const float *xd, const int *sumi) {
+    /* acc + the float part of a unit, from its 8 int8 scales (2 words), d's bits, x's scales and
+     * the integer sums of each 16 elements: the one sequence of rounding steps every kernel of
+     * this arithmetic runs (as tqx_q4_0::fold). The part ends in a multiply by d, fused with the
+     * add to acc, explicitly: left to the compiler, the dp4a kernel's acc += dot() was fused
+     * and the tensor-core kernel's was not (s47: other bits for rows of 2+ segments). */
+    SI_HD static float fold(const uint32_t *scw, uint16_t d, const float *xd, const int *sumi,
+                            float acc) {
         float s = 0.0f;
         SI_UNROLL
         for (int t = 0; t < UB; t++) {
@@ -534,8 +542,22 @@ struct tqx_q6_k {
             }
             s = fmaf(xd[t], (float)isum, s);
         }
-        return si_fmul_rn(si_h2f(d), s);
+        return fmaf(si_h2f(d), s, acc);
     }
 };
+
+/* acc + a unit's dot, the one way every kernel adds it: T::dot_add where the type has one (its
+ * dot ends in a multiply that is fused with the add: Q6_K), else acc + T::dot */
+template <class T, class = void> struct q8x_has_dot_add : std::false_type {};
+template <class T>
+struct q8x_has_dot_add<T, std::void_t<decltype(&T::dot_add)>> : std::true_type {};
+template <class T>
+SI_HD float q8x_dot_add(float acc, const uint32_t *w, const uint32_t *xw, const float *xd,
+                        const int *xs) {
+    if constexpr (q8x_has_dot_add<T>::value)
+        return T::dot_add(acc, w, xw, xd, xs);
+    else
+        return acc + T::dot(w, xw, xd, xs);
+}
 
 #endif
