@@ -71,7 +71,7 @@ struct tc_q4_k {
         const uint4 hd = *(const uint4 *)(unit - 64 * h);
         P p;
         p.dm = hd.x;
-        tqx_q4_k::scale_min(hd, h, p.sc, p.m);
+        U::scale_min(hd, h, p.sc, p.m);
         return p;
     }
     SI_HD static void frag(const uint8_t *unit, int, int j, int c, uint32_t &lo, uint32_t &hi) {
@@ -103,13 +103,8 @@ struct tc_q5_k {
     SI_HD static const uint8_t *unit(const uint8_t *chunk, int i, int) {
         return chunk + 176 * (i >> 1);
     }
-    SI_HD static P params(const uint8_t *unit, int h) {
-        const uint4 hd = *(const uint4 *)unit; /* Q4_K's header */
-        P p;
-        p.dm = hd.x;
-        tqx_q4_k::scale_min(hd, h, p.sc, p.m);
-        return p;
-    }
+    /* the header is Q4_K's; its params() takes a unit 64 h bytes into the block */
+    SI_HD static P params(const uint8_t *unit, int h) { return tc_q4_k::params(unit + 64 * h, h); }
     SI_HD static void frag(const uint8_t *unit, int h, int j, int c, uint32_t &lo, uint32_t &hi) {
         float sa, sb, mn; /* the matmul's float scales: unused here */
         tmma_q5_k::frag(unit, 4 * h + j, c, lo, hi, sa, sb, mn);

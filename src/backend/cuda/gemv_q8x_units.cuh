@@ -7,7 +7,8 @@
  * dot() multiplies them with the q8 x of the unit: xw: 8 * UB words = the unit's int8 activations,
  * xd[i]: the fp16-rounded scale of x block i, xs[i]: the sum of its 32 int8 values (the min/offset
  * terms need it). Integer sums (dp4a) per 32 (or 16) elements, then one float multiply-add per
- * block.
+ * block. The kernels add a unit's dot to a lane's sum through q8x_dot_add (Q6_K's dot_add fuses
+ * its last multiply into that add, the same way in every kernel).
  *
  * Units: Q4_0 4 blocks (72 bytes), Q8_0 2 blocks (68), Q4_1 4 blocks (80), Q5_0 4 blocks (88),
  * Q5_1 4 blocks (96), Q2_K half a block (32 bytes of 2-bit quants, 8 scale bytes, d and dmin),
