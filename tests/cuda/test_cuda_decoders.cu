@@ -266,18 +266,17 @@ int main(int argc, char **argv) {
         const int held = with_weight_units(t, 0, [&](auto u) {
             using U = decltype(u);
             check_float_units<typename U::tq>(t, name);
-            if constexpr (!std::is_void<typename U::tqx>::value)
+            if constexpr (!std::is_void<typename U::tqx>::value) {
                 check_q8x_units<typename U::tqx>(t, name);
+                using TC = typename q8x_tc_of<typename U::tqx>::type;
+                if constexpr (!std::is_void<TC>::value) check_tc_units<TC>(t, name);
+            }
             if constexpr (!std::is_void<typename U::tmma>::value)
                 check_mma_frags<typename U::tmma>(t, name);
             return 1;
         });
         if (!held) report("weight_units.cuh (type missing)", name, 1, 0);
     }
-    check_tc_units<tc_q4_0>(SI_TYPE_Q4_0, "q4_0");
-    check_tc_units<tc_q4_k>(SI_TYPE_Q4_K, "q4_k");
-    check_tc_units<tc_q5_k>(SI_TYPE_Q5_K, "q5_k");
-    check_tc_units<tc_q6_k>(SI_TYPE_Q6_K, "q6_k");
 
     printf("==== summary: %d checks, %d failed\n", g_checks, g_fail);
     return g_fail ? 1 : 0;

@@ -14,8 +14,8 @@
  *   status 1 on any failure. With SI_CUDA_GEMV_H16_MMA=1 the F16/BF16 GEMV checks run the
  *   opt-in tensor-core GEMV (tests/cuda/run.sh does both). Every GEMV check also compares each
  *   row of 2-8 rows with the 1-row run of that row of x, bit for bit (the engine's
- *   alone-vs-batched promise: 1 row runs the dp4a kernel, 5-8 rows of Q4_0 the tensor-core one,
- *   gemv_q8x_tc.cuh). */
+ *   alone-vs-batched promise: 1 row runs the dp4a kernel, 5-8 rows of most quantised types the
+ *   tensor-core one, gemv_q8x_tc.cuh). */
 #include <algorithm>
 #include <cmath>
 #include <cstdarg>
@@ -736,8 +736,8 @@ int main(int argc, char **argv) {
     printf("gemv paths (gemv.cu): f16/bf16 with K %% 8 == 0: streaming kernel; quantised types "
            "with K %% 128 == 0\n"
            "  (k-quants: K %% 256 == 0) and K <= 14336: x quantised to q8_0 per CTA, dp4a kernel, "
-           "Q4_0, Q4_K, Q5_K\n"
-           "  and Q6_K from 5 rows (SI_CUDA_GEMV_Q8X_TC, K %% 256 == 0) the same arithmetic on "
+           "all but Q8_0\n"
+           "  and Q2_K from 5-6 rows (SI_CUDA_GEMV_Q8X_TC, K %% 256 == 0) the same arithmetic on "
            "int8 tensor\n"
            "  cores (\"mma\": the approximate\n"
            "  int8 tensor-core kernel, off by default, for nb >= 7 when K %% 256 == 0); any other "

@@ -640,7 +640,7 @@ template <class T, int XIN = Q8X_F32>
 static int gemv_q8x_launch(const void *W, int M, int K, const float *x, int nb, float *y,
                            cudaStream_t st) {
     if (!gemv_q8x_ok<T>(K)) return -1;
-    /* Q4_0, Q4_K, Q5_K, Q6_K: the same bits on tensor cores */
+    /* the same bits on tensor cores, for the types that have them (q8x_tc_of) */
     using TC = typename q8x_tc_of<T>::type;
     if constexpr (!std::is_void<TC>::value)
         if (nb >= 2 && nb >= gemv_q8x_tc_min_nb<TC>() &&

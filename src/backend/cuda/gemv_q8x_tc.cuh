@@ -1,5 +1,5 @@
-/* gemv_q8x_tc.cuh — the q8x GEMV (gemv_q8x.cuh) of Q4_0, Q4_K, Q5_K and Q6_K for 5-8 rows of x on
- * int8 tensor cores, with the same bits as the q8x kernel (included by gemv_q8x.cuh).
+/* gemv_q8x_tc.cuh — the q8x GEMV (gemv_q8x.cuh) of every q8x type but Q8_0 and Q2_K for 5-8 rows
+ * of x on int8 tensor cores, with the same bits as the q8x kernel (included by gemv_q8x.cuh).
  *
  * Why: at 2-8 rows the dp4a kernel is bound by instruction issue (a 7B token's Q4_0 GEMVs take
  * 2.8 ms at 8 rows against 1.2 ms at 1). Here one mma.m16n8k32 gives the integer sums of a
@@ -33,7 +33,9 @@
  * instructions the copies. 16 consumer warps where one CTA fits an SM (K = 11008): 1 % slower.
  * Q8_0 built the same way (s24) was no faster than its dp4a kernel at any row count. Q5_K and
  * Q6_K (the K-quant mixtures' other types, s47) take the same kernel; Q6_K's 16-element scales
- * need two mma's a block (gemv_q8x_tc_units.cuh's NS). */
+ * need two mma's a block (gemv_q8x_tc_units.cuh's NS); s48 added Q4_1, Q5_0, Q5_1, Q3_K, IQ4_NL
+ * and IQ4_XS. Q2_K is left on dp4a: its mins a 16 need each half block's x sum, which x's
+ * preparation does not keep. */
 
 #include "backend/cuda/gemv_q8x_tc_units.cuh"
 
@@ -49,8 +51,8 @@
 template <class TC> struct tc_chunk {
     static constexpr int BYTES = TC_CHUNK * TC::U::UBYTES;
     static constexpr int ROW = BYTES + (BYTES / 4 % 8 == 0 ? 16 : 32);
-    /* rows are whole 16-byte words at any K % 256 == 0 (Q4_0, Q4_K, Q5_K; not Q6_K's 210-byte
-     * blocks): no front offsets to compute */
+    /* rows are whole 16-byte words at any K % 256 == 0 (Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q4_K,
+     * Q5_K; not the 110-, 136- and 210-byte blocks of Q3_K, IQ4_XS, Q6_K): no front offsets */
     static constexpr bool ROWS16 = 256 / (32 * TC::U::UB) * TC::U::UBYTES % 16 == 0;
     static_assert(BYTES % 16 == 0 && ROW / 4 % 8 == 4, "chunk rows: whole 16-byte words");
 };

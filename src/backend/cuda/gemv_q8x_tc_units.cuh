@@ -20,22 +20,33 @@
  *   fold(): U's float part of a unit from the tensor cores' sums S (of A x), the one sequence of
  *     roundings the dp4a kernel runs (U::fold); fold_add() (acc + it) where U has dot_add.
  * The fragments read through si_ld32 (2-byte alignment: Q6_K's 210-byte blocks). */
-struct tc_q4_0 {
-    using U = tqx_q4_0;              /* A: the raw nibbles 0..15; the - 8 is in the x term */
-    static constexpr int MIN_NB = 5; /* see the top */
+
+/* units of 4 blocks of BB bytes that start with their fp16 d (Q4_0, Q5_0, IQ4_NL; P.dw: the
+ * blocks' d) or with d | m << 16 (DM: Q4_1, Q5_1; P.dw: the blocks' first words) */
+template <int BB, bool DM = false> struct tc_blocks4 {
     static constexpr int NS = 1;
-    static constexpr bool AU8 = true;
     struct P {
-        float dw[4];
+        std::conditional_t<DM, uint32_t, float> dw[4];
     };
-    SI_HD static const uint8_t *unit(const uint8_t *chunk, int i, int) { return chunk + 72 * i; }
+    SI_HD static const uint8_t *unit(const uint8_t *chunk, int i, int) {
+        return chunk + 4 * BB * i;
+    }
     SI_HD static P params(const uint8_t *unit, int) {
         P p;
         SI_UNROLL
         for (int j = 0; j < 4; j++)
-            p.dw[j] = si_h2f(si_ld16(unit + 18 * j));
+            if constexpr (DM)
+                p.dw[j] = si_ld32(unit + BB * j);
+            else
+                p.dw[j] = si_h2f(si_ld16(unit + BB * j));
         return p;
     }
+};
+
+struct tc_q4_0 : tc_blocks4<18> {
+    using U = tqx_q4_0;              /* A: the raw nibbles 0..15; the - 8 is in the x term */
+    static constexpr int MIN_NB = 5; /* see the top */
+    static constexpr bool AU8 = true;
     /* A Q4_0 block's byte c packs elements c (low nibble) and c + 16 (high) */
     SI_HD static void frag(const uint8_t *unit, int, int j, int c, uint32_t &lo, uint32_t &hi) {
         const uint32_t w = si_ld32(unit + 18 * j + 2 + 4 * c);
@@ -50,6 +61,75 @@ struct tc_q4_0 {
         for (int j = 0; j < 4; j++)
             is[j] = 16 * S[j] + xt[j];
         return U::fold(p.dw, xd, is);
+    }
+};
+
+/* Q4_1 (x = d q + m): A the raw nibbles (tmma_q4_1's words), the min term from x's sum */
+struct tc_q4_1 : tc_blocks4<20, true> {
+    using U = tqx_q4_1;
+    static constexpr int MIN_NB = 5;
+    static constexpr bool AU8 = true;
+    SI_HD static void frag(const uint8_t *unit, int, int j, int c, uint32_t &lo, uint32_t &hi) {
+        float sa, sb, mn; /* the matmul's float scales: unused here */
+        tmma_q4_1::frag(unit, j, c, lo, hi, sa, sb, mn);
+    }
+    SI_HD static int xterm(int xsum) { return xsum; }
+    /* tqx_q4_1's integer sums are 16 times theirs (the unshifted high nibbles) */
+    SI_HD static float fold(const P &p, const float *xd, const int *xt, const int *S) {
+        float s16 = 0.0f;
+        SI_UNROLL
+        for (int j = 0; j < 4; j++)
+            s16 = U::step(s16, p.dw[j], xd[j], xt[j], 16 * S[j]);
+        return 0.0625f * s16;
+    }
+};
+
+/* Q5_0 (x = d (q - 16)): A q - 16 as int8 (tmma_q5_0's words), so the sums are tqx_q5_0's */
+struct tc_q5_0 : tc_blocks4<22> {
+    using U = tqx_q5_0;
+    static constexpr int MIN_NB = 5;
+    static constexpr bool AU8 = false;
+    SI_HD static void frag(const uint8_t *unit, int, int j, int c, uint32_t &lo, uint32_t &hi) {
+        float sa, sb, mn;
+        tmma_q5_0::frag(unit, j, c, lo, hi, sa, sb, mn);
+    }
+    SI_HD static int xterm(int) { return 0; }
+    SI_HD static float fold(const P &p, const float *xd, const int *, const int *S) {
+        return q8x_fold_d(p.dw, xd, S);
+    }
+};
+
+/* Q5_1 (x = d q + m): A the 5-bit values 0..31 (tmma_q5_1's words), the min term from x's sum */
+struct tc_q5_1 : tc_blocks4<24, true> {
+    using U = tqx_q5_1;
+    static constexpr int MIN_NB = 5;
+    static constexpr bool AU8 = true;
+    SI_HD static void frag(const uint8_t *unit, int, int j, int c, uint32_t &lo, uint32_t &hi) {
+        float sa, sb, mn;
+        tmma_q5_1::frag(unit, j, c, lo, hi, sa, sb, mn);
+    }
+    SI_HD static int xterm(int xsum) { return xsum; }
+    SI_HD static float fold(const P &p, const float *xd, const int *xt, const int *S) {
+        float s = 0.0f;
+        SI_UNROLL
+        for (int j = 0; j < 4; j++)
+            s = U::step(s, p.dw[j], xd[j], xt[j], S[j]);
+        return s;
+    }
+};
+
+/* IQ4_NL (x = d kvalues[q]): A the table values (tmma_iq4_nl's words) */
+struct tc_iq4_nl : tc_blocks4<18> {
+    using U = tqx_iq4_nl;
+    static constexpr int MIN_NB = 5;
+    static constexpr bool AU8 = false;
+    SI_HD static void frag(const uint8_t *unit, int, int j, int c, uint32_t &lo, uint32_t &hi) {
+        float sa, sb, mn;
+        tmma_iq4_nl::frag(unit, j, c, lo, hi, sa, sb, mn);
+    }
+    SI_HD static int xterm(int) { return 0; }
+    SI_HD static float fold(const P &p, const float *xd, const int *, const int *S) {
+        return q8x_fold_d(p.dw, xd, S);
     }
 };
 
@@ -150,6 +230,71 @@ struct tc_q6_k {
     }
 };
 
+/* Q3_K: a unit is half h of a 110-byte block (unit() points at the block, 2-byte aligned); A: the
+ * 3-bit values less 4 as int8 (tmma_q3_k's words); Q6_K's sums and float part (int8 scales a
+ * 16, one d) */
+struct tc_q3_k {
+    using U = tqx_q3_k;
+    static constexpr int MIN_NB = 5;
+    static constexpr int NS = 2;
+    static constexpr bool AU8 = false;
+    using P = tc_q6_k::P;
+    SI_HD static const uint8_t *unit(const uint8_t *chunk, int i, int) {
+        return chunk + 110 * (i >> 1);
+    }
+    SI_HD static P params(const uint8_t *unit, int h) {
+        P p;
+        U::scale_words(unit, h, p.sc);
+        p.d = si_ld16(unit + 108);
+        return p;
+    }
+    SI_HD static void frag(const uint8_t *unit, int h, int j, int c, uint32_t &lo, uint32_t &hi) {
+        float sa, sb, mn;
+        tmma_q3_k::frag(unit, 4 * h + j, c, lo, hi, sa, sb, mn);
+    }
+    SI_HD static int xterm(int) { return 0; }
+    SI_HD static float fold(const P &p, const float *xd, const int *xt, const int *S) {
+        return fold_add(0.0f, p, xd, xt, S);
+    }
+    SI_HD static float fold_add(float acc, const P &p, const float *xd, const int *, const int *S) {
+        return tqx_q6_k::fold(p.sc, p.d, xd, S, acc);
+    }
+};
+
+/* IQ4_XS: a unit is half h of a 136-byte block (unit() points at the block); A: the table values
+ * (tmma_iq4_xs's words) */
+struct tc_iq4_xs {
+    using U = tqx_iq4_xs;
+    static constexpr int MIN_NB = 5;
+    static constexpr int NS = 1;
+    static constexpr bool AU8 = false;
+    struct P {
+        uint32_t sc;
+        uint16_t d;
+    };
+    SI_HD static const uint8_t *unit(const uint8_t *chunk, int i, int) {
+        return chunk + 136 * (i >> 1);
+    }
+    SI_HD static P params(const uint8_t *unit, int h) {
+        const uint32_t hd0 = si_ld32(unit);
+        P p;
+        p.sc = U::scale_word(hd0, si_ld32(unit + 4), h);
+        p.d = (uint16_t)hd0;
+        return p;
+    }
+    SI_HD static void frag(const uint8_t *unit, int h, int j, int c, uint32_t &lo, uint32_t &hi) {
+        float sa, sb, mn;
+        tmma_iq4_xs::frag(unit, 4 * h + j, c, lo, hi, sa, sb, mn);
+    }
+    SI_HD static int xterm(int) { return 0; }
+    SI_HD static float fold(const P &p, const float *xd, const int *xt, const int *S) {
+        return fold_add(0.0f, p, xd, xt, S);
+    }
+    SI_HD static float fold_add(float acc, const P &p, const float *xd, const int *, const int *S) {
+        return U::fold(p.sc, p.d, xd, S, acc);
+    }
+};
+
 /* whether TC adds its float part to a sum itself (fold_add: as U::dot_add, q8x_dot_add) */
 template <class TC, class = void> struct tc_has_fold_add : std::false_type {};
 template <class TC>
@@ -161,5 +306,11 @@ template <> struct q8x_tc_of<tqx_q4_0> { using type = tc_q4_0; };
 template <> struct q8x_tc_of<tqx_q4_k> { using type = tc_q4_k; };
 template <> struct q8x_tc_of<tqx_q5_k> { using type = tc_q5_k; };
 template <> struct q8x_tc_of<tqx_q6_k> { using type = tc_q6_k; };
+template <> struct q8x_tc_of<tqx_q4_1> { using type = tc_q4_1; };
+template <> struct q8x_tc_of<tqx_q5_0> { using type = tc_q5_0; };
+template <> struct q8x_tc_of<tqx_q5_1> { using type = tc_q5_1; };
+template <> struct q8x_tc_of<tqx_q3_k> { using type = tc_q3_k; };
+template <> struct q8x_tc_of<tqx_iq4_nl> { using type = tc_iq4_nl; };
+template <> struct q8x_tc_of<tqx_iq4_xs> { using type = tc_iq4_xs; };
 
 #endif

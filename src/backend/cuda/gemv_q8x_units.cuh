@@ -7,8 +7,8 @@
  * dot() multiplies them with the q8 x of the unit: xw: 8 * UB words = the unit's int8 activations,
  * xd[i]: the fp16-rounded scale of x block i, xs[i]: the sum of its 32 int8 values (the min/offset
  * terms need it). Integer sums (dp4a) per 32 (or 16) elements, then one float multiply-add per
- * block. The kernels add a unit's dot to a lane's sum through q8x_dot_add (Q6_K's dot_add fuses
- * its last multiply into that add, the same way in every kernel).
+ * block. The kernels add a unit's dot to a lane's sum through q8x_dot_add (Q3_K's, Q6_K's and
+ * IQ4_XS's dot_add fuse their last multiply into that add, the same way in every kernel).
  *
  * Units: Q4_0 4 blocks (72 bytes), Q8_0 2 blocks (68), Q4_1 4 blocks (80), Q5_0 4 blocks (88),
  * Q5_1 4 blocks (96), Q2_K half a block (32 bytes of 2-bit quants, 8 scale bytes, d and dmin),
@@ -65,6 +65,19 @@ template <int N> SI_HD void si_lds_words16(const uint8_t *p, uint32_t *w) {
     }
 }
 
+/* The float part of a unit of the types x = d * q: s + d xd isum, block after block (Q4_0 takes a
+ * 16th of it, Q5_0 and IQ4_NL all of it), from each block's weight scale dw, x scale and integer
+ * sum: the one sequence of rounding steps every kernel of this arithmetic runs (the dp4a kernel's
+ * dot makes the same steps between its blocks' sums; gemv_q8x_tc.cuh computes the integer sums
+ * on tensor cores). */
+SI_HD float q8x_fold_d(const float *dw, const float *xd, const int *isum) {
+    float s = 0.0f;
+    SI_UNROLL
+    for (int b = 0; b < 4; b++)
+        s = fmaf(dw[b] * xd[b], (float)isum[b], s);
+    return s;
+}
+
 /* x = d * (q - 8). Units of 4 blocks = 72 bytes: 8-aligned, lanes' 8-byte loads hit distinct
  * banks (stride 18 words). */
 struct tqx_q4_0 {
@@ -93,14 +106,10 @@ struct tqx_q4_0 {
         }
         return fold(dw, xd, isum);
     }
-    /* The float part of a unit, from each block's weight scale, x scale and integer sum (16 *
-     * sum(q x) - 128 * xs: q the raw nibbles): the one sequence of rounding steps every kernel
-     * of this arithmetic runs (gemv_q8x_tc.cuh computes the integer sums on tensor cores). */
+    /* The float part of a unit from its blocks' integer sums 16 * sum(q x) - 128 * xs (q the
+     * raw nibbles) */
     SI_HD static float fold(const float *dw, const float *xd, const int *isum) {
-        float s16 = 0.0f;
-        SI_UNROLL
-        for (int b = 0; b < UB; b++) s16 = fmaf(dw[b] * xd[b], (float)isum[b], s16);
-        return 0.0625f * s16;
+        return 0.0625f * q8x_fold_d(dw, xd, isum);
     }
 };
 
@@ -120,7 +129,7 @@ struct tqx_q8_0 {
             SI_UNROLL
             for (int j = 0; j < 8; j++)
                 sumi = si_dp4a((int)si_wget32(w, BB * b + 2 + 4 * j), (int)xw[8 * b + j], sumi);
-            s = fmaf(si_wgeth(w, BB * b) * xd[b], (float)sumi, s);
+            s = fmaf(si_wgeth(w, BB * b) * xd[b], (float)sumi, s); /* q8x_fold_d's step */
         }
         (void)xs;
         return s;
@@ -147,11 +156,16 @@ struct tqx_q4_1 {
                 lo = si_dp4a((int)(q & 0x0F0F0F0Fu), (int)xw[8 * b + j], lo);
                 hi16 = si_dp4a_us(q & 0xF0F0F0F0u, xw[8 * b + 4 + j], hi16);
             }
-            const float2 dm = si_h2x2f(w[5 * b]); /* d, m */
-            s16 = fmaf(xd[b], fmaf(dm.x, (float)(16 * lo + hi16), 16.0f * (dm.y * (float)xs[b])),
-                       s16);
+            s16 = step(s16, w[5 * b], xd[b], xs[b], 16 * lo + hi16);
         }
         return 0.0625f * s16;
+    }
+    /* one block's float step, from its d | m << 16, x's scale and sum and the integer sum
+     * 16 * sum(q x): the one sequence of rounding steps every kernel of this arithmetic runs,
+     * block after block, then a 16th (tc_q4_1's fold) */
+    SI_HD static float step(float s16, uint32_t dmw, float xd, int xs, int isum16) {
+        const float2 dm = si_h2x2f(dmw); /* d, m */
+        return fmaf(xd, fmaf(dm.x, (float)isum16, 16.0f * (dm.y * (float)xs)), s16);
     }
 };
 
@@ -238,7 +252,8 @@ struct tqx_q5_0 {
                 sumi = si_dp4a((int)lo, (int)xw[8 * b + j], sumi);
                 sumi = si_dp4a((int)hi, (int)xw[8 * b + 4 + j], sumi);
             }
-            s = fmaf(si_wgeth(w, BB * b) * xd[b], (float)(sumi - 16 * xs[b]), s);
+            s = fmaf(si_wgeth(w, BB * b) * xd[b], (float)(sumi - 16 * xs[b]),
+                     s); /* q8x_fold_d's step */
         }
         return s;
     }
@@ -266,10 +281,15 @@ struct tqx_q5_1 {
                 sumi = si_dp4a((int)lo, (int)xw[8 * b + j], sumi);
                 sumi = si_dp4a((int)hi, (int)xw[8 * b + 4 + j], sumi);
             }
-            const float2 dm = si_h2x2f(w[6 * b]); /* d, m */
-            s = fmaf(xd[b], fmaf(dm.x, (float)sumi, dm.y * (float)xs[b]), s);
+            s = step(s, w[6 * b], xd[b], xs[b], sumi);
         }
         return s;
+    }
+    /* one block's float step (d | m << 16, x's scale and sum, the integer sum(q x)), as
+     * tqx_q4_1::step: every kernel runs it block after block (tc_q5_1's fold) */
+    SI_HD static float step(float s, uint32_t dmw, float xd, int xs, int isum) {
+        const float2 dm = si_h2x2f(dmw); /* d, m */
+        return fmaf(xd, fmaf(dm.x, (float)isum, dm.y * (float)xs), s);
     }
 };
 
@@ -380,6 +400,11 @@ struct tqx_q3_k {
         SI_UNROLL
         for (int j = 0; j < 8; j++)
             w[8 + j] <<= 4 - 4 * h;
+        scale_words(blk, h, w + 16);
+        w[18] = si_ld16(blk + 108);
+    }
+    /* the int8 scales of half h's 8 sub-blocks, 4 a word (2-aligned blk, as load's) */
+    SI_HD static void scale_words(const uint8_t *blk, int h, uint32_t *sw) {
         uint32_t s[3];
         si_lds_words2<3>(blk + 96, s);
         /* sub-block 8h + i: the low (h = 0) or high nibble of scales[i] (s[0], s[1]) with bits
@@ -389,11 +414,16 @@ struct tqx_q3_k {
             ((s[0] >> 4 * h) & 0x0F0F0F0Fu) | (((s[2] >> 4 * h) & 0x03030303u) << 4);
         const uint32_t s1 =
             ((s[1] >> 4 * h) & 0x0F0F0F0Fu) | (((s[2] >> (4 * h + 2)) & 0x03030303u) << 4);
-        w[16] = (s0 + 0x60606060u) ^ 0x80808080u;
-        w[17] = (s1 + 0x60606060u) ^ 0x80808080u;
-        w[18] = si_ld16(blk + 108);
+        sw[0] = (s0 + 0x60606060u) ^ 0x80808080u;
+        sw[1] = (s1 + 0x60606060u) ^ 0x80808080u;
     }
     SI_HD static float dot(const uint32_t *w, const uint32_t *xw, const float *xd, const int *xs) {
+        return dot_add(0.0f, w, xw, xd, xs);
+    }
+    /* acc + the unit's dot, its last multiply (by d) fused with the add, as tqx_q6_k's: the
+     * float steps are tqx_q6_k::fold's (the same int8 scales a 16, the same d) */
+    SI_HD static float dot_add(float acc, const uint32_t *w, const uint32_t *xw, const float *xd,
+                               const int *xs) {
         float s = 0.0f;
         SI_UNROLL
         for (int t = 0; t < UB; t++) {
@@ -415,7 +445,7 @@ struct tqx_q3_k {
             s = fmaf(xd[t], (float)isum, s);
         }
         (void)xs;
-        return si_h2f((uint16_t)w[18]) * s;
+        return fmaf(si_h2f((uint16_t)w[18]), s, acc);
     }
 };
 
@@ -438,7 +468,7 @@ struct tqx_iq4_nl {
                 sumi = si_dp4a((int)lo, (int)xw[8 * b + j], sumi);
                 sumi = si_dp4a((int)hi, (int)xw[8 * b + 4 + j], sumi);
             }
-            s = fmaf(si_wgeth(w, BB * b) * xd[b], (float)sumi, s);
+            s = fmaf(si_wgeth(w, BB * b) * xd[b], (float)sumi, s); /* q8x_fold_d's step */
         }
         (void)xs;
         return s;
@@ -457,16 +487,27 @@ struct tqx_iq4_xs {
         uint32_t hd[2];
         si_lds_words8<2>(blk, hd); /* d | scales_h << 16, scales_l */
         w[0] = hd[0];
-        /* sub-block 4h + t: nibble t of scales_l's bytes 2h, 2h + 1 (low first), bits 2t.. of
-         * scales_h >> 8h on top */
-        const uint32_t sl = hd[1] >> (16 * h), sh = hd[0] >> (16 + 8 * h);
-        w[1] = 0;
-        SI_UNROLL
-        for (int t = 0; t < 4; t++)
-            w[1] |= (((sl >> (4 * t)) & 0xFu) | (((sh >> (2 * t)) & 3u) << 4)) << (8 * t);
+        w[1] = scale_word(hd[0], hd[1], h);
         si_lds_words8<16>(blk + 8 + 64 * h, w + 2);
     }
+    /* half h's 4 6-bit scales, a byte each, from the block's first two words: sub-block 4h + t
+     * is nibble t of scales_l's bytes 2h, 2h + 1 (low first), bits 2t.. of scales_h >> 8h on
+     * top */
+    SI_HD static uint32_t scale_word(uint32_t hd0, uint32_t hd1, int h) {
+        const uint32_t sl = hd1 >> (16 * h), sh = hd0 >> (16 + 8 * h);
+        uint32_t sw = 0;
+        SI_UNROLL
+        for (int t = 0; t < 4; t++)
+            sw |= (((sl >> (4 * t)) & 0xFu) | (((sh >> (2 * t)) & 3u) << 4)) << (8 * t);
+        return sw;
+    }
     SI_HD static float dot(const uint32_t *w, const uint32_t *xw, const float *xd, const int *xs) {
+        return dot_add(0.0f, w, xw, xd, xs);
+    }
+    /* acc + the unit's dot, its last multiply (by d) fused with the add (as tqx_q6_k's); fold's
+     * steps */
+    SI_HD static float dot_add(float acc, const uint32_t *w, const uint32_t *xw, const float *xd,
+                               const int *xs) {
         float s = 0.0f;
         SI_UNROLL
         for (int t = 0; t < UB; t++) {
@@ -478,11 +519,22 @@ struct tqx_iq4_xs {
                 sumi = si_dp4a((int)lo, (int)xw[8 * t + j], sumi);
                 sumi = si_dp4a((int)hi, (int)xw[8 * t + 4 + j], sumi);
             }
-            s = fmaf(xd[t], (float)((((int)(w[1] >> (8 * t)) & 0xFF) - 32) * sumi), s);
+            s = fmaf(xd[t], (float)(scale(w[1], t) * sumi), s);
         }
         (void)xs;
-        return si_h2f((uint16_t)w[0]) * s;
+        return fmaf(si_h2f((uint16_t)w[0]), s, acc);
     }
+    /* The float part of a unit, from its scale word, d's bits, x's scales and the integer sums,
+     * added to acc: the one sequence of rounding steps every kernel of this arithmetic runs */
+    SI_HD static float fold(uint32_t scw, uint16_t d, const float *xd, const int *sumi, float acc) {
+        float s = 0.0f;
+        SI_UNROLL
+        for (int t = 0; t < UB; t++)
+            s = fmaf(xd[t], (float)(scale(scw, t) * sumi[t]), s);
+        return fmaf(si_h2f(d), s, acc);
+    }
+    /* sub-block t's scale: its 6-bit byte minus 32 */
+    SI_HD static int scale(uint32_t scw, int t) { return ((int)(scw >> (8 * t)) & 0xFF) - 32; }
 };
 
 /* x = d * sc[e / 16] * (q - 32), q 6-bit. Unit = half h of a block (lane & 1): elements
