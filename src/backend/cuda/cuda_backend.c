@@ -944,6 +944,12 @@ static int run_step(cuda_state *c, const si_batch *b, int slot, bool feed_back,
  * bucket would otherwise pay ~5 ms for it). Padding rows write no KV and their results are
  * discarded, so this changes no request's tokens. Returns the largest batch bucket warmed and
  * the graphs captured in *n_graphs. SI_CUDA_WARMUP=0 skips it, =1 skips the captures. */
+/* the batch size warmed after r: the graphs' next bucket (powers of two without graphs) */
+static int next_warm_rows(const cuda_state *c, int r, int max_rows) {
+    const int next = cuda_graphs_next_rows(c->graphs, r);
+    return next > 0 && next < max_rows ? next : max_rows;
+}
+
 static int warm_decode(cuda_state *c, int *n_graphs) {
     const char *e = getenv("SI_CUDA_WARMUP");
     *n_graphs = 0;
@@ -953,7 +959,7 @@ static int warm_decode(cuda_state *c, int *n_graphs) {
     const int max_rows = c->p.max_seqs < c->p.max_tokens ? c->p.max_seqs : c->p.max_tokens;
     int32_t *h = c->h_in;
     int r = 1;
-    for (;; r = 2 * r < max_rows ? 2 * r : max_rows) {
+    for (;; r = next_warm_rows(c, r, max_rows)) {
         /* every KV bucket's kernels: the largest reaches the parts' combine kernel too */
         step_shape sh = {r, r, r, c->p.max_kv, c->max_blocks, true, false, false};
         pad_rows(h, &L, 0, r, 0);

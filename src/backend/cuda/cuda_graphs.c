@@ -1,9 +1,10 @@
 /* cuda_graphs.c — the decode-step graph cache (cuda_graphs.h).
  *
- * Buckets are few (rows: log2(max_rows) + 1, KV: log2(max_kv / 256) + 1, two variants), so the
- * cache is a flat array searched linearly; it never evicts. A graph is captured with
- * cudaStreamCaptureModeThreadLocal: other threads (another session uploading weights) may keep
+ * Buckets are few (rows: 1..8, then log2(max_rows / 8); KV: log2(max_kv / 256) + 1; two
+ * variants), so the cache is a flat array searched linearly; it never evicts. A graph is captured
+ * with cudaStreamCaptureModeThreadLocal: other threads (another session uploading weights) may keep
  * calling the runtime while this one captures. */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +14,11 @@
 
 
 #define CG_MIN_KV 256
+/* Steps of up to CG_EXACT_ROWS rows are their own buckets: their matmuls are GEMVs, whose cost
+ * grows with the rows (the dp4a kernel's; 5 requests padded to 8 ran 16-20 % slower than 4 on
+ * the dp4a types, bench/RESULTS.md s48). Larger steps round up to a power of two. Knob
+ * SI_CUDA_GRAPH_POW2=1: every bucket a power of two (as before s48; A/B runs). */
+#define CG_EXACT_ROWS 8
 
 typedef struct cg_entry {
     int rows, kv_cap, variant;
@@ -22,6 +28,7 @@ typedef struct cg_entry {
 
 struct cuda_graphs {
     int max_rows, max_kv;
+    int exact_rows; /* steps of up to this many rows are their own bucket */
     cg_entry *e;
     int n, cap;
     long long replays;
@@ -38,6 +45,8 @@ cuda_graphs *cuda_graphs_create(int max_rows, int max_kv) {
     if (!g) return NULL; /* no cache: steps run eagerly, which is only slower */
     g->max_rows = max_rows;
     g->max_kv = max_kv;
+    const char *pow2 = getenv("SI_CUDA_GRAPH_POW2");
+    g->exact_rows = pow2 && !strcmp(pow2, "1") ? 1 : CG_EXACT_ROWS;
     return g;
 }
 
@@ -48,7 +57,9 @@ static int round_up_pow2(int n, int lo, int hi) {
 }
 
 void cuda_graphs_bucket(const cuda_graphs *g, int n_rows, int kv_len, int *rows, int *kv_cap) {
-    *rows = round_up_pow2(n_rows, 1, g->max_rows);
+    *rows = n_rows <= g->exact_rows && n_rows <= g->max_rows
+                ? n_rows
+                : round_up_pow2(n_rows, g->exact_rows, g->max_rows);
     *kv_cap = round_up_pow2(kv_len, CG_MIN_KV, g->max_kv);
 }
 
@@ -98,6 +109,12 @@ int cuda_graphs_capture(cuda_graphs *g, int rows, int kv_cap, int variant, cudaS
     if (!e->exec) capture(e, stream, body, ctx);
     if (e->uses < 1) e->uses = 1; /* its next run replays it */
     return 0;
+}
+
+int cuda_graphs_next_rows(const cuda_graphs *g, int rows) {
+    const int exact = g ? g->exact_rows : 1, max_rows = g ? g->max_rows : INT_MAX;
+    if (rows >= max_rows) return 0;
+    return rows < exact ? rows + 1 : round_up_pow2(rows + 1, exact, max_rows);
 }
 
 int cuda_graphs_next_kv(const cuda_graphs *g, int kv_cap) {
