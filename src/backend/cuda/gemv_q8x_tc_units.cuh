@@ -19,7 +19,7 @@
  *   xterm(): what is stored beside x's scale from the sum of x's block (the q8 values);
  *   fold(): U's float part of a unit from the tensor cores' sums S (of A x), the one sequence of
  *     roundings the dp4a kernel runs (U::fold); fold_add() (acc + it) where U has dot_add.
- * The fragments read through si_ld32 (2-byte alignment: Q6_K's 210-byte blocks). */
+ * The fragments read through si_ld32 (2-byte alignment: Q3_K's 110- and Q6_K's 210-byte blocks). */
 
 /* units of 4 blocks of BB bytes that start with their fp16 d (Q4_0, Q5_0, IQ4_NL; P.dw: the
  * blocks' d) or with d | m << 16 (DM: Q4_1, Q5_1; P.dw: the blocks' first words) */

@@ -129,7 +129,7 @@ struct tqx_q8_0 {
             SI_UNROLL
             for (int j = 0; j < 8; j++)
                 sumi = si_dp4a((int)si_wget32(w, BB * b + 2 + 4 * j), (int)xw[8 * b + j], sumi);
-            s = fmaf(si_wgeth(w, BB * b) * xd[b], (float)sumi, s); /* q8x_fold_d's step */
+            s = fmaf(si_wgeth(w, BB * b) * xd[b], (float)sumi, s); /* as q8x_fold_d's steps */
         }
         (void)xs;
         return s;
@@ -252,8 +252,8 @@ struct tqx_q5_0 {
                 sumi = si_dp4a((int)lo, (int)xw[8 * b + j], sumi);
                 sumi = si_dp4a((int)hi, (int)xw[8 * b + 4 + j], sumi);
             }
-            s = fmaf(si_wgeth(w, BB * b) * xd[b], (float)(sumi - 16 * xs[b]),
-                     s); /* q8x_fold_d's step */
+            /* q8x_fold_d's step */
+            s = fmaf(si_wgeth(w, BB * b) * xd[b], (float)(sumi - 16 * xs[b]), s);
         }
         return s;
     }
@@ -468,7 +468,7 @@ struct tqx_iq4_nl {
                 sumi = si_dp4a((int)lo, (int)xw[8 * b + j], sumi);
                 sumi = si_dp4a((int)hi, (int)xw[8 * b + 4 + j], sumi);
             }
-            s = fmaf(si_wgeth(w, BB * b) * xd[b], (float)sumi, s); /* q8x_fold_d's step */
+            s = fmaf(si_wgeth(w, BB * b) * xd[b], (float)sumi, s); /* as q8x_fold_d's steps */
         }
         (void)xs;
         return s;
