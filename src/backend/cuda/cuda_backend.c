@@ -935,6 +935,12 @@ static int run_step(cuda_state *c, const si_batch *b, int slot, bool feed_back,
     return n_out;
 }
 
+/* the batch size warmed after r: the graphs' next bucket (powers of two without graphs) */
+static int next_warm_rows(const cuda_state *c, int r, int max_rows) {
+    const int next = cuda_graphs_next_rows(c->graphs, r);
+    return next > 0 && next < max_rows ? next : max_rows;
+}
+
 /* A decode step of padding rows (pad_rows) for every batch bucket, run once before the first
  * request, sampled greedily and with top-k/top-p/min-p: so that the first real decode step of a
  * batch size does not load kernels. CUDA loads a kernel's module at its first launch (lazy
@@ -944,12 +950,6 @@ static int run_step(cuda_state *c, const si_batch *b, int slot, bool feed_back,
  * bucket would otherwise pay ~5 ms for it). Padding rows write no KV and their results are
  * discarded, so this changes no request's tokens. Returns the largest batch bucket warmed and
  * the graphs captured in *n_graphs. SI_CUDA_WARMUP=0 skips it, =1 skips the captures. */
-/* the batch size warmed after r: the graphs' next bucket (powers of two without graphs) */
-static int next_warm_rows(const cuda_state *c, int r, int max_rows) {
-    const int next = cuda_graphs_next_rows(c->graphs, r);
-    return next > 0 && next < max_rows ? next : max_rows;
-}
-
 static int warm_decode(cuda_state *c, int *n_graphs) {
     const char *e = getenv("SI_CUDA_WARMUP");
     *n_graphs = 0;
