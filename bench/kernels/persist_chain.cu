@@ -42,8 +42,8 @@
  * Graphs are timed back to back (the mean of 4 x reps launches after reps), the persistent kernel
  * as the median of reps launches (tests/cuda/timing.cuh).
  *
- *   persist_chain q4_0|q4_k|q5_k|q6_k|q8_0|f16|q4_1|q5_0|q5_1|q3_k|iq4_nl|iq4_xs [reps (default
- * 20)] [gemv batch rows (default 1)] */
+ *   persist_chain q4_0|q4_k|q5_k|q6_k|q8_0|f16|q4_1|q5_0|q5_1|q3_k|iq4_nl|iq4_xs|q2_k [reps
+ * (default 20)] [gemv batch rows (default 1)] */
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
@@ -618,7 +618,8 @@ static const struct {
     {"q4_0", SI_TYPE_Q4_0, 576}, {"q4_k", SI_TYPE_Q4_K, 576},     {"q5_k", SI_TYPE_Q5_K, 704},
     {"q6_k", SI_TYPE_Q6_K, 840}, {"q8_0", SI_TYPE_Q8_0, 1088},    {"f16", SI_TYPE_F16, 2048},
     {"q4_1", SI_TYPE_Q4_1, 640}, {"q5_0", SI_TYPE_Q5_0, 704},     {"q5_1", SI_TYPE_Q5_1, 768},
-    {"q3_k", SI_TYPE_Q3_K, 440}, {"iq4_nl", SI_TYPE_IQ4_NL, 576}, {"iq4_xs", SI_TYPE_IQ4_XS, 544}};
+    {"q3_k", SI_TYPE_Q3_K, 440}, {"iq4_nl", SI_TYPE_IQ4_NL, 576}, {"iq4_xs", SI_TYPE_IQ4_XS, 544},
+    {"q2_k", SI_TYPE_Q2_K, 336}};
 
 int main(int argc, char **argv) {
     int ti = -1;
@@ -628,7 +629,7 @@ int main(int argc, char **argv) {
     const int nb = argc > 3 ? atoi(argv[3]) : 1; /* the GEMVs' batch rows */
     if (ti < 0 || reps < 1 || nb < 1 || nb > 8) {
         fprintf(stderr, "usage: persist_chain q4_0|q4_k|q5_k|q6_k|q8_0|f16|q4_1|q5_0|q5_1|q3_k|"
-                        "iq4_nl|iq4_xs [reps] [gemv batch rows 1..8]\n");
+                        "iq4_nl|iq4_xs|q2_k [reps] [gemv batch rows 1..8]\n");
         return 2;
     }
     const si_type type = k_types[ti].t;

@@ -144,6 +144,12 @@ template <class T> static void check_tc_units(si_type t, const char *name) {
                 }
             }
             xt[j] = T::xterm(c.xs[u * 4 + j]);
+            if constexpr (tc_has_xhalf<T>::value) { /* and the first 16's sum, as the kernel */
+                int x0 = 0;
+                for (int i = 0; i < 16; i++)
+                    x0 += x[i];
+                xt[j] = T::xhalf(xt[j], x0);
+            }
         }
         const float got = T::fold(p, &c.xd[u * 4], xt, S);
         if constexpr (tc_has_fold_add<T>::value)

@@ -1,5 +1,5 @@
-/* gemv_q8x_tc.cuh — the q8x GEMV (gemv_q8x.cuh) of every q8x type but Q8_0 and Q2_K for 5-8 rows
- * of x on int8 tensor cores, with the same bits as the q8x kernel (included by gemv_q8x.cuh).
+/* gemv_q8x_tc.cuh — the q8x GEMV (gemv_q8x.cuh) of every q8x type but Q8_0 for 5-8 rows of x on
+ * int8 tensor cores, with the same bits as the q8x kernel (included by gemv_q8x.cuh).
  *
  * Why: at 2-8 rows the dp4a kernel is bound by instruction issue (a 7B token's Q4_0 GEMVs take
  * 2.8 ms at 8 rows against 1.2 ms at 1). Here one mma.m16n8k32 gives the integer sums of a
@@ -33,9 +33,8 @@
  * instructions the copies. 16 consumer warps where one CTA fits an SM (K = 11008): 1 % slower.
  * Q8_0 built the same way (s24) was no faster than its dp4a kernel at any row count. Q5_K and
  * Q6_K (the K-quant mixtures' other types, s47) take the same kernel; Q6_K's 16-element scales
- * need two mma's a block (gemv_q8x_tc_units.cuh's NS); s48 added Q4_1, Q5_0, Q5_1, Q3_K, IQ4_NL
- * and IQ4_XS. Q2_K is left on dp4a: its mins a 16 need each half block's x sum, which x's
- * preparation does not keep. */
+ * need two mma's a block (gemv_q8x_tc_units.cuh's NS); s48 added Q4_1, Q5_0, Q5_1, Q3_K, IQ4_NL,
+ * IQ4_XS and Q2_K (whose mins a 16 take each x block's first 16's sum: one more pass over x). */
 
 #include "backend/cuda/gemv_q8x_tc_units.cuh"
 
@@ -52,7 +51,8 @@ template <class TC> struct tc_chunk {
     static constexpr int BYTES = TC_CHUNK * TC::U::UBYTES;
     static constexpr int ROW = BYTES + (BYTES / 4 % 8 == 0 ? 16 : 32);
     /* rows are whole 16-byte words at any K % 256 == 0 (Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q4_K,
-     * Q5_K; not the 110-, 136- and 210-byte blocks of Q3_K, IQ4_XS, Q6_K): no front offsets */
+     * Q5_K; not the 84-, 110-, 136- and 210-byte blocks of Q2_K, Q3_K, IQ4_XS, Q6_K): no front
+     * offsets */
     static constexpr bool ROWS16 = 256 / (32 * TC::U::UB) * TC::U::UBYTES % 16 == 0;
     static_assert(BYTES % 16 == 0 && ROW / 4 % 8 == 4, "chunk rows: whole 16-byte words");
 };
@@ -162,6 +162,18 @@ __global__ void __launch_bounds__((TC_WARPS + 1) * 32)
                     xt[8 * bb + bi] = TC::xterm(sum);
                 }
             });
+    }
+    if constexpr (tc_has_xhalf<TC>::value) { /* each x block's first 16's sum beside its own */
+        si_bar_sync_n(1, NT);
+        for (int i = threadIdx.x; i < nb * nblk; i += NT) {
+            const int bi = i / nblk, bb = i % nblk;
+            const int *q = (const int *)(xq + (size_t)bi * xrow + 32 * bb);
+            int x0 = 0;
+#pragma unroll
+            for (int k = 0; k < 4; k++)
+                x0 = si_dp4a(q[k], 0x01010101, x0);
+            xt[8 * bb + bi] = TC::xhalf(xt[8 * bb + bi], x0);
+        }
     }
     si_bar_sync_n(1, NT); /* the consumers: x is in */
 

@@ -16,7 +16,8 @@
  *   NS: integer sums a block: 1, or 2 (one of each 16 elements: the kernel runs the lo and the
  *     hi words through separate mma's), S[NS j + i];
  *   P / params(): a row's per-unit numbers that the float part takes;
- *   xterm(): what is stored beside x's scale from the sum of x's block (the q8 values);
+ *   xterm(): what is stored beside x's scale from the sum of x's block (the q8 values); xhalf()
+ *     where a type also needs the sum of the block's first 16 (x0): the stored term with x0;
  *   fold(): U's float part of a unit from the tensor cores' sums S (of A x), the one sequence of
  *     roundings the dp4a kernel runs (U::fold); fold_add() (acc + it) where U has dot_add.
  * The fragments read through si_ld32 (2-byte alignment: Q3_K's 110- and Q6_K's 210-byte blocks). */
@@ -296,12 +297,60 @@ struct tc_iq4_xs {
     }
 };
 
+/* Q2_K: a unit is half h of an 84-byte block (unit() points at the block, 4-byte aligned); A: the
+ * 2-bit values times their 16's scale (tmma_q2_k's words, at most 45), so one sum a block is
+ * tqx_q2_k's sc-weighted sum (a 4^t-th of it); the mins a 16 need the first 16's x sum too
+ * (xhalf: packed with the block's) */
+struct tc_q2_k {
+    using U = tqx_q2_k;
+    static constexpr int MIN_NB = 5;
+    static constexpr int NS = 1;
+    static constexpr bool AU8 = true;
+    struct P {
+        uint32_t dm;    /* d | dmin << 16 */
+        uint32_t mn[2]; /* the 8 sub-blocks' mins, a byte each */
+    };
+    SI_HD static const uint8_t *unit(const uint8_t *chunk, int i, int) {
+        return chunk + 84 * (i >> 1);
+    }
+    SI_HD static P params(const uint8_t *unit, int h) {
+        P p;
+        p.dm = si_ld32(unit + 80);
+        p.mn[0] = (si_ld32(unit + 8 * h) >> 4) & 0x0F0F0F0Fu;
+        p.mn[1] = (si_ld32(unit + 8 * h + 4) >> 4) & 0x0F0F0F0Fu;
+        return p;
+    }
+    SI_HD static void frag(const uint8_t *unit, int h, int j, int c, uint32_t &lo, uint32_t &hi) {
+        float sa, sb, mn;
+        tmma_q2_k::frag(unit, 4 * h + j, c, lo, hi, sa, sb, mn);
+    }
+    SI_HD static int xterm(int xsum) { return xsum; }
+    /* the block's sum in the low 16 bits, x0 in the high (each within +-32 x 127) */
+    SI_HD static int xhalf(int xsum, int x0) {
+        return (int)(((uint32_t)x0 << 16) | ((uint32_t)xsum & 0xFFFFu));
+    }
+    SI_HD static float fold(const P &p, const float *xd, const int *xt, const int *S) {
+        const float2 dm = si_h2x2f(p.dm);
+        float s = 0.0f;
+        SI_UNROLL
+        for (int t = 0; t < 4; t++) {
+            const int xs = (int16_t)(xt[t] & 0xFFFF), x0 = (int16_t)((uint32_t)xt[t] >> 16);
+            s = U::step(s, dm, t, xd[t], S[t] * (1 << (2 * t)), U::msum(p.mn[t >> 1], t, x0, xs));
+        }
+        return s;
+    }
+};
+
 /* whether TC adds its float part to a sum itself (fold_add: as U::dot_add, q8x_dot_add) */
 template <class TC, class = void> struct tc_has_fold_add : std::false_type {};
 template <class TC>
 struct tc_has_fold_add<TC, std::void_t<decltype(&TC::fold_add)>> : std::true_type {};
 
 /* the tensor-core type of a q8x unit type (void: none) */
+/* whether TC's x terms take the first 16's sum too (xhalf) */
+template <class TC, class = void> struct tc_has_xhalf : std::false_type {};
+template <class TC> struct tc_has_xhalf<TC, std::void_t<decltype(&TC::xhalf)>> : std::true_type {};
+
 template <class T> struct q8x_tc_of { using type = void; };
 template <> struct q8x_tc_of<tqx_q4_0> { using type = tc_q4_0; };
 template <> struct q8x_tc_of<tqx_q4_k> { using type = tc_q4_k; };
@@ -313,5 +362,6 @@ template <> struct q8x_tc_of<tqx_q5_1> { using type = tc_q5_1; };
 template <> struct q8x_tc_of<tqx_q3_k> { using type = tc_q3_k; };
 template <> struct q8x_tc_of<tqx_iq4_nl> { using type = tc_iq4_nl; };
 template <> struct q8x_tc_of<tqx_iq4_xs> { using type = tc_iq4_xs; };
+template <> struct q8x_tc_of<tqx_q2_k> { using type = tc_q2_k; };
 
 #endif

@@ -371,12 +371,22 @@ struct tqx_q2_k {
             }
             const int k = 2 * (t & 1); /* sub-blocks 2t, 2t + 1: bytes k, k + 1 of word t / 2 */
             const int isum = si_byte(sc[t >> 1], k) * sum0 + si_byte(sc[t >> 1], k + 1) * sum1;
-            const int msum =
-                si_byte(mn[t >> 1], k) * x0 + si_byte(mn[t >> 1], k + 1) * (xs[t] - x0);
-            const float d4 = dm.x * (1.0f / (float)(1 << (2 * t))); /* d / 4^t */
-            s = fmaf(xd[t], fmaf(d4, (float)isum, -dm.y * (float)msum), s);
+            s = step(s, dm, t, xd[t], isum, msum(mn[t >> 1], t, x0, xs[t]));
         }
         return s;
+    }
+    /* x block t's min term: its two 16s' mins (bytes of mnw, the word of the mins of x blocks
+     * 2 (t / 2), 2 (t / 2) + 1) times their x sums (x0: the first 16's, xs: the block's) */
+    SI_HD static int msum(uint32_t mnw, int t, int x0, int xs) {
+        const int k = 2 * (t & 1);
+        return si_byte(mnw, k) * x0 + si_byte(mnw, k + 1) * (xs - x0);
+    }
+    /* x block t's float step, from d and dmin, the integer sum 4^t sum(sc q x) (the 2-bit values
+     * unshifted) and the min term: the one sequence of rounding steps every kernel of this
+     * arithmetic runs, block after block (tc_q2_k's fold) */
+    SI_HD static float step(float s, float2 dm, int t, float xd, int isum4, int msum) {
+        const float d4 = dm.x * (1.0f / (float)(1 << (2 * t))); /* d / 4^t */
+        return fmaf(xd, fmaf(d4, (float)isum4, -dm.y * (float)msum), s);
     }
 };
 
