@@ -13,8 +13,8 @@
 #   4. the whole model on the GPU: the full project (swiftinfer CLI, test_cuda_model) built with
 #      CUDA, synthetic models written by `swiftinfer synth` (tiny, tiny-qwen2, smollm2-135m in
 #      f16/q8_0/q4_0, tiny in q8_0/q4_0/q4_1/q4_k/q5_0/q5_1/q5_k/q6_k/q2_k/q3_k/iq4_nl/iq4_xs
-#      (n_embd 256: the batch-1 GEMVs with the norm inside; the 5-8-row steps of all but q8_0 and
-#      q2_k on tensor cores) and in
+#      (n_embd 256: the batch-1 GEMVs with the norm inside; the 5-8-row steps of all but q8_0 on
+#      tensor cores) and in
 #      llama.cpp's q3_k_m, q4_k_m and q5_k_m mixtures (attn_v of another type than attn_q: Q and K
 #      as one matmul, V another); llama2-7b q4_0 with SI_SYNTH_7B=1; more
 #      with SI_EXTRA_MODELS), whole-model logits GPU vs CPU and the

@@ -737,7 +737,7 @@ int main(int argc, char **argv) {
            "with K %% 128 == 0\n"
            "  (k-quants: K %% 256 == 0) and K <= 14336: x quantised to q8_0 per CTA, dp4a kernel, "
            "all but Q8_0\n"
-           "  and Q2_K from 5-8 rows (SI_CUDA_GEMV_Q8X_TC, K %% 256 == 0) the same arithmetic on "
+           "  from 5-8 rows (SI_CUDA_GEMV_Q8X_TC, K %% 256 == 0) the same arithmetic on "
            "int8 tensor\n"
            "  cores (\"mma\": the approximate\n"
            "  int8 tensor-core kernel, off by default, for nb >= 7 when K %% 256 == 0); any other "
