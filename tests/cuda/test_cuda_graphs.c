@@ -1,5 +1,5 @@
 /* test_cuda_graphs.c — the decode-step graph cache's buckets (cuda_graphs.h), which need no GPU:
- * steps of 1-8 rows are their own bucket and larger ones round up to a power of two, capped at
+ * steps of 1-16 rows are their own bucket and larger ones round up to a power of two, capped at
  * the cache's rows; SI_CUDA_GRAPH_POW2=1 gives powers of two throughout; cuda_graphs_next_rows
  * walks exactly the buckets a step can get (the warm-up captures those); KV lengths round up to
  * 256, 512, ... capped at the cache's KV. CTest label cuda_host (built where nvcc is). */
@@ -37,18 +37,18 @@ static void check_walk(const cuda_graphs *g, int max_rows) {
     }
 }
 
-static void test_rows_exact_to_eight(void **state) {
+static void test_rows_exact_to_sixteen(void **state) {
     (void)state;
     unsetenv("SI_CUDA_GRAPH_POW2");
     cuda_graphs *g = cuda_graphs_create(64, 4096);
     assert_non_null(g);
-    for (int n = 1; n <= 8; n++)
+    for (int n = 1; n <= 16; n++)
         assert_int_equal(rows_of(g, n), n);
-    assert_int_equal(rows_of(g, 9), 16);
-    assert_int_equal(rows_of(g, 16), 16);
     assert_int_equal(rows_of(g, 17), 32);
+    assert_int_equal(rows_of(g, 32), 32);
+    assert_int_equal(rows_of(g, 33), 64);
     assert_int_equal(rows_of(g, 64), 64);
-    const int want[] = {1, 2, 3, 4, 5, 6, 7, 8, 16, 32, 64, 0};
+    const int want[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 32, 64, 0};
     int r = 1;
     for (int i = 1; i < (int)(sizeof want / sizeof want[0]); i++) {
         r = cuda_graphs_next_rows(g, r);
@@ -62,12 +62,12 @@ static void test_rows_exact_to_eight(void **state) {
 static void test_rows_capped(void **state) {
     (void)state;
     unsetenv("SI_CUDA_GRAPH_POW2");
-    cuda_graphs *g = cuda_graphs_create(12, 4096); /* 9-12 rows: one bucket of 12 */
-    assert_int_equal(rows_of(g, 9), 12);
-    assert_int_equal(rows_of(g, 12), 12);
-    assert_int_equal(cuda_graphs_next_rows(g, 8), 12);
-    assert_int_equal(cuda_graphs_next_rows(g, 12), 0);
-    check_walk(g, 12);
+    cuda_graphs *g = cuda_graphs_create(24, 4096); /* 17-24 rows: one bucket of 24 */
+    assert_int_equal(rows_of(g, 17), 24);
+    assert_int_equal(rows_of(g, 24), 24);
+    assert_int_equal(cuda_graphs_next_rows(g, 16), 24);
+    assert_int_equal(cuda_graphs_next_rows(g, 24), 0);
+    check_walk(g, 24);
     cuda_graphs_free(g);
     g = cuda_graphs_create(6, 4096); /* fewer rows than the exact buckets */
     assert_int_equal(rows_of(g, 6), 6);
@@ -109,7 +109,7 @@ static void test_kv_buckets(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_rows_exact_to_eight),
+        cmocka_unit_test(test_rows_exact_to_sixteen),
         cmocka_unit_test(test_rows_capped),
         cmocka_unit_test(test_rows_pow2_knob),
         cmocka_unit_test(test_kv_buckets),

@@ -165,11 +165,18 @@ static void test_gemv(si_type t, const char *tn, int M, int K, bool bench) {
         for (int i = 0; i < nt; i++) th.emplace_back(ref_rows, (int)((long long)M * i / nt), (int)((long long)M * (i + 1) / nt));
         for (auto &t : th) t.join();
     }
+    /* 9-16 rows (cuda_gemv_split_ok): x rows 8-15 are rows 0-7 again, so the reference and the
+     * 1-row runs of rows 0-7 serve them too */
+    const int NBX = GEMV_SPLIT_ROWS_MAX;
+    static_assert(GEMV_SPLIT_ROWS_MAX == 2 * 8, "x rows 8-15 repeat rows 0-7");
+    ref.resize((size_t)NBX * M);
+    std::copy(ref.begin(), ref.begin() + (size_t)NBMAX * M, ref.begin() + (size_t)NBMAX * M);
     uint8_t *dw = dmalloc<uint8_t>(alloc);
-    float *dx = dmalloc<float>(hx.size()), *dy = dmalloc<float>((size_t)NBMAX * M);
+    float *dx = dmalloc<float>((size_t)NBX * K), *dy = dmalloc<float>((size_t)NBX * M);
     h2d(dw, hw.data(), alloc);
     h2d(dx, hx.data(), hx.size());
-    std::vector<float> hy((size_t)NBMAX * M), y1((size_t)NBMAX * M);
+    h2d(dx + (size_t)NBMAX * K, hx.data(), hx.size());
+    std::vector<float> hy((size_t)NBX * M), y1((size_t)NBMAX * M);
     size_t inv_bad = 0; /* each batch row against the 1-row run of its x row, bit for bit */
     bool y1_ok = true;
     for (int b = 0; b < NBMAX && y1_ok; b++) {
@@ -177,12 +184,15 @@ static void test_gemv(si_type t, const char *tn, int M, int K, bool bench) {
         y1_ok = cuda_gemv(t, dw, M, K, dx + (size_t)b * K, 1, dy, g_st) == 0;
         d2h(y1.data() + (size_t)b * M, dy, (size_t)M);
     }
-    /* 7 and 8 rows once more with the tensor-core kernel on (7: a batch column unused) */
-    const int runs[][2] = {{1, 0}, {2, 0}, {3, 0}, {4, 0}, {5, 0}, {6, 0}, {7, 0}, {8, 0}, {7, 1}, {8, 1}};
+    /* 7 and 8 rows once more with the tensor-core kernel on (7: a batch column unused); 9, 12
+     * and 16 rows where they are two launches */
+    const int runs[][2] = {{1, 0}, {2, 0}, {3, 0}, {4, 0}, {5, 0},  {6, 0}, {7, 0},
+                           {8, 0}, {7, 1}, {8, 1}, {9, 0}, {12, 0}, {16, 0}};
     for (const auto &r : runs) {
         const int nb = r[0];
+        if (nb > NBMAX && !cuda_gemv_split_ok(t, K, nb)) continue;
         cuda_gemv_set_tensor_cores(r[1]);
-        poison(dy, (size_t)NBMAX * M);
+        poison(dy, (size_t)NBX * M);
         const int rc = cuda_gemv(t, dw, M, K, dx, nb, dy, g_st);
         cuda_gemv_set_tensor_cores(0);
         if (rc != 0) { report("gemv launch", NAN, 0); continue; }
@@ -194,11 +204,13 @@ static void test_gemv(si_type t, const char *tn, int M, int K, bool bench) {
         report(name, err, 1e-4);
         if (nb > 1 && !r[1])
             for (int b = 0; b < nb; b++)
-                inv_bad += memcmp(y1.data() + (size_t)b * M, hy.data() + (size_t)b * M, (size_t)M * 4) != 0;
+                inv_bad += memcmp(y1.data() + (size_t)(b % NBMAX) * M, hy.data() + (size_t)b * M,
+                                  (size_t)M * 4) != 0;
     }
     {
         char name[112];
-        snprintf(name, sizeof name, "gemv %-5s M=%-5d K=%-5d rows same bits nb 1..8 (mismatches)", tn, M, K);
+        snprintf(name, sizeof name, "gemv %-5s M=%-5d K=%-5d rows same bits nb 1..%d (mismatches)",
+                 tn, M, K, cuda_gemv_split_ok(t, K, NBX) ? NBX : NBMAX);
         report(name, y1_ok ? (double)inv_bad : NAN, 0);
     }
     if (bench) {

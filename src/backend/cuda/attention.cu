@@ -651,9 +651,10 @@ __global__ void __launch_bounds__(HD)
 
 /* 0: not read from the environment yet; stages 0: the head_dim's default. g_attn_part: keys per
  * part of a fixed split, or 0: the default split (attn_split_for). g_split_parts: the most parts
- * a short step's row is cut into, or 0: attn_split_for's. */
+ * a short step's row is cut into, or 0: attn_split_for's. g_split_rows: the most rows a short
+ * step has (ATTN_SPLIT_ROWS; timing knob SI_CUDA_ATTN_SPLIT_ROWS=N, 1..64). */
 static int g_attn_version = 0, g_attn_part = 0, g_attn_stages = 0, g_split_parts = 0;
-static int g_split_keys = 0;
+static int g_split_keys = 0, g_split_rows = ATTN_SPLIT_ROWS;
 
 static bool attn_part_ok(int k) {
     return k >= ATTN_KV_BLOCK && k <= ATTN_PART_MAX && k % ATTN_KV_BLOCK == 0;
@@ -664,6 +665,8 @@ static void attn_config_defaults(void) {
     const char *v1 = getenv("SI_CUDA_ATTN_V1");
     const char *pk = getenv("SI_CUDA_ATTN_PART"), *st = getenv("SI_CUDA_ATTN_STAGES");
     const char *sc = getenv("SI_CUDA_ATTN_SPLIT_PARTS"), *sk = getenv("SI_CUDA_ATTN_SPLIT_KEYS");
+    const char *sr = getenv("SI_CUDA_ATTN_SPLIT_ROWS");
+    if (sr && atoi(sr) >= 1 && atoi(sr) <= 64) g_split_rows = atoi(sr);
     g_attn_stages = st && atoi(st) == 3 ? 3 : 0;
     g_attn_part = pk && attn_part_ok(atoi(pk)) ? atoi(pk) : 0;
     g_split_parts = sc && atoi(sc) >= 1 ? atoi(sc) : 0;
@@ -699,7 +702,7 @@ static attn_split attn_split_for(const cuda_attn_params *p, int n_rows, int n_kv
     attn_split s = {0, 0, g_split_keys ? g_split_keys : min_keys / 16 * 16, 0};
     if (attn_version(p) == 1) s.keys = ATTN_PART;
     else if (g_attn_part > 0) s.keys = g_attn_part;
-    else if (n_rows > ATTN_SPLIT_ROWS) s.keys = ATTN_PART_V2;
+    else if (n_rows > g_split_rows) s.keys = ATTN_PART_V2;
     else s.most = g_split_parts > 0 ? g_split_parts : ATTN_SPLIT_PARTS;
     s.n_parts = attn_split_parts_max(s, n_kv);
     return s;
@@ -751,7 +754,8 @@ size_t attn_decode_scratch_bytes(const cuda_attn_params *p, int n_rows, int max_
     attn_raise_smem_limit();
     const int n_kv = max_kv_len > 0 ? max_kv_len : 1;
     /* a launch of r <= n_rows rows: the most parts of either side of ATTN_SPLIT_ROWS */
-    const int few = n_rows < ATTN_SPLIT_ROWS ? n_rows : ATTN_SPLIT_ROWS;
+    attn_config_defaults();
+    const int few = n_rows < g_split_rows ? n_rows : g_split_rows;
     const size_t parts_many = (size_t)n_rows * attn_split_for(p, n_rows, n_kv).n_parts;
     const size_t parts_few = (size_t)few * attn_split_for(p, few, n_kv).n_parts;
     return rope_cos_sin_table_bytes(n_kv, p->head_dim) +

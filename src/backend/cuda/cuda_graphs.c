@@ -1,6 +1,6 @@
 /* cuda_graphs.c — the decode-step graph cache (cuda_graphs.h).
  *
- * Buckets are few (rows: 1..8, then log2(max_rows / 8); KV: log2(max_kv / 256) + 1; two
+ * Buckets are few (rows: 1..16, then log2(max_rows / 16); KV: log2(max_kv / 256) + 1; two
  * variants), so the cache is a flat array searched linearly; it never evicts. A graph is captured
  * with cudaStreamCaptureModeThreadLocal: other threads (another session uploading weights) may keep
  * calling the runtime while this one captures. */
@@ -16,9 +16,10 @@
 #define CG_MIN_KV 256
 /* Steps of up to CG_EXACT_ROWS rows are their own buckets: their matmuls are GEMVs, whose cost
  * grows with the rows (5 requests of a 7B model, on an H100, against steps padded to 8: +6 %
- * Q4_0, +5 % Q8_0, +21 % F16, +22 % Q2_K; bench/RESULTS.md s48). Larger steps round up to a
+ * Q4_0, +5 % Q8_0, +21 % F16, +22 % Q2_K; bench/RESULTS.md s48), up to 16 rows for the types
+ * whose 9-16 rows are two GEMV launches (cuda_gemv_split_ok, s49). Larger steps round up to a
  * power of two. Knob SI_CUDA_GRAPH_POW2=1: every bucket a power of two (as before s48; A/B). */
-#define CG_EXACT_ROWS 8
+#define CG_EXACT_ROWS 16
 
 typedef struct cg_entry {
     int rows, kv_cap, variant;

@@ -22,7 +22,7 @@ typedef void (*cuda_graph_body)(void *ctx, cudaStream_t stream);
 cuda_graphs *cuda_graphs_create(int max_rows, int max_kv);
 
 /* The bucket of a step of n_rows rows (1..max_rows) whose KV lengths are at most kv_len: rows
- * 1, 2, 3, ..., 8, then 16, 32, ... up to max_rows; KV 256, 512, ... up to max_kv (both rounded
+ * 1, 2, 3, ..., 16, then 32, 64, ... up to max_rows; KV 256, 512, ... up to max_kv (both rounded
  * up, both capped at the maximum). */
 void cuda_graphs_bucket(const cuda_graphs *g, int n_rows, int kv_len, int *rows, int *kv_cap);
 

@@ -172,9 +172,42 @@ static int gemv_quant(const void *W, int M, int K, const float *x, int nb, float
     return gemv_launch<T>(W, M, K, x, nb, y, st);
 }
 
+/* ---- 9-16 rows as two launches (cuda_gemv_split_ok) */
+
+/* A step of 9-16 rows ran the batched matmul (gemm_q8x_mma.cu), rows padded to 16, and was far
+ * slower than one of 8: on an H100, Llama-2-7B Q4_0, 8 requests 2,311 all-decoding t/s, 9
+ * requests 1,455; its four matmuls took 4.38 ms a step at 9 rows against 2.12 ms at 8 (8 rows run
+ * the tensor-core GEMV, at 16 rows the matmul has few warps an SM). Two GEMV launches (rows 0-7,
+ * then 1-8 more) read the weights twice and still cost less: bench/RESULTS.md s49. Q8_0, whose
+ * 8-row GEMV is the dp4a kernel, keeps the matmul. Timing knob SI_CUDA_GEMV_SPLIT=0: every step
+ * of 9+ rows takes the matmul again (read at the first call). */
+static bool gemv_split_on(void) {
+    static int on = -1;
+    if (on < 0) {
+        const char *e = getenv("SI_CUDA_GEMV_SPLIT");
+        on = !(e && !strcmp(e, "0"));
+    }
+    return on != 0;
+}
+
+extern "C" int cuda_gemv_split_ok(si_type t, int K, int n_batch) {
+    if (n_batch <= GEMV_ROWS_MAX || n_batch > GEMV_SPLIT_ROWS_MAX || K % 256 || !gemv_split_on() ||
+        gemv_mma_on())
+        return 0;
+    return with_q8x_unit(t, 0, [&](auto u) {
+        using TX = decltype(u);
+        return (int)(!std::is_void<typename q8x_tc_of<TX>::type>::value && gemv_q8x_ok<TX>(K));
+    });
+}
+
 extern "C" int cuda_gemv(si_type t, const void *W, int M, int K, const float *x, int n_batch,
                          float *y, cudaStream_t stream) {
-    if (n_batch < 1 || n_batch > 8 || M < 1 || K < 1 || ((uintptr_t)W & 15) || ((uintptr_t)x & 15))
+    if (n_batch > GEMV_ROWS_MAX && cuda_gemv_split_ok(t, K, n_batch))
+        return cuda_gemv(t, W, M, K, x, GEMV_ROWS_MAX, y, stream) ||
+               cuda_gemv(t, W, M, K, x + (size_t)GEMV_ROWS_MAX * K, n_batch - GEMV_ROWS_MAX,
+                         y + (size_t)GEMV_ROWS_MAX * M, stream);
+    if (n_batch < 1 || n_batch > GEMV_ROWS_MAX || M < 1 || K < 1 || ((uintptr_t)W & 15) ||
+        ((uintptr_t)x & 15))
         return -1;
     switch (t) {
     case SI_TYPE_F16:
@@ -199,7 +232,8 @@ extern "C" int cuda_gemv(si_type t, const void *W, int M, int K, const float *x,
 /* ---- x quantised ahead by the norm (cuda_gemv_pre) */
 
 extern "C" int cuda_gemv_pre_ok(si_type t, int K, int n_batch) {
-    if (n_batch < 1 || n_batch > GEMV_ROWS_MAX) return 0;
+    if (n_batch > GEMV_ROWS_MAX) return cuda_gemv_split_ok(t, K, n_batch);
+    if (n_batch < 1) return 0;
     if (n_batch >= GEMV_MMA_MIN_NB && gemv_mma_on()) return 0; /* cuda_gemv takes gemv_mma */
     return with_q8x_unit(t, 0, [&](auto u) { return (int)gemv_q8x_ok<decltype(u)>(K); });
 }
@@ -208,6 +242,11 @@ extern "C" int cuda_gemv_pre(si_type t, const void *W, int M, int K, const void 
                              float *y, cudaStream_t stream) {
     if (!cuda_gemv_pre_ok(t, K, n_batch) || M < 1 || ((uintptr_t)W & 15) || ((uintptr_t)xq & 15))
         return -1;
+    if (n_batch > GEMV_ROWS_MAX) /* cuda_gemv_split_ok */
+        return cuda_gemv_pre(t, W, M, K, xq, GEMV_ROWS_MAX, y, stream) ||
+               cuda_gemv_pre(t, W, M, K,
+                             (const uint8_t *)xq + (size_t)GEMV_ROWS_MAX * CUDA_Q8X_ROW_BYTES(K),
+                             n_batch - GEMV_ROWS_MAX, y + (size_t)GEMV_ROWS_MAX * M, stream);
     const float *x = (const float *)xq; /* the kernels' x parameter; Q8X_PRE reads it as bytes */
     return with_q8x_unit(t, -1, [&](auto u) {
         return gemv_q8x_launch<decltype(u), Q8X_PRE>(W, M, K, x, n_batch, y, stream);
