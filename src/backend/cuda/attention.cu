@@ -652,7 +652,8 @@ __global__ void __launch_bounds__(HD)
 /* 0: not read from the environment yet; stages 0: the head_dim's default. g_attn_part: keys per
  * part of a fixed split, or 0: the default split (attn_split_for). g_split_parts: the most parts
  * a short step's row is cut into, or 0: attn_split_for's. g_split_rows: the most rows a short
- * step has (ATTN_SPLIT_ROWS; timing knob SI_CUDA_ATTN_SPLIT_ROWS=N, 1..64). */
+ * step has (ATTN_SPLIT_ROWS; timing knob SI_CUDA_ATTN_SPLIT_ROWS=N, 1..64: a sequence's output is
+ * then the same alone and in any step of up to N rows). */
 static int g_attn_version = 0, g_attn_part = 0, g_attn_stages = 0, g_split_parts = 0;
 static int g_split_keys = 0, g_split_rows = ATTN_SPLIT_ROWS;
 

@@ -19,12 +19,10 @@
  * rows. */
 #define ATTN_PART_V2 1024
 /* Steps of at most ATTN_SPLIT_ROWS query rows (those whose matmuls are GEMVs, so that a row's
- * result is the same alone and batched: up to 16 rows since s49, cuda_gemv_split_ok; on an H100
- * a 9-row Llama-2-7B Q4_0 step's attention took 1.0 ms with one part of 1,024 keys a row against
- * 0.64 ms for 8 split rows, bench/RESULTS.md s49) split each row by its length instead
- * (attention.cu, attn_split_for), so that one sequence's attention is not a few CTAs each streaming
- * a long stretch of its cache: parts of about ATTN_SPLIT_KEYS_KVH keys a KV head (256 keys for 32
- * KV heads, 64 at least; SI_CUDA_ATTN_SPLIT_KEYS=N sets N keys instead), at most ATTN_SPLIT_PARTS
+ * result is the same alone and batched) split each row by its length instead (attention.cu,
+ * attn_split_for), so that one sequence's attention is not a few CTAs each streaming a long
+ * stretch of its cache: parts of about ATTN_SPLIT_KEYS_KVH keys a KV head (256 keys for 32 KV
+ * heads, 64 at least; SI_CUDA_ATTN_SPLIT_KEYS=N sets N keys instead), at most ATTN_SPLIT_PARTS
  * parts (SI_CUDA_ATTN_SPLIT_PARTS=N sets N) unless parts would pass ATTN_SPLIT_KEYS_MAX keys
  * (long rows: 8,064 keys are 16 parts). On the H200, Llama-2-7B through the engine, 512-token
  * prompts, 128 generated, 1 / 2 / 4 / 8 concurrent requests (bench/RESULTS.md 2026-12-01 20:56
@@ -44,7 +42,11 @@
  * not measured. Parts of at most 512 keys (s22): Llama-3-8B Q4_0, 7,936-token prompts, 1 / 4 / 8
  * requests: 8 parts (~1,000 keys) 298 / 985 / 1,115, 16 (~500) 369 / 975 / 1,148, 32 (~250,
  * s21's) 392 / 930 / 1,074. */
-#define ATTN_SPLIT_ROWS GEMV_SPLIT_ROWS_MAX
+/* Not up to 16 rows, though steps of 9-16 rows may be GEMVs too (cuda_gemv_split_ok): on an H100
+ * (bench/RESULTS.md s49, timing knob SI_CUDA_ATTN_SPLIT_ROWS=16) Llama-2-7B at 9 / 12 / 16
+ * requests of 512 + 128 tokens ran 2-4 % slower split by length than in 1,024-key parts (Q4_0
+ * 1,968 / 2,235 / 2,598 -> 1,904 / 2,182 / 2,549 all-decoding t/s). */
+#define ATTN_SPLIT_ROWS GEMV_ROWS_MAX
 #define ATTN_SPLIT_PARTS 8
 #define ATTN_SPLIT_KEYS_MAX 512
 #define ATTN_SPLIT_KEYS_KVH 8

@@ -178,9 +178,15 @@ static int gemv_quant(const void *W, int M, int K, const float *x, int nb, float
  * slower than one of 8: on an H100, Llama-2-7B Q4_0, 8 requests 2,311 all-decoding t/s, 9
  * requests 1,455; its four matmuls took 4.38 ms a step at 9 rows against 2.12 ms at 8 (8 rows run
  * the tensor-core GEMV, at 16 rows the matmul has few warps an SM). Two GEMV launches (rows 0-7,
- * then 1-8 more) read the weights twice and still cost less: bench/RESULTS.md s49. Q8_0, whose
- * 8-row GEMV is the dp4a kernel, keeps the matmul. Timing knob SI_CUDA_GEMV_SPLIT=0: every step
- * of 9+ rows takes the matmul again (read at the first call). */
+ * then 1-8 more) read the weights twice and still cost less up to 12 rows for every type
+ * measured, up to 16 for Q4_0 (whose matmul is the slower f16 path) and Q5_K (bench/RESULTS.md
+ * s49, H100, all-decoding t/s at 9 / 12 / 16 requests, the matmul (9-15 rows padded to 16) ->
+ * two launches: Q4_0 1,452 / 1,880 / 2,331 -> 1,968 / 2,235 / 2,598; Q4_K_M 1,433 / 1,838 /
+ * 2,299 -> 1,663 / 1,889 / 2,211; at 16 rows Q3_K_M 1,924 -> 1,842, Q5_K_M 1,963 -> 2,151, these
+ * two with attention split as for 1-8 rows both ways). Q8_0, whose 8-row GEMV is the dp4a kernel,
+ * keeps the matmul. Timing knob SI_CUDA_GEMV_SPLIT=0: every step of 9+ rows takes the matmul
+ * again (read at the first call). */
+#define GEMV_SPLIT_ROWS_MOST 12 /* the types but Q4_0 and Q5_K (theirs: GEMV_SPLIT_ROWS_MAX) */
 static bool gemv_split_on(void) {
     static int on = -1;
     if (on < 0) {
@@ -196,16 +202,21 @@ extern "C" int cuda_gemv_split_ok(si_type t, int K, int n_batch) {
         return 0;
     return with_q8x_unit(t, 0, [&](auto u) {
         using TX = decltype(u);
-        return (int)(!std::is_void<typename q8x_tc_of<TX>::type>::value && gemv_q8x_ok<TX>(K));
+        const int most = std::is_same<TX, tqx_q4_0>::value || std::is_same<TX, tqx_q5_k>::value
+                             ? GEMV_SPLIT_ROWS_MAX
+                             : GEMV_SPLIT_ROWS_MOST;
+        return (int)(!std::is_void<typename q8x_tc_of<TX>::type>::value && gemv_q8x_ok<TX>(K) &&
+                     n_batch <= most);
     });
 }
 
 extern "C" int cuda_gemv(si_type t, const void *W, int M, int K, const float *x, int n_batch,
                          float *y, cudaStream_t stream) {
-    if (n_batch > GEMV_ROWS_MAX && cuda_gemv_split_ok(t, K, n_batch))
-        return cuda_gemv(t, W, M, K, x, GEMV_ROWS_MAX, y, stream) ||
-               cuda_gemv(t, W, M, K, x + (size_t)GEMV_ROWS_MAX * K, n_batch - GEMV_ROWS_MAX,
+    if (n_batch > GEMV_ROWS_MAX && cuda_gemv_split_ok(t, K, n_batch)) { /* rows 0-7, the rest */
+        if (cuda_gemv(t, W, M, K, x, GEMV_ROWS_MAX, y, stream) != 0) return -1;
+        return cuda_gemv(t, W, M, K, x + (size_t)GEMV_ROWS_MAX * K, n_batch - GEMV_ROWS_MAX,
                          y + (size_t)GEMV_ROWS_MAX * M, stream);
+    }
     if (n_batch < 1 || n_batch > GEMV_ROWS_MAX || M < 1 || K < 1 || ((uintptr_t)W & 15) ||
         ((uintptr_t)x & 15))
         return -1;
@@ -242,11 +253,12 @@ extern "C" int cuda_gemv_pre(si_type t, const void *W, int M, int K, const void 
                              float *y, cudaStream_t stream) {
     if (!cuda_gemv_pre_ok(t, K, n_batch) || M < 1 || ((uintptr_t)W & 15) || ((uintptr_t)xq & 15))
         return -1;
-    if (n_batch > GEMV_ROWS_MAX) /* cuda_gemv_split_ok */
-        return cuda_gemv_pre(t, W, M, K, xq, GEMV_ROWS_MAX, y, stream) ||
-               cuda_gemv_pre(t, W, M, K,
-                             (const uint8_t *)xq + (size_t)GEMV_ROWS_MAX * CUDA_Q8X_ROW_BYTES(K),
-                             n_batch - GEMV_ROWS_MAX, y + (size_t)GEMV_ROWS_MAX * M, stream);
+    if (n_batch > GEMV_ROWS_MAX) { /* cuda_gemv_split_ok: rows 0-7, then the rest */
+        const uint8_t *rest = (const uint8_t *)xq + (size_t)GEMV_ROWS_MAX * CUDA_Q8X_ROW_BYTES(K);
+        if (cuda_gemv_pre(t, W, M, K, xq, GEMV_ROWS_MAX, y, stream) != 0) return -1;
+        return cuda_gemv_pre(t, W, M, K, rest, n_batch - GEMV_ROWS_MAX,
+                             y + (size_t)GEMV_ROWS_MAX * M, stream);
+    }
     const float *x = (const float *)xq; /* the kernels' x parameter; Q8X_PRE reads it as bytes */
     return with_q8x_unit(t, -1, [&](auto u) {
         return gemv_q8x_launch<decltype(u), Q8X_PRE>(W, M, K, x, n_batch, y, stream);
