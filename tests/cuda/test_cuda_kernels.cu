@@ -203,11 +203,11 @@ static void test_gemv(si_type t, const char *tn, int M, int K, bool bench) {
         char name[96];
         snprintf(name, sizeof name, "gemv %-5s M=%-5d K=%-5d nb=%d%s", tn, M, K, nb, r[1] ? " mma" : "");
         report(name, err, 1e-4);
-        if (nb > 1 && !r[1]) nb_most = std::max(nb_most, nb);
-        if (nb > 1 && !r[1])
-            for (int b = 0; b < nb; b++)
-                inv_bad += memcmp(y1.data() + (size_t)(b % NBMAX) * M, hy.data() + (size_t)b * M,
-                                  (size_t)M * 4) != 0;
+        if (nb == 1 || r[1]) continue;
+        nb_most = std::max(nb_most, nb);
+        for (int b = 0; b < nb; b++)
+            inv_bad += memcmp(y1.data() + (size_t)(b % NBMAX) * M, hy.data() + (size_t)b * M,
+                              (size_t)M * 4) != 0;
     }
     {
         char name[112];
