@@ -108,8 +108,6 @@ if [ "${SI_SKIP_KERNEL_TESTS:-0}" != 1 ]; then
         grep -E "^(FAIL|==== summary)" "$LOG/h16mma.log" | head -20
         for tool in memcheck racecheck; do
             [ "${SI_SANITIZE:-1}" = 1 ] || continue
-        # host code only, built with AddressSanitizer (which will not run under compute-sanitizer)
-        [ "$kt" = test_cuda_decoders ] && continue
             SI_CUDA_GEMV_H16_MMA=1 compute-sanitizer --tool $tool --error-exitcode 3 \
                 "$BD/test_cuda_kernels" --gemv --small --types f16,bf16 > "$LOG/sanitize.log" 2>&1 \
                 || { fail=1; echo "h16mma $tool FAILED"; tail -20 "$LOG/sanitize.log"; }

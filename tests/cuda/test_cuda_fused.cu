@@ -226,10 +226,11 @@ static void test_gemm_pre(cuda_gemm_ctx *g, si_type t, int M, int K, int rows, b
     for (void *p : {(void *)s1, (void *)s2, (void *)wt}) CUDA_CHECK(cudaFree(p));
 }
 
-/* y from x quantised by the norm (or the SwiGLU) == y from the same f32 x */
+/* y from x quantised by the norm (or the SwiGLU) == y from the same f32 x, 1-16 rows (9-16 where
+ * cuda_gemv_wide_ok) */
 static void test_gemv_pre(const qtype &q, int M, int K, bool swiglu) {
     void *W = make_weights(q.t, M, K);
-    const int R = GEMV_ROWS_MAX;
+    const int R = GEMV_WIDE_ROWS_MAX;
     const auto hw = rnd_vec(K, 1.0f);
     float *w = dfloats(hw);
     float *x = dfloats(rnd_vec((size_t)R * K, 1.0f)), *xb = dalloc<float>((size_t)R * K);
@@ -239,7 +240,8 @@ static void test_gemv_pre(const qtype &q, int M, int K, bool swiglu) {
     float *y1 = dalloc<float>((size_t)R * M), *y2 = dalloc<float>((size_t)R * M);
     for (int nb = 1; nb <= R; nb++) {
         if (!cuda_gemv_pre_ok(q.t, K, nb)) {
-            printf("SKIP %s %dx%d nb=%d: not a q8x shape\n", q.name, M, K, nb);
+            printf("SKIP %s %dx%d nb=%d: no GEMV on x quantised ahead (cuda_gemv_pre_ok)\n", q.name,
+                   M, K, nb);
             continue;
         }
         CUDA_CHECK(cudaMemset(xq, 0xFF, (size_t)R * CUDA_Q8X_ROW_BYTES(K)));

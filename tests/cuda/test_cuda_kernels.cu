@@ -165,17 +165,20 @@ static void test_gemv(si_type t, const char *tn, int M, int K, bool bench) {
         for (int i = 0; i < nt; i++) th.emplace_back(ref_rows, (int)((long long)M * i / nt), (int)((long long)M * (i + 1) / nt));
         for (auto &t : th) t.join();
     }
-    /* 9-16 rows (cuda_gemv_split_ok): x rows 8-15 are rows 0-7 again, so the reference and the
-     * 1-row runs of rows 0-7 serve them too */
-    const int NBX = GEMV_SPLIT_ROWS_MAX;
-    static_assert(GEMV_SPLIT_ROWS_MAX == 2 * 8, "x rows 8-15 repeat rows 0-7");
+    /* 9-16 rows (cuda_gemv_wide_ok): x rows 8-15 are rows 7-0 (a column tile that read the
+     * other's x rows would be caught), so the reference and the 1-row runs of rows 0-7 serve
+     * them too */
+    const int NBX = GEMV_WIDE_ROWS_MAX;
+    static_assert(GEMV_WIDE_ROWS_MAX == 2 * 8, "x rows 8-15 are rows 7-0");
+    auto x_of = [&](int b) { return b < NBMAX ? b : 2 * NBMAX - 1 - b; }; /* row b's x row */
     ref.resize((size_t)NBX * M);
-    std::copy(ref.begin(), ref.begin() + (size_t)NBMAX * M, ref.begin() + (size_t)NBMAX * M);
+    for (int b = NBMAX; b < NBX; b++)
+        std::copy_n(ref.begin() + (size_t)x_of(b) * M, M, ref.begin() + (size_t)b * M);
     uint8_t *dw = dmalloc<uint8_t>(alloc);
     float *dx = dmalloc<float>((size_t)NBX * K), *dy = dmalloc<float>((size_t)NBX * M);
     h2d(dw, hw.data(), alloc);
-    h2d(dx, hx.data(), hx.size());
-    h2d(dx + (size_t)NBMAX * K, hx.data(), hx.size());
+    for (int b = 0; b < NBX; b++)
+        h2d(dx + (size_t)b * K, hx.data() + (size_t)x_of(b) * K, K);
     std::vector<float> hy((size_t)NBX * M), y1((size_t)NBMAX * M);
     size_t inv_bad = 0; /* each batch row against the 1-row run of its x row, bit for bit */
     bool y1_ok = true;
@@ -184,14 +187,15 @@ static void test_gemv(si_type t, const char *tn, int M, int K, bool bench) {
         y1_ok = cuda_gemv(t, dw, M, K, dx + (size_t)b * K, 1, dy, g_st) == 0;
         d2h(y1.data() + (size_t)b * M, dy, (size_t)M);
     }
-    /* 7 and 8 rows once more with the tensor-core kernel on (7: a batch column unused); 9, 12
-     * and 16 rows where they are two launches */
-    const int runs[][2] = {{1, 0}, {2, 0}, {3, 0}, {4, 0}, {5, 0},  {6, 0}, {7, 0},
-                           {8, 0}, {7, 1}, {8, 1}, {9, 0}, {12, 0}, {16, 0}};
+    /* 7 and 8 rows once more with the tensor-core kernel on (7: a batch column unused); 9, 10,
+     * 12, 13 and 16 rows where they are GEMVs (one 16-column launch where x fits, else two: K =
+     * 11008 and 14336 take both ways) */
+    const int runs[][2] = {{1, 0}, {2, 0}, {3, 0}, {4, 0},  {5, 0},  {6, 0},  {7, 0}, {8, 0},
+                           {7, 1}, {8, 1}, {9, 0}, {10, 0}, {12, 0}, {13, 0}, {16, 0}};
     int nb_most = 1; /* the most rows checked against the 1-row runs */
     for (const auto &r : runs) {
         const int nb = r[0];
-        if (nb > NBMAX && !cuda_gemv_split_ok(t, K, nb)) continue;
+        if (nb > NBMAX && !cuda_gemv_wide_ok(t, K, nb)) continue;
         cuda_gemv_set_tensor_cores(r[1]);
         poison(dy, (size_t)NBX * M);
         const int rc = cuda_gemv(t, dw, M, K, dx, nb, dy, g_st);
@@ -206,7 +210,7 @@ static void test_gemv(si_type t, const char *tn, int M, int K, bool bench) {
         if (nb == 1 || r[1]) continue;
         nb_most = std::max(nb_most, nb);
         for (int b = 0; b < nb; b++)
-            inv_bad += memcmp(y1.data() + (size_t)(b % NBMAX) * M, hy.data() + (size_t)b * M,
+            inv_bad += memcmp(y1.data() + (size_t)x_of(b) * M, hy.data() + (size_t)b * M,
                               (size_t)M * 4) != 0;
     }
     {
@@ -224,9 +228,11 @@ static void test_gemv(si_type t, const char *tn, int M, int K, bool bench) {
         bench_line("read  %-5s %5dx%-5d       %8.2f us  %7.1f GB/s  (plain read of the weight bytes) | back to back %6.2f us %5.1f%%\n",
                    tn, M, K, us_read, (double)row_bytes * M / us_read * 1e-3, us_read_s,
                    100.0 * (double)row_bytes * M / us_read_s * 1e-3 / k_peak_gbs);
-        const int runs[][2] = {{1, 0}, {2, 0}, {4, 0}, {8, 0}, {8, 1}}; /* {rows, tensor cores} */
+        /* {rows, tensor cores} */
+        const int runs[][2] = {{1, 0}, {2, 0}, {4, 0}, {8, 0}, {8, 1}, {12, 0}, {16, 0}};
         for (const auto &r : runs) {
             const int nb = r[0];
+            if (nb > NBMAX && !cuda_gemv_wide_ok(t, K, nb)) continue;
             cuda_gemv_set_tensor_cores(r[1]);
             const double us = time_median_us([&] { cuda_gemv(t, dw, M, K, dx, nb, dy, g_st); }, 50);
             const double us_s = time_stream_us([&](int i) { cuda_gemv(t, cw[i], M, K, dx, nb, dy, g_st); }, (int)cw.size());

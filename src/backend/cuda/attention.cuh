@@ -42,7 +42,7 @@
  * not measured. Parts of at most 512 keys (s22): Llama-3-8B Q4_0, 7,936-token prompts, 1 / 4 / 8
  * requests: 8 parts (~1,000 keys) 298 / 985 / 1,115, 16 (~500) 369 / 975 / 1,148, 32 (~250,
  * s21's) 392 / 930 / 1,074. */
-/* Not up to 16 rows, though steps of 9-16 rows may be GEMVs too (cuda_gemv_split_ok): on an H100
+/* Not up to 16 rows, though steps of 9-16 rows may be GEMVs too (cuda_gemv_wide_ok): on an H100
  * (bench/RESULTS.md s49, timing knob SI_CUDA_ATTN_SPLIT_ROWS=16) Llama-2-7B at 9 / 12 / 16
  * requests of 512 + 128 tokens ran 2-4 % slower split by length than in 1,024-key parts (Q4_0
  * 1,968 / 2,235 / 2,598 -> 1,904 / 2,182 / 2,549 all-decoding t/s). */

@@ -91,7 +91,7 @@ typedef struct cuda_state {
     float *qkv; /* rows [q | k | v] (fused), or blocks q, k, v (see qkv_of) */
     float *ffn; /* rows [gate | up] (fused), or blocks gate, up */
     float *act; /* silu(gate) * up, the input of w_down */
-    void *xq8;  /* [GEMV_SPLIT_ROWS_MAX] rows of xb or act quantised for the GEMVs (pre_quant) */
+    void *xq8;  /* [GEMV_WIDE_ROWS_MAX] rows of xb or act quantised for the GEMVs (pre_quant) */
     float *xo;     /* [max_seqs][n_embd] the rows that give logits */
     float *logits; /* [max_seqs][n_vocab] */
     void *gemm_scr, *attn_scr;
@@ -253,7 +253,7 @@ static size_t scratch_layout(cuda_state *c, const si_model *m, const backend_par
         /* rows of the norms' outputs, SwiGLU's, or attention's (the output projection's x) */
         size_t kmax = (size_t)(hp->n_embd > hp->n_ff ? hp->n_embd : hp->n_ff);
         if ((size_t)q_dim > kmax) kmax = (size_t)q_dim;
-        TAKE(xq8, GEMV_SPLIT_ROWS_MAX * CUDA_Q8X_ROW_BYTES(kmax));
+        TAKE(xq8, GEMV_WIDE_ROWS_MAX * CUDA_Q8X_ROW_BYTES(kmax));
     }
     TAKE(xo, S * hp->n_embd * 4);
     TAKE(logits, S * hp->n_vocab * 4);
@@ -594,12 +594,12 @@ static void matmul_normed(cuda_state *c, const dev_mat *w, int n, float *y, norm
         matmul(c, w, c->xb, n, y);
 }
 
-/* y[n][M] = x[n][K] W^T: GEMV for up to 8 rows (decode; 16 where cuda_gemv_split_ok), the int8
+/* y[n][M] = x[n][K] W^T: GEMV for up to 8 rows (decode; 16 where cuda_gemv_wide_ok), the int8
  * tensor-core kernel for the row counts and shapes where it beats the alternative (batched
  * decode of a quantised weight; no dequantised copy), cuBLASLt GEMM otherwise. */
 static void matmul(cuda_state *c, const dev_mat *w, const float *x, int n, float *y) {
     const int r =
-        n <= GEMV_ROWS_MAX || cuda_gemv_split_ok(w->type, w->K, n)
+        n <= GEMV_ROWS_MAX || cuda_gemv_wide_ok(w->type, w->K, n)
             ? cuda_gemv(w->type, w->d, w->M, w->K, x, n, y, c->st)
         : cuda_matmul_quant_rows_pays(w->type, w->M, n) &&
                 cuda_matmul_quant_rows(w->type, w->d, w->M, w->K, x, n, y, c->gemm_scr, c->st) == 0

@@ -17,9 +17,9 @@
 /* Steps of up to CG_EXACT_ROWS rows are their own buckets: their matmuls are GEMVs, whose cost
  * grows with the rows (5 requests of a 7B model, on an H100, against steps padded to 8: +6 %
  * Q4_0, +5 % Q8_0, +21 % F16, +22 % Q2_K; bench/RESULTS.md s48), up to 16 rows, where the
- * quantised types' matmuls may be two GEMV launches (cuda_gemv_split_ok, s49: 9-12 rows, Q4_0
- * and Q5_K 9-16; the batched matmul pads rows to 16 itself). Larger steps round up to a
- * power of two. Knob SI_CUDA_GRAPH_POW2=1: every bucket a power of two (as before s48; A/B). */
+ * quantised types' matmuls may be GEMVs (cuda_gemv_wide_ok; the batched matmul pads rows to 16
+ * itself). Larger steps round up to a power of two. Knob SI_CUDA_GRAPH_POW2=1: every bucket a
+ * power of two (as before s48; A/B). */
 #define CG_EXACT_ROWS 16
 
 typedef struct cg_entry {

@@ -30,7 +30,7 @@ size_t cuda_weight_alloc_bytes(si_type t, int64_t M, int64_t K);
 /* ---- matmul (gemv.cu, gemm.cu) ---- */
 
 /* Decode matmul: y[b][m] = sum_k W[m][k] * x[b][k] for b < n_batch (1..8; 9..16 where
- * cuda_gemv_split_ok says so).
+ * cuda_gemv_wide_ok says so).
  * W: M x K of type t in {F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K},
  * K a multiple of the block size; x: f32 [n_batch][K], 16-byte aligned; y: f32 [n_batch][M]. For
  * the quantised types with K % 128 == 0 (k-quants: K % 256) and K <= 14336, x is first quantised
@@ -42,12 +42,13 @@ int cuda_gemv(si_type t, const void *W, int M, int K, const float *x, int n_batc
               cudaStream_t stream);
 #define GEMV_ROWS_MAX 8 /* the rows one GEMV launch takes */
 
-/* Steps of 9..12 rows (Q4_0, Q5_K: 9..GEMV_SPLIT_ROWS_MAX) of the types whose 5-8-row GEMV runs on
- * int8 tensor cores (every quantised type but Q8_0; K % 256 == 0): cuda_gemv and cuda_gemv_pre
- * take them as two launches, rows 0-7 and then the rest, each row with its one-row bits, where
- * cuda_gemv_split_ok says so (else they are the batched matmul's: cuda_matmul_quant_rows). */
-#define GEMV_SPLIT_ROWS_MAX 16
-int cuda_gemv_split_ok(si_type t, int K, int n_batch);
+/* Steps of 9..GEMV_WIDE_ROWS_MAX rows of the types whose 5-8-row GEMV runs on int8 tensor cores
+ * (every quantised type but Q8_0; K % 256 == 0), where cuda_gemv_wide_ok says so: cuda_gemv and
+ * cuda_gemv_pre take them in one launch of that kernel where x fits in its shared memory, else
+ * (9..12 rows; Q4_0, Q5_K: to 16) as two launches, rows 0-7 and then the rest; each row with its
+ * one-row bits either way. Else they are the batched matmul's (cuda_matmul_quant_rows). */
+#define GEMV_WIDE_ROWS_MAX 16
+int cuda_gemv_wide_ok(si_type t, int K, int n_batch);
 
 /* cuda_gemv with x already quantised (xq: n_batch rows of CUDA_Q8X_ROW_BYTES(K), as
  * cuda_add_rmsnorm's out_q8 writes them), for the cases where cuda_gemv would quantise x itself:

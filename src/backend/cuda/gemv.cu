@@ -172,7 +172,7 @@ static int gemv_quant(const void *W, int M, int K, const float *x, int nb, float
     return gemv_launch<T>(W, M, K, x, nb, y, st);
 }
 
-/* ---- 9-16 rows as two launches (cuda_gemv_split_ok) */
+/* ---- 9-16 rows (cuda_gemv_wide_ok) */
 
 /* A step of 9-16 rows ran the batched matmul (gemm_q8x_mma.cu), rows padded to 16, and was far
  * slower than one of 8: on an H100, Llama-2-7B Q4_0, 8 requests 2,311 all-decoding t/s, 9
@@ -184,42 +184,71 @@ static int gemv_quant(const void *W, int M, int K, const float *x, int nb, float
  * two launches: Q4_0 1,452 / 1,880 / 2,331 -> 1,968 / 2,235 / 2,598; Q4_K_M 1,433 / 1,838 /
  * 2,299 -> 1,663 / 1,889 / 2,211; at 16 rows Q3_K_M 1,924 -> 1,842, Q5_K_M 1,963 -> 2,151, these
  * two with attention split as for 1-8 rows both ways). Q8_0, whose 8-row GEMV is the dp4a kernel,
- * keeps the matmul. Timing knob SI_CUDA_GEMV_SPLIT=0: every step of 9+ rows takes the matmul
- * again (read at the first call). */
-#define GEMV_SPLIT_ROWS_MOST 12 /* the types but Q4_0 and Q5_K (theirs: GEMV_SPLIT_ROWS_MAX) */
-static bool gemv_split_on(void) {
+ * keeps the matmul. Where x's 9-16 rows fit in shared memory (gemv_q8x_tc_fits: K = 4096 at 16
+ * rows, not K = 11008 past 9), one launch of the tensor-core kernel takes them all, two mma's an
+ * A fragment: the weights are read and decoded once (s50). Timing knobs: SI_CUDA_GEMV_WIDE=0,
+ * every step of 9+ rows takes the matmul again; SI_CUDA_GEMV_TC16=0 (gemv_q8x_tc.cuh), two
+ * launches instead of one (both read at the first call). */
+#define GEMV_SPLIT_ROWS_MOST 12 /* two launches: the types but Q4_0 and Q5_K (theirs: 16) */
+static bool gemv_wide_on(void) {
     static int on = -1;
     if (on < 0) {
-        const char *e = getenv("SI_CUDA_GEMV_SPLIT");
+        const char *e = getenv("SI_CUDA_GEMV_WIDE");
         on = !(e && !strcmp(e, "0"));
     }
     return on != 0;
 }
 
-extern "C" int cuda_gemv_split_ok(si_type t, int K, int n_batch) {
-    if (n_batch <= GEMV_ROWS_MAX || n_batch > GEMV_SPLIT_ROWS_MAX || K % 256 || !gemv_split_on() ||
+extern "C" int cuda_gemv_wide_ok(si_type t, int K, int n_batch) {
+    if (n_batch <= GEMV_ROWS_MAX || n_batch > GEMV_WIDE_ROWS_MAX || K % 256 || !gemv_wide_on() ||
         gemv_mma_on())
         return 0;
     return with_q8x_unit(t, 0, [&](auto u) {
         using TX = decltype(u);
-        const int most = std::is_same<TX, tqx_q4_0>::value || std::is_same<TX, tqx_q5_k>::value
-                             ? GEMV_SPLIT_ROWS_MAX
-                             : GEMV_SPLIT_ROWS_MOST;
-        return (int)(!std::is_void<typename q8x_tc_of<TX>::type>::value && gemv_q8x_ok<TX>(K) &&
-                     n_batch <= most);
+        using TC = typename q8x_tc_of<TX>::type;
+        if constexpr (std::is_void<TC>::value)
+            return 0;
+        else {
+            const int split_most =
+                std::is_same<TX, tqx_q4_0>::value || std::is_same<TX, tqx_q5_k>::value
+                    ? GEMV_WIDE_ROWS_MAX
+                    : GEMV_SPLIT_ROWS_MOST;
+            const bool one = gemv_q8x_tc16_on() && gemv_q8x_tc_fits<TC>(K, n_batch);
+            return (int)(gemv_q8x_ok<TX>(K) && (one || n_batch <= split_most));
+        }
     });
+}
+
+/* cuda_gemv / cuda_gemv_pre (XIN Q8X_PRE) of 9-16 rows: one launch where it fits, else rows 0-7
+ * and then the rest, each row with its one-row bits either way */
+template <int XIN>
+static int gemv_wide(si_type t, const void *W, int M, int K, const void *x, int nb, float *y,
+                     cudaStream_t st) {
+    if (!cuda_gemv_wide_ok(t, K, nb)) return -1;
+    const int one = with_q8x_unit(t, -1, [&](auto u) {
+        using TC = typename q8x_tc_of<decltype(u)>::type;
+        if constexpr (std::is_void<TC>::value)
+            return -1;
+        else
+            return gemv_q8x_tc_launch<TC, XIN>(W, M, K, (const float *)x, nb, y, st);
+    });
+    if (one == 0) return 0;
+    const size_t x_bytes = XIN == Q8X_PRE ? CUDA_Q8X_ROW_BYTES(K) : (size_t)K * sizeof(float);
+    const void *rest = (const uint8_t *)x + GEMV_ROWS_MAX * x_bytes;
+    float *y_rest = y + (size_t)GEMV_ROWS_MAX * M;
+    if constexpr (XIN == Q8X_PRE) {
+        if (cuda_gemv_pre(t, W, M, K, x, GEMV_ROWS_MAX, y, st) != 0) return -1;
+        return cuda_gemv_pre(t, W, M, K, rest, nb - GEMV_ROWS_MAX, y_rest, st);
+    } else {
+        if (cuda_gemv(t, W, M, K, (const float *)x, GEMV_ROWS_MAX, y, st) != 0) return -1;
+        return cuda_gemv(t, W, M, K, (const float *)rest, nb - GEMV_ROWS_MAX, y_rest, st);
+    }
 }
 
 extern "C" int cuda_gemv(si_type t, const void *W, int M, int K, const float *x, int n_batch,
                          float *y, cudaStream_t stream) {
-    if (n_batch > GEMV_ROWS_MAX && cuda_gemv_split_ok(t, K, n_batch)) { /* rows 0-7, the rest */
-        if (cuda_gemv(t, W, M, K, x, GEMV_ROWS_MAX, y, stream) != 0) return -1;
-        return cuda_gemv(t, W, M, K, x + (size_t)GEMV_ROWS_MAX * K, n_batch - GEMV_ROWS_MAX,
-                         y + (size_t)GEMV_ROWS_MAX * M, stream);
-    }
-    if (n_batch < 1 || n_batch > GEMV_ROWS_MAX || M < 1 || K < 1 || ((uintptr_t)W & 15) ||
-        ((uintptr_t)x & 15))
-        return -1;
+    if (n_batch < 1 || M < 1 || K < 1 || ((uintptr_t)W & 15) || ((uintptr_t)x & 15)) return -1;
+    if (n_batch > GEMV_ROWS_MAX) return gemv_wide<Q8X_F32>(t, W, M, K, x, n_batch, y, stream);
     switch (t) {
     case SI_TYPE_F16:
         if (gemv_h16mma_on(K)) return gemv_h16mma_launch<false>(W, M, K, x, n_batch, y, stream);
@@ -243,7 +272,7 @@ extern "C" int cuda_gemv(si_type t, const void *W, int M, int K, const float *x,
 /* ---- x quantised ahead by the norm (cuda_gemv_pre) */
 
 extern "C" int cuda_gemv_pre_ok(si_type t, int K, int n_batch) {
-    if (n_batch > GEMV_ROWS_MAX) return cuda_gemv_split_ok(t, K, n_batch);
+    if (n_batch > GEMV_ROWS_MAX) return cuda_gemv_wide_ok(t, K, n_batch);
     if (n_batch < 1) return 0;
     if (n_batch >= GEMV_MMA_MIN_NB && gemv_mma_on()) return 0; /* cuda_gemv takes gemv_mma */
     return with_q8x_unit(t, 0, [&](auto u) { return (int)gemv_q8x_ok<decltype(u)>(K); });
@@ -253,12 +282,7 @@ extern "C" int cuda_gemv_pre(si_type t, const void *W, int M, int K, const void 
                              float *y, cudaStream_t stream) {
     if (!cuda_gemv_pre_ok(t, K, n_batch) || M < 1 || ((uintptr_t)W & 15) || ((uintptr_t)xq & 15))
         return -1;
-    if (n_batch > GEMV_ROWS_MAX) { /* cuda_gemv_split_ok: rows 0-7, then the rest */
-        const uint8_t *rest = (const uint8_t *)xq + (size_t)GEMV_ROWS_MAX * CUDA_Q8X_ROW_BYTES(K);
-        if (cuda_gemv_pre(t, W, M, K, xq, GEMV_ROWS_MAX, y, stream) != 0) return -1;
-        return cuda_gemv_pre(t, W, M, K, rest, n_batch - GEMV_ROWS_MAX,
-                             y + (size_t)GEMV_ROWS_MAX * M, stream);
-    }
+    if (n_batch > GEMV_ROWS_MAX) return gemv_wide<Q8X_PRE>(t, W, M, K, xq, n_batch, y, stream);
     const float *x = (const float *)xq; /* the kernels' x parameter; Q8X_PRE reads it as bytes */
     return with_q8x_unit(t, -1, [&](auto u) {
         return gemv_q8x_launch<decltype(u), Q8X_PRE>(W, M, K, x, n_batch, y, stream);

@@ -58,19 +58,22 @@ template <class TC> struct tc_chunk {
 };
 
 /* shared memory: mbarriers full [S], empty [S] | S stages of 16 chunk rows | xq [nb][K + 16] |
- * xd f32 [K/32][8] | xt i32 [K/32][8] | red f32 [2][warps][128] */
-template <class TC> static size_t tc_smem_bytes(int K, int nb, int S) {
+ * xd f32 [K/32][8 NC] | xt i32 [K/32][8 NC] | red f32 [2][warps][128 NC] */
+template <class TC> static size_t tc_smem_bytes(int K, int nb, int S, int NC) {
     return (size_t)16 * S + (size_t)S * 16 * tc_chunk<TC>::ROW + (size_t)nb * (K + TC_XPAD) +
-           (size_t)(K / 32) * 8 * 8 + 2 * TC_WARPS * 128 * 4;
+           (size_t)(K / 32) * 8 * NC * 8 + 2 * TC_WARPS * 128 * NC * 4;
 }
 
-/* S: stages of the chunk ring. K % 256 == 0 (the launcher checks); rows start 2-aligned. */
-template <class TC, int S, int XIN>
+/* S: stages of the chunk ring; NC: column tiles, 8 rows of x each (1: 1-8 rows, 2: 9-16: each A
+ * fragment goes through two mma's, one a tile). K % 256 == 0 (the launcher checks); rows start
+ * 2-aligned. */
+template <class TC, int S, int XIN, int NC>
 __global__ void __launch_bounds__((TC_WARPS + 1) * 32)
     gemv_q8x_tc_kernel(const uint8_t *__restrict__ W, int M, int K, size_t row_bytes,
                        const float *__restrict__ x, int nb, float *__restrict__ y) {
     using U = typename TC::U;
     constexpr int V = 32 / TC_WARPS, UB = U::UB, NS = TC::NS;
+    constexpr int XS = 8 * NC; /* x rows a transposed x block: the stride of xd, xt */
     constexpr int CB = tc_chunk<TC>::BYTES, ROW = tc_chunk<TC>::ROW;
     constexpr bool ROWS16 = tc_chunk<TC>::ROWS16;
     static_assert(TC_WARPS == 8, "a warp's units: w + 8 i of a segment");
@@ -83,8 +86,8 @@ __global__ void __launch_bounds__((TC_WARPS + 1) * 32)
     uint8_t *stages = smem + 16 * S;
     uint8_t *xq = stages + (size_t)S * 16 * ROW;
     float *xd = (float *)(xq + (size_t)nb * xrow);
-    int *xt = (int *)(xd + (size_t)nblk * 8);
-    float *red = (float *)(xt + (size_t)nblk * 8);
+    int *xt = (int *)(xd + (size_t)nblk * XS);
+    float *red = (float *)(xt + (size_t)nblk * XS);
     if (threadIdx.x == 0)
         for (int s = 0; s < S; s++) {
             si_mbar_init(full + s, 1);
@@ -123,6 +126,7 @@ __global__ void __launch_bounds__((TC_WARPS + 1) * 32)
     /* x: q8 rows [nb][K + 16]; scales and x terms of the sums transposed to [block][x row] (one
      * 8-byte load gives a lane its two columns'); the consumer warps only */
     constexpr int NT = TC_WARPS * 32;
+    static_assert(16 * XS <= NT, "one consumer thread a (weight row, x row) of a tile");
     if (XIN == Q8X_PRE) { /* CUDA_Q8X_ROW_BYTES layout: K q, K/32 f32 d, K/32 i32 sums */
         const uint8_t *xg = (const uint8_t *)x;
         const size_t rs = CUDA_Q8X_ROW_BYTES(K);
@@ -134,10 +138,10 @@ __global__ void __launch_bounds__((TC_WARPS + 1) * 32)
         /* the scales and sums transposed through registers, all x rows' in flight at once (one
          * load after another would cost an L2 round trip each) */
         for (int j = threadIdx.x; j < nblk; j += NT) {
-            float dv[8];
-            int sv[8];
+            float dv[XS];
+            int sv[XS];
 #pragma unroll
-            for (int b = 0; b < 8; b++) {
+            for (int b = 0; b < XS; b++) {
                 const uint8_t *r = xg + b * rs + K;
                 if (b < nb) {
                     dv[b] = __ldg((const float *)r + j);
@@ -145,10 +149,10 @@ __global__ void __launch_bounds__((TC_WARPS + 1) * 32)
                 }
             }
 #pragma unroll
-            for (int b = 0; b < 8; b++)
+            for (int b = 0; b < XS; b++)
                 if (b < nb) {
-                    xd[8 * j + b] = dv[b];
-                    xt[8 * j + b] = TC::xterm(sv[b]);
+                    xd[XS * j + b] = dv[b];
+                    xt[XS * j + b] = TC::xterm(sv[b]);
                 }
         }
         si_cp_async_wait<0>();
@@ -158,8 +162,8 @@ __global__ void __launch_bounds__((TC_WARPS + 1) * 32)
             [&](int bi, int bb, int sub, uint32_t q, float d, int sum) {
                 *(uint32_t *)(xq + (size_t)bi * xrow + 32 * bb + 4 * sub) = q;
                 if (sub == 0) {
-                    xd[8 * bb + bi] = d;
-                    xt[8 * bb + bi] = TC::xterm(sum);
+                    xd[XS * bb + bi] = d;
+                    xt[XS * bb + bi] = TC::xterm(sum);
                 }
             });
     }
@@ -172,12 +176,15 @@ __global__ void __launch_bounds__((TC_WARPS + 1) * 32)
 #pragma unroll
             for (int k = 0; k < 4; k++)
                 x0 = si_dp4a(q[k], 0x01010101, x0);
-            xt[8 * bb + bi] = TC::xhalf(xt[8 * bb + bi], x0);
+            xt[XS * bb + bi] = TC::xhalf(xt[XS * bb + bi], x0);
         }
     }
     si_bar_sync_n(1, NT); /* the consumers: x is in */
 
-    const uint8_t *xg = xq + (size_t)min(g, nb - 1) * xrow; /* this lane's B column */
+    const uint8_t *xg[NC]; /* this lane's B column of each tile: x row 8 n + g */
+#pragma unroll
+    for (int n = 0; n < NC; n++)
+        xg[n] = xq + (size_t)min(8 * n + g, nb - 1) * xrow;
     /* where row r's staged chunk starts in its stage row (the producer's front) */
     auto row_front = [&](int r) {
         return ROWS16 ? 0 : (int)(((size_t)min(r, M - 1) * row_bytes) & 15);
@@ -185,12 +192,15 @@ __global__ void __launch_bounds__((TC_WARPS + 1) * 32)
     int it = 0, buf = 0;
     for (int t = blockIdx.x; t < ntiles; t += gridDim.x) {
         const int front0 = row_front(16 * t + g), front1 = row_front(16 * t + g + 8);
-        float p[V][4]; /* virtual lane warp + 8 i's sums: rows g, g + 8 x columns 2c, 2c + 1 */
+        /* virtual lane warp + 8 i's sums: rows g, g + 8 x columns 8 n + 2c, 8 n + 2c + 1 */
+        float p[V][NC][4];
 #pragma unroll
         for (int i = 0; i < V; i++)
 #pragma unroll
-            for (int q = 0; q < 4; q++)
-                p[i][q] = 0.0f;
+            for (int n = 0; n < NC; n++)
+#pragma unroll
+                for (int q = 0; q < 4; q++)
+                    p[i][n][q] = 0.0f;
         for (int ch = 0; ch < nch; ch++, it++) {
             const int s = it % S;
             si_mbar_wait(full + s, (it / S) & 1);
@@ -202,60 +212,75 @@ __global__ void __launch_bounds__((TC_WARPS + 1) * 32)
                 const uint8_t *r0 = TC::unit(st + g * ROW + front0, warp + TC_WARPS * k, half);
                 const uint8_t *r1 =
                     TC::unit(st + (g + 8) * ROW + front1, warp + TC_WARPS * k, half);
-                int acc[NS * UB][4]; /* C: (g, 2c), (g, 2c + 1), (g + 8, 2c), (g + 8, 2c + 1) */
-                float xd0[UB], xd1[UB];
-                int xt0[UB], xt1[UB];
+                /* C of tile n: (g, 2c), (g, 2c + 1), (g + 8, 2c), (g + 8, 2c + 1) */
+                int acc[NC][NS * UB][4];
+                float xd0[NC][UB], xd1[NC][UB];
+                int xt0[NC][UB], xt1[NC][UB];
 #pragma unroll
                 for (int j = 0; j < UB; j++) {
                     const int blk = u * UB + j;
-                    const uint32_t b0 = *(const uint32_t *)(xg + 32 * blk + 4 * c);
-                    const uint32_t b1 = *(const uint32_t *)(xg + 32 * blk + 16 + 4 * c);
                     uint32_t lo0, hi0, lo1, hi1;
                     TC::frag(r0, half, j, c, lo0, hi0);
                     TC::frag(r1, half, j, c, lo1, hi1);
-                    if constexpr (NS == 1) {
-                        si_mma_i8<TC::AU8>(acc[j], lo0, lo1, hi0, hi1, b0, b1);
-                    } else { /* each 16's sum: the other half's A words zero */
-                        si_mma_i8<TC::AU8>(acc[2 * j], lo0, lo1, 0u, 0u, b0, b1);
-                        si_mma_i8<TC::AU8>(acc[2 * j + 1], 0u, 0u, hi0, hi1, b0, b1);
+#pragma unroll
+                    for (int n = 0; n < NC; n++) {
+                        const uint32_t b0 = *(const uint32_t *)(xg[n] + 32 * blk + 4 * c);
+                        const uint32_t b1 = *(const uint32_t *)(xg[n] + 32 * blk + 16 + 4 * c);
+                        if constexpr (NS == 1) {
+                            si_mma_i8<TC::AU8>(acc[n][j], lo0, lo1, hi0, hi1, b0, b1);
+                        } else { /* each 16's sum: the other half's A words zero */
+                            si_mma_i8<TC::AU8>(acc[n][2 * j], lo0, lo1, 0u, 0u, b0, b1);
+                            si_mma_i8<TC::AU8>(acc[n][2 * j + 1], 0u, 0u, hi0, hi1, b0, b1);
+                        }
+                        const float2 d2 = *(const float2 *)(xd + XS * blk + 8 * n + 2 * c);
+                        const int2 t2 = *(const int2 *)(xt + XS * blk + 8 * n + 2 * c);
+                        xd0[n][j] = d2.x, xd1[n][j] = d2.y, xt0[n][j] = t2.x, xt1[n][j] = t2.y;
                     }
-                    const float2 d2 = *(const float2 *)(xd + 8 * blk + 2 * c);
-                    const int2 t2 = *(const int2 *)(xt + 8 * blk + 2 * c);
-                    xd0[j] = d2.x, xd1[j] = d2.y, xt0[j] = t2.x, xt1[j] = t2.y;
                 }
                 const typename TC::P pr0 = TC::params(r0, half), pr1 = TC::params(r1, half);
                 /* into its virtual lane's sums (selected, so that p stays in registers), as the
                  * dp4a kernel adds a unit's dot (fold_add where the type has one) */
                 const int vi = (TC_CHUNK / TC_WARPS) * (ch & 1) + k;
-                float val[4] = {0.0f, 0.0f, 0.0f, 0.0f}; /* with fold_add: the lane's sums */
+                float val[NC][4]; /* with fold_add: the lane's sums */
                 constexpr bool ADD = tc_has_fold_add<TC>::value;
+#pragma unroll
+                for (int n = 0; n < NC; n++)
+#pragma unroll
+                    for (int q = 0; q < 4; q++)
+                        val[n][q] = 0.0f;
                 if constexpr (ADD)
 #pragma unroll
                     for (int i = 0; i < V; i++)
                         if (i == vi)
 #pragma unroll
-                            for (int q = 0; q < 4; q++)
-                                val[q] = p[i][q];
+                            for (int n = 0; n < NC; n++)
 #pragma unroll
-                for (int q = 0; q < 4; q++) {
-                    int sums[NS * UB];
+                                for (int q = 0; q < 4; q++)
+                                    val[n][q] = p[i][n][q];
 #pragma unroll
-                    for (int j = 0; j < NS * UB; j++)
-                        sums[j] = acc[j][q];
-                    const typename TC::P &pr = q < 2 ? pr0 : pr1;
-                    const float *xdq = q & 1 ? xd1 : xd0;
-                    const int *xtq = q & 1 ? xt1 : xt0;
-                    if constexpr (ADD)
-                        val[q] = TC::fold_add(val[q], pr, xdq, xtq, sums);
-                    else
-                        val[q] = TC::fold(pr, xdq, xtq, sums);
-                }
+                for (int n = 0; n < NC; n++)
+#pragma unroll
+                    for (int q = 0; q < 4; q++) {
+                        int sums[NS * UB];
+#pragma unroll
+                        for (int j = 0; j < NS * UB; j++)
+                            sums[j] = acc[n][j][q];
+                        const typename TC::P &pr = q < 2 ? pr0 : pr1;
+                        const float *xdq = q & 1 ? xd1[n] : xd0[n];
+                        const int *xtq = q & 1 ? xt1[n] : xt0[n];
+                        if constexpr (ADD)
+                            val[n][q] = TC::fold_add(val[n][q], pr, xdq, xtq, sums);
+                        else
+                            val[n][q] = TC::fold(pr, xdq, xtq, sums);
+                    }
 #pragma unroll
                 for (int i = 0; i < V; i++)
                     if (i == vi)
 #pragma unroll
-                        for (int q = 0; q < 4; q++)
-                            p[i][q] = ADD ? val[q] : p[i][q] + val[q];
+                        for (int n = 0; n < NC; n++)
+#pragma unroll
+                            for (int q = 0; q < 4; q++)
+                                p[i][n][q] = ADD ? val[n][q] : p[i][n][q] + val[n][q];
             }
             __syncwarp();
             if (lane == 0) si_mbar_arrive(empty + s); /* this warp is done with the stage */
@@ -266,23 +291,29 @@ __global__ void __launch_bounds__((TC_WARPS + 1) * 32)
 #pragma unroll
             for (int i = 0; i < h; i++)
 #pragma unroll
-                for (int q = 0; q < 4; q++)
-                    p[i][q] += p[i + h][q];
-        float *rb = red + (size_t)buf * TC_WARPS * 128 + warp * 128;
-        rb[8 * g + 2 * c] = p[0][0];
-        rb[8 * g + 2 * c + 1] = p[0][1];
-        rb[8 * (g + 8) + 2 * c] = p[0][2];
-        rb[8 * (g + 8) + 2 * c + 1] = p[0][3];
+                for (int n = 0; n < NC; n++)
+#pragma unroll
+                    for (int q = 0; q < 4; q++)
+                        p[i][n][q] += p[i + h][n][q];
+        /* red: [warp][weight row 0..15][x row 0..XS-1] */
+        float *rb = red + ((size_t)buf * TC_WARPS + warp) * 16 * XS;
+#pragma unroll
+        for (int n = 0; n < NC; n++) {
+            rb[XS * g + 8 * n + 2 * c] = p[0][n][0];
+            rb[XS * g + 8 * n + 2 * c + 1] = p[0][n][1];
+            rb[XS * (g + 8) + 8 * n + 2 * c] = p[0][n][2];
+            rb[XS * (g + 8) + 8 * n + 2 * c + 1] = p[0][n][3];
+        }
         /* one barrier a tile: red is double-buffered, and tile t's sums are read before any
          * thread passes tile t + 1's barrier */
         si_bar_sync_n(1, NT);
-        if (threadIdx.x < 128) { /* offsets 4, 2, 1 across the warps; (row, x row) */
-            const int row = threadIdx.x >> 3, xr = threadIdx.x & 7;
+        if (threadIdx.x < 16 * XS) { /* offsets 4, 2, 1 across the warps; (row, x row) */
+            const int row = threadIdx.x / XS, xr = threadIdx.x % XS;
             float v[TC_WARPS];
-            rb = red + (size_t)buf * TC_WARPS * 128;
+            rb = red + (size_t)buf * TC_WARPS * 16 * XS;
 #pragma unroll
             for (int w = 0; w < TC_WARPS; w++)
-                v[w] = rb[w * 128 + threadIdx.x];
+                v[w] = rb[w * 16 * XS + threadIdx.x];
 #pragma unroll
             for (int h = TC_WARPS / 2; h >= 1; h /= 2)
 #pragma unroll
@@ -305,12 +336,31 @@ template <class TC> static int gemv_q8x_tc_min_nb() {
     return knob ? knob : TC::MIN_NB;
 }
 
-template <class TC, int S, int XIN>
+/* Whether a launch of nb rows (1-16) has the shared memory for its stages (2 at the least), x and
+ * the reductions at K */
+template <class TC> static bool gemv_q8x_tc_fits(int K, int nb) {
+    int smem_optin, n_sm;
+    q8x_device(&smem_optin, &n_sm);
+    return tc_smem_bytes<TC>(K, nb, 2, nb > 8 ? 2 : 1) <= (size_t)smem_optin;
+}
+
+/* 9-16 rows in one launch (NC = 2); timing knob SI_CUDA_GEMV_TC16=0: never (cuda_gemv then
+ * splits them in two launches; read at the first call) */
+static bool gemv_q8x_tc16_on(void) {
+    static int on = -1;
+    if (on < 0) {
+        const char *e = getenv("SI_CUDA_GEMV_TC16");
+        on = !(e && !strcmp(e, "0"));
+    }
+    return on != 0;
+}
+
+template <class TC, int S, int XIN, int NC>
 static int gemv_q8x_tc_launch_s(const void *W, int M, int K, const float *x, int nb, float *y,
                                 cudaStream_t st) {
     using U = typename TC::U;
     void (*kernel)(const uint8_t *, int, int, size_t, const float *, int, float *) =
-        gemv_q8x_tc_kernel<TC, S, XIN>;
+        gemv_q8x_tc_kernel<TC, S, XIN, NC>;
     int smem_optin, n_sm;
     q8x_device(&smem_optin, &n_sm);
     static bool attr_set = false; /* per instance: the attribute is per kernel */
@@ -319,7 +369,7 @@ static int gemv_q8x_tc_launch_s(const void *W, int M, int K, const float *x, int
             cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_optin));
         attr_set = true;
     }
-    const size_t smem = tc_smem_bytes<TC>(K, nb, S);
+    const size_t smem = tc_smem_bytes<TC>(K, nb, S, NC);
     if (smem > (size_t)smem_optin) return -1;
     constexpr int threads = (TC_WARPS + 1) * 32;
     int per_sm = 0;
@@ -331,11 +381,16 @@ static int gemv_q8x_tc_launch_s(const void *W, int M, int K, const float *x, int
 }
 
 /* 3 stages where they fit, else 2 (K = 14336 at 8 rows). K % 256 == 0 (every model's); other
- * shapes take the dp4a kernel. */
+ * shapes take the dp4a kernel. 9-16 rows where gemv_q8x_tc_fits (not K = 11008 past 9 rows). */
 template <class TC, int XIN>
 static int gemv_q8x_tc_launch(const void *W, int M, int K, const float *x, int nb, float *y,
                               cudaStream_t st) {
-    if (!gemv_q8x_ok<typename TC::U>(K) || K % 256 || nb < 1 || nb > 8) return -1;
-    if (gemv_q8x_tc_launch_s<TC, 3, XIN>(W, M, K, x, nb, y, st) == 0) return 0;
-    return gemv_q8x_tc_launch_s<TC, 2, XIN>(W, M, K, x, nb, y, st);
+    if (!gemv_q8x_ok<typename TC::U>(K) || K % 256 || nb < 1 || nb > 16) return -1;
+    if (nb > 8) {
+        if (!gemv_q8x_tc16_on()) return -1;
+        if (gemv_q8x_tc_launch_s<TC, 3, XIN, 2>(W, M, K, x, nb, y, st) == 0) return 0;
+        return gemv_q8x_tc_launch_s<TC, 2, XIN, 2>(W, M, K, x, nb, y, st);
+    }
+    if (gemv_q8x_tc_launch_s<TC, 3, XIN, 1>(W, M, K, x, nb, y, st) == 0) return 0;
+    return gemv_q8x_tc_launch_s<TC, 2, XIN, 1>(W, M, K, x, nb, y, st);
 }
