@@ -34,7 +34,13 @@
  * Q8_0 built the same way (s24) was no faster than its dp4a kernel at any row count. Q5_K and
  * Q6_K (the K-quant mixtures' other types, s47) take the same kernel; Q6_K's 16-element scales
  * need two mma's a block (gemv_q8x_tc_units.cuh's NS); s48 added Q4_1, Q5_0, Q5_1, Q3_K, IQ4_NL,
- * IQ4_XS and Q2_K (whose mins a 16 take each x block's first 16's sum: one more pass over x). */
+ * IQ4_XS and Q2_K (whose mins a 16 take each x block's first 16's sum: one more pass over x).
+ *
+ * 9-16 rows of x (s50; cuda_gemv_wide_ok in gemv.cu): a second column tile (NC = 2), x rows 8-15
+ * as the B columns of a second mma on the same A fragments, so the weights are read and decoded
+ * once; each (weight row, x row) has the same float sequence as at 1-8 rows. Its x takes
+ * nb (K + 16) bytes of shared memory: 16 rows fit at K = 4096, not at K = 11008 (there: to 12
+ * rows). */
 
 #include "backend/cuda/gemv_q8x_tc_units.cuh"
 
