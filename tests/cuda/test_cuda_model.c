@@ -4,9 +4,10 @@
  *   test_cuda_model MODEL.gguf TOL
  *
  * 1. logits: one si_session per device on the same file; a 200-token random prompt (chunks of
- *    64: the cuBLASLt GEMM path, then 8 rows: the GEMV path), then 24 decode steps feeding the
- *    CPU's greedy token to both. Error = max |gpu - cpu| / max |cpu| over each logits vector;
- *    fails above TOL. The top-1 agreement is reported.
+ *    64: the cuBLASLt GEMM path, then 8 rows: the GEMV path), 13 more tokens as one chunk (a
+ *    13-row step: the GEMVs of 9-16 rows, cuda_gemv_wide_ok, where the type has them), then 24
+ *    decode steps feeding the CPU's greedy token to both. Error = max |gpu - cpu| / max |cpu| over
+ * each logits vector; fails above TOL. The top-1 agreement is reported.
  * 2. engine exactness on CUDA: 8 requests with different prompts, greedy, 32 tokens each,
  *    one at a time and then all at once, with steps of at most 8 tokens (continuous batching:
  *    mixed prefill chunks and decodes through the decode-step CUDA graphs of 1, 2, 4 and 8
@@ -108,11 +109,12 @@ static void test_logits(si_model *mc, si_model *mg, double tol) {
         fprintf(stderr, "session: %s\n", si_last_error());
         exit(2);
     }
-    const int nv = si_model_n_vocab(mc), n_prompt = 200, n_dec = 24;
-    int32_t *toks = malloc(sizeof(int32_t) * n_prompt);
+    const int nv = si_model_n_vocab(mc), n_prompt = 200, n_mid = 13, n_dec = 24;
+    int32_t *toks = malloc(sizeof(int32_t) * (n_prompt + n_mid));
     uint64_t seed = 42;
-    for (int i = 0; i < n_prompt; i++) toks[i] = (int32_t)(rng_next(&seed) % (uint32_t)nv);
-    double worst = 0, prefill_err = 0;
+    for (int i = 0; i < n_prompt + n_mid; i++)
+        toks[i] = (int32_t)(rng_next(&seed) % (uint32_t)nv);
+    double worst = 0, prefill_err = 0, mid_err = 0;
     int agree = 0, steps = 0;
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -120,10 +122,17 @@ static void test_logits(si_model *mc, si_model *mg, double tol) {
         fprintf(stderr, "eval: %s\n", si_last_error());
         exit(2);
     }
+    prefill_err = rel_err(si_session_logits(sg), si_session_logits(sc), nv);
+    if (si_session_eval(sc, toks + n_prompt, n_mid) ||
+        si_session_eval(sg, toks + n_prompt, n_mid)) {
+        fprintf(stderr, "eval: %s\n", si_last_error());
+        exit(2);
+    }
+    worst = prefill_err;
     for (int step = 0; step <= n_dec; step++) {
         const float *lc = si_session_logits(sc), *lg = si_session_logits(sg);
         const double e = rel_err(lg, lc, nv);
-        if (step == 0) prefill_err = e;
+        if (step == 0) mid_err = e;
         if (!(e <= worst)) worst = e;
         const int tc = argmax(lc, nv), tg = argmax(lg, nv);
         agree += tc == tg;
@@ -137,9 +146,10 @@ static void test_logits(si_model *mc, si_model *mg, double tol) {
     clock_gettime(CLOCK_MONOTONIC, &t1);
     const bool ok = worst <= tol;
     g_fail |= !ok;
-    printf("%s logits gpu vs cpu: prefill(200) rel err %.3e, max over %d steps %.3e (tol %.1e), "
-           "top-1 agree %d/%d (%.1f s)\n", ok ? "PASS" : "FAIL", prefill_err, steps, worst, tol,
-           agree, steps, (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9);
+    printf("%s logits gpu vs cpu: prefill(200) rel err %.3e, then 13 tokens at once %.3e, max "
+           "over %d steps %.3e (tol %.1e), top-1 agree %d/%d (%.1f s)\n",
+           ok ? "PASS" : "FAIL", prefill_err, mid_err, steps, worst, tol, agree, steps,
+           (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9);
     free(toks);
     si_session_free(sc);
     si_session_free(sg);
