@@ -11,7 +11,8 @@ rows, whose 8th column is the all-decoding rate), as scripts/gpu_concurrency_ab.
 Rounds of the same setting are averaged; the bars show their range. One request is the `c1`
 rows where the log has them (the engine at the log's prompt length), else tg128. Several logs
 (comma-separated, e.g. one per weight type) are drawn side by side, each titled by its file's
-name; --label names a setting (the text after the round, e.g. SI_CUDA_ATTN_PART=1024).
+name, at most three to a row, a setting in the same colour in every panel; --label names a
+setting (the text after the round, e.g. SI_CUDA_ATTN_PART=1024).
 Or, instead of LOGs, `--json SETTING=FILE` (repeated; a setting's files are its rounds): the
 output of `swiftinfer bench -c C1,C2,... --json`, one panel."""
 import json
@@ -61,14 +62,20 @@ def parse_json(args):
     return rates
 
 
-def draw(ax, rates, labels, title):
+def setting_colours(panels):
+    """{setting: matplotlib colour}, one per setting of any panel: the same in every panel"""
+    settings = sorted({s for rates in panels for s in rates})
+    return {s: f"C{i % 10}" for i, s in enumerate(settings)}
+
+
+def draw(ax, rates, labels, title, colours):
     for i, setting in enumerate(sorted(rates)):
         cs = sorted(rates[setting])
         mean = [sum(rates[setting][c]) / len(rates[setting][c]) for c in cs]
         lo = [m - min(rates[setting][c]) for m, c in zip(mean, cs)]
         hi = [max(rates[setting][c]) - m for m, c in zip(mean, cs)]
         bars = ax.errorbar(cs, mean, yerr=[lo, hi], marker="o", capsize=3,
-                           label=labels.get(setting, setting))
+                           label=labels.get(setting, setting), color=colours[setting])
         for c, m in zip(cs, mean):  # in the line's colour: which label is whose stays clear
             ax.annotate(f"{m:,.0f}", (c, m), textcoords="offset points", fontsize=8,
                         xytext=(4, 6 if i % 2 == 0 else -12), color=bars.lines[0].get_color())
@@ -101,10 +108,15 @@ def main():
         sys.exit("usage: plot_concurrency.py {LOG[,LOG...] | --json SETTING=FILE ...} PNG "
                  "[--title T] [--label SETTING=TEXT ...]")
     logs = [None] if json_args else pos.pop(0).split(",")
-    fig, axes = plt.subplots(1, len(logs), figsize=(6.5 * len(logs), 4), squeeze=False)
-    for ax, log in zip(axes[0], logs):
-        rates = parse_json(json_args) if json_args else parse(log)
-        draw(ax, rates, labels, title if len(logs) == 1 else log.rsplit("/", 1)[-1])
+    panels = [parse_json(json_args) if json_args else parse(log) for log in logs]
+    colours = setting_colours(panels)
+    ncol = min(len(logs), 3)
+    nrow = (len(logs) + ncol - 1) // ncol
+    fig, axes = plt.subplots(nrow, ncol, figsize=(6.5 * ncol, 4 * nrow), squeeze=False)
+    for ax, log, rates in zip(axes.flat, logs, panels):
+        draw(ax, rates, labels, title if len(logs) == 1 else log.rsplit("/", 1)[-1], colours)
+    for ax in list(axes.flat)[len(logs):]:
+        ax.set_visible(False)
     if len(logs) > 1:
         fig.suptitle(title)
     fig.tight_layout()

@@ -73,6 +73,30 @@ def test_draws_several_logs(tmp_path):
     assert png.stat().st_size > 1000
 
 
+def test_panels_in_rows_with_one_colour_a_setting(tmp_path):
+    """four logs: two rows of at most three panels; a setting that only some logs have keeps its
+    colour in every panel"""
+    logs = []
+    for i, name in enumerate(("a.txt", "b.txt", "c.txt", "d.txt")):
+        text = f"r1 gemv=one c9: {row(9, 2000.0 + i)}\n"
+        if i % 2:
+            text += f"r1 gemv=two c9: {row(9, 1500.0 + i)}\n"
+        (tmp_path / name).write_text(text)
+        logs.append(str(tmp_path / name))
+    panels = [plot_concurrency.parse(f) for f in logs]
+    assert plot_concurrency.setting_colours(panels) == {"gemv=one": "C0", "gemv=two": "C1"}
+    assert plot_concurrency.setting_colours(panels[:1]) == {"gemv=one": "C0"}
+    png = tmp_path / "grid.png"
+    import sys
+    argv = sys.argv
+    sys.argv = ["plot_concurrency.py", ",".join(logs), str(png), "--label", "gemv=two=two launches"]
+    try:
+        plot_concurrency.main()
+    finally:
+        sys.argv = argv
+    assert png.stat().st_size > 1000
+
+
 def test_bench_json(tmp_path):
     """`swiftinfer bench -c ... --json` files as SETTING=FILE: a setting's files are its rounds;
     drawn into a PNG with the data's request counts as ticks"""
