@@ -187,4 +187,10 @@ static inline int si_env_digit_pair(const char *name) {
     return e && sscanf(e, "%d,%d", &a, &b) == 2 ? 10 * a + b : 0;
 }
 
+/* Whether the environment turns off a timing knob that is on by default (name=0) */
+static inline bool si_env_off(const char *name) {
+    const char *e = getenv(name);
+    return e && !strcmp(e, "0");
+}
+
 #endif

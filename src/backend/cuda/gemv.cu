@@ -186,17 +186,18 @@ static int gemv_quant(const void *W, int M, int K, const float *x, int nb, float
  * two with attention split as for 1-8 rows both ways). Q8_0, whose 8-row GEMV is the dp4a kernel,
  * keeps the matmul. Where x's 9-16 rows fit in shared memory (gemv_q8x_tc_fits: K = 4096 at 16
  * rows, not K = 11008 past 9), one launch of the tensor-core kernel takes them all, two mma's an
- * A fragment: the weights are read and decoded once (s50). Timing knobs: SI_CUDA_GEMV_WIDE=0,
- * every step of 9+ rows takes the matmul again; SI_CUDA_GEMV_TC16=0 (gemv_q8x_tc.cuh), two
- * launches instead of one (both read at the first call). */
+ * A fragment: the weights are read and decoded once (s50). Timing knobs (read at the first
+ * call): SI_CUDA_GEMV_WIDE=0, every step of 9+ rows takes the matmul again; SI_CUDA_GEMV_TC16=0
+ * (gemv_q8x_tc.cuh), two launches instead of one; SI_CUDA_GEMV_SPLIT=0, never two launches
+ * (where one does not fit: the matmul). */
 #define GEMV_SPLIT_ROWS_MOST 12 /* two launches: the types but Q4_0 and Q5_K (theirs: 16) */
 static bool gemv_wide_on(void) {
-    static int on = -1;
-    if (on < 0) {
-        const char *e = getenv("SI_CUDA_GEMV_WIDE");
-        on = !(e && !strcmp(e, "0"));
-    }
-    return on != 0;
+    static const bool on = !si_env_off("SI_CUDA_GEMV_WIDE");
+    return on;
+}
+static bool gemv_split_on(void) {
+    static const bool on = !si_env_off("SI_CUDA_GEMV_SPLIT");
+    return on;
 }
 
 extern "C" int cuda_gemv_wide_ok(si_type t, int K, int n_batch) {
@@ -210,7 +211,8 @@ extern "C" int cuda_gemv_wide_ok(si_type t, int K, int n_batch) {
             return 0;
         else {
             const int split_most =
-                std::is_same<TX, tqx_q4_0>::value || std::is_same<TX, tqx_q5_k>::value
+                !gemv_split_on() ? GEMV_ROWS_MAX
+                : std::is_same<TX, tqx_q4_0>::value || std::is_same<TX, tqx_q5_k>::value
                     ? GEMV_WIDE_ROWS_MAX
                     : GEMV_SPLIT_ROWS_MOST;
             const bool one = gemv_q8x_tc16_on() && gemv_q8x_tc_fits<TC>(K, n_batch);

@@ -430,11 +430,7 @@ __global__ void __launch_bounds__((NH * NORM_THREADS), 2 / NH)
  * Measured and not kept (same s28 section): 16-warp CTAs for the other batch-1 GEMVs, and the
  * wide norm GEMV at 3 stages (SI_CUDA_GEMV_Q8X_NORM=2,3), both slower through the engine. */
 static bool q8x_norm_wide(void) {
-    static int on = -1;
-    if (on < 0) {
-        const char *e = getenv("SI_CUDA_GEMV_Q8X_NORM_WIDE");
-        on = !(e && !strcmp(e, "0"));
-    }
+    static const bool on = !si_env_off("SI_CUDA_GEMV_Q8X_NORM_WIDE");
     return on;
 }
 

@@ -353,12 +353,8 @@ template <class TC> static bool gemv_q8x_tc_fits(int K, int nb) {
 /* 9-16 rows in one launch (NC = 2); timing knob SI_CUDA_GEMV_TC16=0: never (cuda_gemv then
  * splits them in two launches; read at the first call) */
 static bool gemv_q8x_tc16_on(void) {
-    static int on = -1;
-    if (on < 0) {
-        const char *e = getenv("SI_CUDA_GEMV_TC16");
-        on = !(e && !strcmp(e, "0"));
-    }
-    return on != 0;
+    static const bool on = !si_env_off("SI_CUDA_GEMV_TC16");
+    return on;
 }
 
 template <class TC, int S, int XIN, int NC>
