@@ -189,7 +189,8 @@ static int gemv_quant(const void *W, int M, int K, const float *x, int nb, float
  * A fragment: the weights are read and decoded once (s50). Timing knobs (read at the first
  * call): SI_CUDA_GEMV_WIDE=0, every step of 9+ rows takes the matmul again; SI_CUDA_GEMV_TC16=0
  * (gemv_q8x_tc.cuh), two launches instead of one; SI_CUDA_GEMV_SPLIT=0, never two launches
- * (where one does not fit: the matmul). */
+ * (where one does not fit: the matmul; on an H100 that was 4-5 % slower for Llama-2-7B Q4_0 at
+ * 13-16 requests, 36-52 % for Llama-3-8B Q4_0 at 9-16, whose down projection never fits; s50). */
 #define GEMV_SPLIT_ROWS_MOST 12 /* two launches: the types but Q4_0 and Q5_K (theirs: 16) */
 static bool gemv_wide_on(void) {
     static const bool on = !si_env_off("SI_CUDA_GEMV_WIDE");
