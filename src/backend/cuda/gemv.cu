@@ -185,7 +185,8 @@ static int gemv_quant(const void *W, int M, int K, const float *x, int nb, float
  * 2,299 -> 1,663 / 1,889 / 2,211; at 16 rows Q3_K_M 1,924 -> 1,842, Q5_K_M 1,963 -> 2,151, these
  * two with attention split as for 1-8 rows both ways). Q8_0, whose 8-row GEMV is the dp4a kernel,
  * keeps the matmul. Where x's 9-16 rows fit in shared memory (gemv_q8x_tc_fits: K = 4096 at 16
- * rows, not K = 11008 past 9), one launch of the tensor-core kernel takes them all, two mma's an
+ * rows; K = 11008 at 10-13 by the type's chunk size, Q4_0 and Q4_K 12; K = 14336 not at all but
+ * for Q2_K and Q3_K at 9), one launch of the tensor-core kernel takes them all, two mma's an
  * A fragment: the weights are read and decoded once (s50). Timing knobs (read at the first
  * call): SI_CUDA_GEMV_WIDE=0, every step of 9+ rows takes the matmul again; SI_CUDA_GEMV_TC16=0
  * (gemv_q8x_tc.cuh), two launches instead of one; SI_CUDA_GEMV_SPLIT=0, never two launches

@@ -39,8 +39,8 @@
  * 9-16 rows of x (s50; cuda_gemv_wide_ok in gemv.cu): a second column tile (NC = 2), x rows 8-15
  * as the B columns of a second mma on the same A fragments, so the weights are read and decoded
  * once; each (weight row, x row) has the same float sequence as at 1-8 rows. Its x takes
- * nb (K + 16) bytes of shared memory: 16 rows fit at K = 4096, not at K = 11008 (there: to 12
- * rows). */
+ * nb (K + 16) bytes of shared memory: 16 rows fit at K = 4096, at K = 11008 10-13 rows by the
+ * type's chunk size (Q4_0, Q4_K: 12; Q6_K: 10), at K = 14336 none but 9 of Q2_K and Q3_K. */
 
 #include "backend/cuda/gemv_q8x_tc_units.cuh"
 
@@ -383,7 +383,7 @@ static int gemv_q8x_tc_launch_s(const void *W, int M, int K, const float *x, int
 }
 
 /* 3 stages where they fit, else 2 (K = 14336 at 8 rows). K % 256 == 0 (every model's); other
- * shapes take the dp4a kernel. 9-16 rows where gemv_q8x_tc_fits (not K = 11008 past 9 rows). */
+ * shapes take the dp4a kernel. 9-16 rows where gemv_q8x_tc_fits (above). */
 template <class TC, int XIN>
 static int gemv_q8x_tc_launch(const void *W, int M, int K, const float *x, int nb, float *y,
                               cudaStream_t st) {
