@@ -114,6 +114,25 @@ if [ "${SI_SKIP_KERNEL_TESTS:-0}" != 1 ]; then
             echo "h16mma $tool: $(tail -1 "$LOG/sanitize.log")"
         done
     fi
+    # 9-16 rows with x in parts on every tensor-core launch (SI_CUDA_GEMV_TC_PARTS=2; by default
+    # only x that does not fit whole, K = 11008 past 12 rows and 14336, takes them): the GEMV
+    # checks, x quantised ahead, and the sanitizers (--small has a 20 x 8192 shape for it)
+    if [ -x "$BD/test_cuda_kernels" ] && [ -x "$BD/test_cuda_fused" ]; then
+        echo "== test_cuda_kernels --gemv and test_cuda_fused, SI_CUDA_GEMV_TC_PARTS=2"
+        SI_CUDA_GEMV_TC_PARTS=2 "$BD/test_cuda_kernels" --gemv --no-bench > "$LOG/parts.log" 2>&1 \
+            || { fail=1; echo "gemv (x in parts) FAILED"; }
+        grep -E "^(FAIL|==== summary)" "$LOG/parts.log" | head -20
+        SI_CUDA_GEMV_TC_PARTS=2 "$BD/test_cuda_fused" --no-bench > "$LOG/parts_fused.log" 2>&1 \
+            || { fail=1; echo "fused (x in parts) FAILED"; }
+        grep -E "^(FAIL|==== summary)" "$LOG/parts_fused.log" | head -20
+        for tool in memcheck racecheck; do
+            [ "${SI_SANITIZE:-1}" = 1 ] || continue
+            SI_CUDA_GEMV_TC_PARTS=2 compute-sanitizer --tool $tool --error-exitcode 3 \
+                "$BD/test_cuda_kernels" --gemv --small > "$LOG/sanitize.log" 2>&1 \
+                || { fail=1; echo "parts $tool FAILED"; tail -20 "$LOG/sanitize.log"; }
+            echo "parts $tool: $(tail -1 "$LOG/sanitize.log")"
+        done
+    fi
 fi
 
 # ---- the whole model on the GPU ----------------------------------------------------------------

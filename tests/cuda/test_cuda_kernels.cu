@@ -188,8 +188,8 @@ static void test_gemv(si_type t, const char *tn, int M, int K, bool bench) {
         d2h(y1.data() + (size_t)b * M, dy, (size_t)M);
     }
     /* 7 and 8 rows once more with the tensor-core kernel on (7: a batch column unused); 9, 10,
-     * 12, 13 and 16 rows where they are GEMVs (one 16-column launch where x fits, else two: K =
-     * 11008 and 14336 take both ways) */
+     * 12, 13 and 16 rows where they are GEMVs (one 16-column launch, x whole where it fits, else
+     * in parts: K = 11008 and 14336 take both ways) */
     const int runs[][2] = {{1, 0}, {2, 0}, {3, 0}, {4, 0},  {5, 0},  {6, 0},  {7, 0}, {8, 0},
                            {7, 1}, {8, 1}, {9, 0}, {10, 0}, {12, 0}, {13, 0}, {16, 0}};
     int nb_most = 1; /* the most rows checked against the 1-row runs */
@@ -768,13 +768,12 @@ int main(int argc, char **argv) {
     std::vector<shape> shapes;
     /* K = 352 (not a multiple of 128) and K = 16384 (> 14336): the quantised types take the
      * f32-activation path (Q4_K/Q6_K only at 16384: 352 is no multiple of their 256) */
-    /* 40 x 2048: Q6_K rows of whole 16-byte words (512, 768: rows starting mid-word) */
+    /* 40 x 2048: Q6_K rows of whole 16-byte words (512, 768: rows starting mid-word); 20 x 8192:
+     * 2-4 chunks of the tensor-core kernel, so SI_CUDA_GEMV_TC_PARTS=2 (run.sh) takes 9-16 rows'
+     * x in parts, 2 tiles in one CTA */
     if (small)
-        shapes = {{64, 512, false},
-                  {37, 768, false},
-                  {5, 256, false},
-                  {7, 352, false},
-                  {40, 2048, false}};
+        shapes = {{64, 512, false}, {37, 768, false},  {5, 256, false},
+                  {7, 352, false},  {40, 2048, false}, {20, 8192, false}};
     else shapes = {{4096, 4096, true}, {11008, 4096, true}, {4096, 11008, true},
                    {32000, 4096, true}, {12288, 4096, true} /* fused QKV */,
                    {22016, 4096, true} /* fused gate+up */, {1000, 2816, false}, {3, 256, false},

@@ -184,14 +184,16 @@ static int gemv_quant(const void *W, int M, int K, const float *x, int nb, float
  * two launches: Q4_0 1,452 / 1,880 / 2,331 -> 1,968 / 2,235 / 2,598; Q4_K_M 1,433 / 1,838 /
  * 2,299 -> 1,663 / 1,889 / 2,211; at 16 rows Q3_K_M 1,924 -> 1,842, Q5_K_M 1,963 -> 2,151, these
  * two with attention split as for 1-8 rows both ways). Q8_0, whose 8-row GEMV is the dp4a kernel,
- * keeps the matmul. Where x's 9-16 rows fit in shared memory (gemv_q8x_tc_fits: K = 4096 at 16
- * rows; K = 11008 at 10-13 by the type's chunk size, Q4_0 and Q4_K 12; K = 14336 not at all but
- * for Q2_K and Q3_K at 9), one launch of the tensor-core kernel takes them all, two mma's an
- * A fragment: the weights are read and decoded once (s50). Timing knobs (read at the first
- * call): SI_CUDA_GEMV_WIDE=0, every step of 9+ rows takes the matmul again; SI_CUDA_GEMV_TC16=0
- * (gemv_q8x_tc.cuh), two launches instead of one; SI_CUDA_GEMV_SPLIT=0, never two launches
- * (where one does not fit: the matmul; on an H100 that was 4-5 % slower for Llama-2-7B Q4_0 at
- * 13-16 requests, 36-52 % for Llama-3-8B Q4_0 at 9-16, whose down projection never fits; s50). */
+ * keeps the matmul. One launch of the tensor-core kernel takes all 9-16 rows, two mma's an A
+ * fragment, so the weights are read and decoded once (s50): with x whole in shared memory where
+ * it fits (gemv_q8x_tc_fits: K = 4096 at 16 rows; K = 11008 at 10-13 by the type's chunk size,
+ * Q4_0 and Q4_K 12; K = 14336 not at all but for Q2_K and Q3_K at 9), else with x in parts
+ * (s51). Timing knobs (read at the first call): SI_CUDA_GEMV_WIDE=0, every step of 9+ rows takes
+ * the matmul again; SI_CUDA_GEMV_TC16=0 (gemv_q8x_tc.cuh), two launches instead of one;
+ * SI_CUDA_GEMV_TC_PARTS=1, one launch only where x fits whole, else two (s50's way);
+ * SI_CUDA_GEMV_SPLIT=0, never two launches (where one does not fit: the matmul; on an H100 that
+ * was 4-5 % slower for Llama-2-7B Q4_0 at 13-16 requests, 36-52 % for Llama-3-8B Q4_0 at 9-16,
+ * whose down projection never fits whole; s50). */
 #define GEMV_SPLIT_ROWS_MOST 12 /* two launches: the types but Q4_0 and Q5_K (theirs: 16) */
 static bool gemv_wide_on(void) {
     static const bool on = !si_env_off("SI_CUDA_GEMV_WIDE");

@@ -72,19 +72,20 @@ template <class T> static int q8x_copy_mode(const void *W, int K) {
     return Q8X_COPY_BULK | (after_x ? Q8X_COPY_FILL_AFTER_X : 0);
 }
 
-/* x (nb rows of K floats) -> q8_0, 8 lanes per block of 32 (a float4 each); the caller's
- * store(row, block, sub, q, d, sum) places 4 packed int8 q (elements 4 sub .. 4 sub + 3 of the
- * block) and, from the lane with sub == 0, the block's fp16-rounded d and sum of q.
- * issued() runs once per warp, right after its first x loads are issued and before their use:
- * the caller issues its weight copies there, so that they queue behind x (x is needed first). */
+/* x (nb rows of K floats, ld apart: 0 for K) -> q8_0, 8 lanes per block of 32 (a float4 each); the
+ * caller's store(row, block, sub, q, d, sum) places 4 packed int8 q (elements 4 sub .. 4 sub + 3 of
+ * the block) and, from the lane with sub == 0, the block's fp16-rounded d and sum of q. issued()
+ * runs once per warp, right after its first x loads are issued and before their use: the caller
+ * issues its weight copies there, so that they queue behind x (x is needed first). */
 template <int NWARPS = 0 /* the warps that run it: 0 every warp of the CTA, else warps 0.. */,
           class F, class G>
 __device__ __forceinline__ void q8x_quantize_x(const float *__restrict__ x, int K, int nb, F issued,
-                                               G store) {
+                                               G store, int ld = 0) {
     constexpr int UNR = 4;
     const int nwarps = NWARPS ? NWARPS : blockDim.x / 32, warp = threadIdx.x / 32,
               lane = threadIdx.x % 32;
     const int nblk = K / 32, total = nb * nblk, sub = lane & 7;
+    const size_t rs = ld ? ld : K;
     bool first = true;
     for (int wb = warp * 4; wb < total; wb += nwarps * 4 * UNR) { /* warp-uniform */
         const int base = wb + (lane >> 3);
@@ -93,7 +94,7 @@ __device__ __forceinline__ void q8x_quantize_x(const float *__restrict__ x, int 
         for (int i = 0; i < UNR; i++) {
             const int blk = base + i * nwarps * 4;
             const int bi = blk / nblk, bb = blk - bi * nblk;
-            v[i] = blk < total ? __ldg((const float4 *)(x + (size_t)bi * K + 32 * bb + 4 * sub))
+            v[i] = blk < total ? __ldg((const float4 *)(x + bi * rs + 32 * bb + 4 * sub))
                                : make_float4(0.f, 0.f, 0.f, 0.f);
         }
         if (first) {
