@@ -30,7 +30,7 @@ for shape in smollm2-135m tinyllama-1.1b; do
 done
 LIST="$LIST,$ROOT/models/SmolLM2-135M-Instruct.Q4_1.gguf"
 
-"$BIN" bench --memory -t "$T" --json > "$OUT/memory.json"
+"$BIN" bench --memory --device cpu -t "$T" --json > "$OUT/memory.json"
 BW=$(sed -n 's/.*"best_gbps": \([0-9.]*\).*/\1/p' "$OUT/memory.json")
-"$BIN" bench -m "$LIST" -p 128 -n 64 -t "$T" -r "$R" --bw "$BW" --json > "$OUT/bench.json"
+"$BIN" bench --device cpu -m "$LIST" -p 128 -n 64 -t "$T" -r "$R" --bw "$BW" --json > "$OUT/bench.json"
 echo "wrote $OUT/memory.json and $OUT/bench.json (bandwidth $BW GB/s)" >&2

@@ -112,6 +112,10 @@ typedef struct si_backend {
      * numbers when nothing is left. NULL on backends without their own memory (cpu). */
     si_status (*kv_blocks_for_fraction)(const si_model *m, const backend_params *p,
                                         double fraction, size_t block_bytes, int64_t *n_blocks);
+    /* The device memory's bandwidth, the roofline of `bench` (cuda_copy_bandwidth): best and
+     * mean of `runs` copies of `bytes`, counting bytes read plus written. NULL on backends that
+     * use the host's memory (cpu: bench_memory measures it). */
+    si_status (*copy_bandwidth)(size_t bytes, int runs, double *best_gbps, double *mean_gbps);
 } si_backend;
 
 /* The backend tables. backend_cuda() is NULL when SwiftInfer was built without CUDA. */

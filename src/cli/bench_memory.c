@@ -72,7 +72,8 @@ si_status bench_memory(size_t bytes, int n_threads, int runs, bench_memory_resul
         sum += gbps;
         if (gbps > best) best = gbps;
     }
-    *out = (bench_memory_result){best, runs ? sum / runs : 0.0, bytes, pool_size(pool), runs};
+    *out =
+        (bench_memory_result){best, runs ? sum / runs : 0.0, bytes, pool_size(pool), runs, false};
     free(j->buf);
     free(j);
     pool_free(pool);

@@ -5,6 +5,7 @@
 #ifndef SI_CLI_BENCH_MEMORY_H
 #define SI_CLI_BENCH_MEMORY_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "swiftinfer.h"
@@ -14,6 +15,8 @@ typedef struct bench_memory_result {
     double mean_gbps;  /* over all runs */
     size_t bytes;      /* buffer size */
     int n_threads, runs;
+    bool gpu; /* the GPU's copy bandwidth (si_backend.copy_bandwidth: bytes read + written), not
+               * the host's read bandwidth (n_threads 0) */
 } bench_memory_result;
 
 /* Reads a buffer of `bytes` (choose it far larger than the last-level cache) with n_threads

@@ -8,8 +8,10 @@
  *
  * The roofline: decoding one token reads every weight the forward pass uses once (each layer's
  * matrices and norms, the output norm and matrix, one embedding row), so tg t/s × those bytes is
- * the bandwidth achieved; its fraction of the DRAM read bandwidth (--bw, or measured here as in
- * `bench --memory`) says how much headroom is left (DESIGN.md, "what fast means"). */
+ * the bandwidth achieved; its fraction of the memory bandwidth (--bw, or measured here as in
+ * `bench --memory`: the host's DRAM read bandwidth with --device cpu, the GPU's copy bandwidth,
+ * bytes read plus written, with --device cuda) says how much headroom is left (DESIGN.md, "what
+ * fast means"). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,13 +20,14 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "backend/backend.h"
 #include "backend/cpu/cpu_kernels.h"
+#include "cli/bench_concurrency.h"
 #include "cli/bench_memory.h"
 #include "cli/cli_common.h"
 #include "cli/commands.h"
 #include "model/model.h"
 #include "quant/quant.h"
-#include "cli/bench_concurrency.h"
 
 #define MAX_MODELS 64
 #define MAX_TESTS 16
@@ -61,7 +64,7 @@ typedef struct {
 static void usage(FILE *f) {
     fprintf(f,
             "usage: swiftinfer bench -m FILE[,FILE...] [options]\n"
-            "       swiftinfer bench --memory [-t N] [--memory-mib N] [--json]\n\n"
+            "       swiftinfer bench --memory [--device D] [-t N] [--memory-mib N] [--json]\n\n"
             "Measures prompt processing (ppN) and token generation (tgN) in tokens/s, like\n"
             "llama-bench, and the fraction of the memory-bandwidth roofline decoding reaches.\n\n"
             "  -m, --model LIST   GGUF files, comma-separated (the flag may repeat)\n"
@@ -71,10 +74,12 @@ static void usage(FILE *f) {
             "  -r, --repetitions N  timed runs of each test after one warm-up (default 3)\n"
             "  -b, --batch N      prompt tokens per eval call (default 512)\n"
             "      --device D     cuda or cpu (default: cuda when a GPU is present)\n"
-            "      --bw GBPS      DRAM read bandwidth for the roofline (default: measured)\n"
-            "      --memory       only measure the DRAM read bandwidth\n"
+            "      --bw GBPS      memory bandwidth for the roofline (default: measured: the\n"
+            "                     GPU's device-to-device copy, bytes read + written, with\n"
+            "                     --device cuda; the host's DRAM read bandwidth with cpu)\n"
+            "      --memory       only measure that bandwidth (of the device --device names)\n"
             "      --memory-mib N buffer for the bandwidth measurement (default 2048; choose it\n"
-            "                     far above the last-level cache)\n"
+            "                     far above the last-level cache; the GPU copies between two)\n"
             "      --json         machine-readable output on stdout\n"
             "  -c, --concurrency L  instead of pp/tg: run c requests at once through the engine\n"
             "                     (continuous batching) for each c in L, each with a random\n"
@@ -309,6 +314,27 @@ static const char *kv_name(int32_t kv_dtype) {
     return kv_dtype == SI_KV_FP8_E4M3 ? "fp8_e4m3" : "f16";
 }
 
+/* The roofline of the device the models run on: the GPU's copy bandwidth where the backend
+ * measures one (si_backend.copy_bandwidth), else the host's DRAM read bandwidth */
+static si_status measure_memory(const bench_opts *o, bench_memory_result *mem) {
+    si_device dev = SI_DEVICE_CPU;
+    si_status st = backend_resolve(o->device, &dev);
+    if (st) return st;
+    const si_backend *b = dev == SI_DEVICE_CUDA ? backend_cuda() : NULL;
+    if (b && b->copy_bandwidth) {
+        fprintf(stderr, "bench: measuring the GPU's copy bandwidth (2 x %ld MiB)\n", o->mem_mib);
+        *mem = (bench_memory_result){.bytes = (size_t)o->mem_mib << 20, .runs = 5, .gpu = true};
+        return b->copy_bandwidth(mem->bytes, mem->runs, &mem->best_gbps, &mem->mean_gbps);
+    }
+    fprintf(stderr, "bench: measuring DRAM read bandwidth (%ld MiB, %ld threads)\n", o->mem_mib,
+            o->threads);
+    return bench_memory((size_t)o->mem_mib << 20, (int)o->threads, 5, mem);
+}
+
+static const char *memory_what(const bench_memory_result *mem) {
+    return mem->gpu ? "gpu copy" : "dram read";
+}
+
 static void print_json(const bench_row *rows, int n_rows, const bench_memory_result *mem,
                        double bw, bool measured, double load0, double load1, int32_t kv_dtype) {
     char cpu[256];
@@ -320,9 +346,10 @@ static void print_json(const bench_row *rows, int n_rows, const bench_memory_res
     printf("  \"bw_gbps\": %.3f,\n  \"bw_source\": \"%s\",\n  \"kv_cache_dtype\": \"%s\",\n", bw,
            measured ? "measured" : "--bw", kv_name(kv_dtype));
     if (measured)
-        printf("  \"memory\": {\"best_gbps\": %.3f, \"mean_gbps\": %.3f, \"bytes\": %zu, "
-               "\"threads\": %d, \"runs\": %d},\n",
-               mem->best_gbps, mem->mean_gbps, mem->bytes, mem->n_threads, mem->runs);
+        printf("  \"memory\": {\"what\": \"%s\", \"best_gbps\": %.3f, \"mean_gbps\": %.3f, "
+               "\"bytes\": %zu, \"threads\": %d, \"runs\": %d},\n",
+               memory_what(mem), mem->best_gbps, mem->mean_gbps, mem->bytes, mem->n_threads,
+               mem->runs);
     printf("  \"results\": [");
     for (int i = 0; i < n_rows; i++) {
         const bench_row *r = &rows[i];
@@ -435,22 +462,22 @@ int cmd_bench(int argc, char **argv) {
     bench_memory_result mem = {0};
     const bool measure = o.memory || o.bw <= 0.0;
     if (measure) {
-        fprintf(stderr, "bench: measuring DRAM read bandwidth (%ld MiB, %ld threads)\n", o.mem_mib,
-                o.threads);
-        si_status st = bench_memory((size_t)o.mem_mib << 20, (int)o.threads, 5, &mem);
+        si_status st = measure_memory(&o, &mem);
         if (st) return cli_fail_status(st);
         if (!o.bw) o.bw = mem.best_gbps;
     }
     if (o.memory) {
         if (o.json)
-            printf("{\"best_gbps\": %.3f, \"mean_gbps\": %.3f, \"bytes\": %zu, \"threads\": %d, "
-                   "\"runs\": %d, \"loadavg_start\": %.2f}\n",
-                   mem.best_gbps, mem.mean_gbps, mem.bytes, mem.n_threads, mem.runs, load0);
+            printf("{\"what\": \"%s\", \"best_gbps\": %.3f, \"mean_gbps\": %.3f, \"bytes\": %zu, "
+                   "\"threads\": %d, \"runs\": %d, \"loadavg_start\": %.2f}\n",
+                   memory_what(&mem), mem.best_gbps, mem.mean_gbps, mem.bytes, mem.n_threads,
+                   mem.runs, load0);
         else
             printf("| test | threads | buffer MiB | best GB/s | mean GB/s |\n"
                    "| --- | ---: | ---: | ---: | ---: |\n"
-                   "| memory read | %d | %zu | %.2f | %.2f |\n",
-                   mem.n_threads, mem.bytes >> 20, mem.best_gbps, mem.mean_gbps);
+                   "| %s | %d | %zu | %.2f | %.2f |\n",
+                   mem.gpu ? "gpu copy (read + written)" : "memory read", mem.n_threads,
+                   mem.bytes >> 20, mem.best_gbps, mem.mean_gbps);
         return 0;
     }
 
@@ -469,12 +496,16 @@ int cmd_bench(int argc, char **argv) {
         char cpu[256];
         cpu_model_name(cpu, sizeof cpu);
         printf("CPU: %s, kernels: %s, load average %.2f\n", cpu, cpu_isa_name(), load0);
-        if (measure)
+        if (measure && mem.gpu)
+            printf("GPU copy bandwidth: %.2f GB/s (measured: device-to-device copies of %zu MiB, "
+                   "bytes read + written, best of %d)\n\n",
+                   mem.best_gbps, mem.bytes >> 20, mem.runs);
+        else if (measure)
             printf("DRAM read bandwidth: %.2f GB/s (measured: %zu MiB buffer, %d threads, best "
                    "of %d)\n\n",
                    mem.best_gbps, mem.bytes >> 20, mem.n_threads, mem.runs);
         else
-            printf("DRAM read bandwidth: %.2f GB/s (--bw)\n\n", o.bw);
+            printf("Memory bandwidth: %.2f GB/s (--bw)\n\n", o.bw);
         if (o.kv_dtype != SI_KV_F16) printf("KV cache: %s\n\n", kv_name(o.kv_dtype));
         print_header(o.bw);
     }

@@ -32,3 +32,30 @@ def test_pp_tg_json_names_the_kv_cache(binary, default_model):
     out = json.loads(proc.stdout)
     assert out["kv_cache_dtype"] == "f16"
     assert [r["test"] for r in out["results"]] == ["pp8", "tg4"]
+
+
+def test_memory_names_what_it_measured(binary):
+    """`bench --memory` measures the roofline of the device it is told: the host's DRAM read
+    bandwidth with --device cpu"""
+    proc = run_cli("bench", "--memory", "--device", "cpu", "--memory-mib", "64", "-t", "1",
+                   "--json")
+    out = json.loads(proc.stdout)
+    assert out["what"] == "dram read" and out["threads"] == 1
+    assert out["bytes"] == 64 << 20 and out["runs"] == 5
+    assert 0 < out["mean_gbps"] <= out["best_gbps"]
+
+
+def test_memory_on_the_gpu_or_a_clear_error(binary):
+    """with --device cuda, the GPU's copy bandwidth (bytes read + written) where a GPU is there;
+    where none is (CI), the reason, not the host's bandwidth under the GPU's name"""
+    proc = run_cli("bench", "--memory", "--device", "cuda", "--memory-mib", "64", "--json",
+                   check=False)
+    if proc.returncode == 0:
+        out = json.loads(proc.stdout)
+        assert out["what"] == "gpu copy" and out["threads"] == 0
+        assert 0 < out["mean_gbps"] <= out["best_gbps"]
+    else:
+        assert proc.returncode > 0, f"killed by signal {-proc.returncode}"
+        assert proc.stdout == b""
+        err = proc.stderr.decode()
+        assert "device cuda" in err and ("no CUDA GPU" in err or "without CUDA" in err), err

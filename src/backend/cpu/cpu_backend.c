@@ -62,6 +62,7 @@ static const si_backend CPU_BACKEND = {
     .stats = cpu_stats,
     .free = cpu_free,
     .kv_blocks_for_fraction = NULL,
+    .copy_bandwidth = NULL,
 };
 
 const si_backend *backend_cpu(void) { return &CPU_BACKEND; }

@@ -29,6 +29,7 @@
 #include <cuda_runtime_api.h>
 
 #include "backend/backend.h"
+#include "backend/cuda/cuda_bandwidth.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_fwd.h"
 #include "backend/cuda/cuda_graphs.h"
@@ -1116,6 +1117,7 @@ static const si_backend CUDA_BACKEND = {
     .stats = cuda_stats,
     .free = cuda_free_state,
     .kv_blocks_for_fraction = cuda_kv_blocks_for_fraction,
+    .copy_bandwidth = cuda_copy_bandwidth,
 };
 
 const si_backend *cuda_backend_table(void) { return &CUDA_BACKEND; }
