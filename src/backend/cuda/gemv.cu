@@ -195,6 +195,11 @@ static int gemv_quant(const void *W, int M, int K, const float *x, int nb, float
  * was 4-5 % slower for Llama-2-7B Q4_0 at 13-16 requests, 36-52 % for Llama-3-8B Q4_0 at 9-16,
  * whose down projection never fits whole; s50). */
 #define GEMV_SPLIT_ROWS_MOST 12 /* two launches: the types but Q4_0 and Q5_K (theirs: 16) */
+/* x in parts from 12 rows: below, two launches (rows 0-7, then 1-3 more) cost less where they
+ * are allowed (s51, H100, Llama-3-8B Q4_0, all-decoding t/s, x in parts against two launches:
+ * 9 rows 2,204 / 2,376, 10 rows 2,427 / 2,421, 11 rows 2,637 / 2,700, 12 rows 3,106 / 2,766,
+ * 16 rows 3,833 / 3,697; Q4_K_M at 9 rows 1,695 / 1,677) */
+#define GEMV_PARTS_ROWS_MIN 12
 static bool gemv_wide_on(void) {
     static const bool on = !si_env_off("SI_CUDA_GEMV_WIDE");
     return on;
@@ -204,41 +209,55 @@ static bool gemv_split_on(void) {
     return on;
 }
 
-extern "C" int cuda_gemv_wide_ok(si_type t, int K, int n_batch) {
+/* How a GEMV of 9-16 rows runs: not at all (the batched matmul takes it), one launch of the
+ * tensor-core kernel (x whole or in parts), or two launches */
+enum { WIDE_NONE, WIDE_ONE, WIDE_TWO };
+static int gemv_wide_plan(si_type t, int K, int n_batch) {
     if (n_batch <= GEMV_ROWS_MAX || n_batch > GEMV_WIDE_ROWS_MAX || K % 256 || !gemv_wide_on() ||
         gemv_mma_on())
-        return 0;
-    return with_q8x_unit(t, 0, [&](auto u) {
+        return WIDE_NONE;
+    return with_q8x_unit(t, (int)WIDE_NONE, [&](auto u) {
         using TX = decltype(u);
         using TC = typename q8x_tc_of<TX>::type;
         if constexpr (std::is_void<TC>::value)
-            return 0;
+            return (int)WIDE_NONE;
         else {
+            if (!gemv_q8x_ok<TX>(K)) return (int)WIDE_NONE;
             const int split_most =
-                !gemv_split_on() ? GEMV_ROWS_MAX
-                : std::is_same<TX, tqx_q4_0>::value || std::is_same<TX, tqx_q5_k>::value
+                std::is_same<TX, tqx_q4_0>::value || std::is_same<TX, tqx_q5_k>::value
                     ? GEMV_WIDE_ROWS_MAX
                     : GEMV_SPLIT_ROWS_MOST;
-            const bool one = gemv_q8x_tc16_on() && gemv_q8x_tc_fits<TC>(K, n_batch);
-            return (int)(gemv_q8x_ok<TX>(K) && (one || n_batch <= split_most));
+            const bool split = gemv_split_on() && n_batch <= split_most;
+            if (gemv_q8x_tc16_on()) {
+                if (gemv_q8x_tc_fits<TC>(K, n_batch)) return (int)WIDE_ONE;
+                if (gemv_q8x_tc_parts_fit<TC>(K, n_batch) &&
+                    (n_batch >= GEMV_PARTS_ROWS_MIN || !split || gemv_q8x_tc_parts_knob() >= 2))
+                    return (int)WIDE_ONE;
+            }
+            return (int)(split ? WIDE_TWO : WIDE_NONE);
         }
     });
 }
 
-/* cuda_gemv / cuda_gemv_pre (XIN Q8X_PRE) of 9-16 rows: one launch where it fits, else rows 0-7
- * and then the rest, each row with its one-row bits either way */
+extern "C" int cuda_gemv_wide_ok(si_type t, int K, int n_batch) {
+    return gemv_wide_plan(t, K, n_batch) != WIDE_NONE;
+}
+
+/* cuda_gemv / cuda_gemv_pre (XIN Q8X_PRE) of 9-16 rows as gemv_wide_plan says: one launch, or
+ * rows 0-7 and then the rest, each row with its one-row bits either way */
 template <int XIN>
 static int gemv_wide(si_type t, const void *W, int M, int K, const void *x, int nb, float *y,
                      cudaStream_t st) {
-    if (!cuda_gemv_wide_ok(t, K, nb)) return -1;
-    const int one = with_q8x_unit(t, -1, [&](auto u) {
-        using TC = typename q8x_tc_of<decltype(u)>::type;
-        if constexpr (std::is_void<TC>::value)
-            return -1;
-        else
-            return gemv_q8x_tc_launch<TC, XIN>(W, M, K, (const float *)x, nb, y, st);
-    });
-    if (one == 0) return 0;
+    const int plan = gemv_wide_plan(t, K, nb);
+    if (plan == WIDE_ONE)
+        return with_q8x_unit(t, -1, [&](auto u) {
+            using TC = typename q8x_tc_of<decltype(u)>::type;
+            if constexpr (std::is_void<TC>::value)
+                return -1;
+            else
+                return gemv_q8x_tc_launch<TC, XIN>(W, M, K, (const float *)x, nb, y, st);
+        });
+    if (plan != WIDE_TWO) return -1;
     const size_t x_bytes = XIN == Q8X_PRE ? CUDA_Q8X_ROW_BYTES(K) : (size_t)K * sizeof(float);
     const void *rest = (const uint8_t *)x + GEMV_ROWS_MAX * x_bytes;
     float *y_rest = y + (size_t)GEMV_ROWS_MAX * M;

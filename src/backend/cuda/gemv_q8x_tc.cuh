@@ -41,11 +41,12 @@
  * once; each (weight row, x row) has the same float sequence as at 1-8 rows. Its x takes
  * nb (K + 16) bytes of shared memory: 16 rows fit at K = 4096, at K = 11008 10-13 rows by the
  * type's chunk size (Q4_0, Q4_K: 12; Q6_K: 10), at K = 14336 none but 9 of Q2_K and Q3_K.
- * Where it does not fit (s51), x goes through shared memory in parts (2-4, a whole number of
- * chunks each): every CTA runs part 0 of its (at most 2) tiles, loads the next part of x, and so
- * on, each tile's sums held in registers across the parts, so the weights are still read once
- * (s50 read them twice there: two launches, rows 0-7 then 8-15). A part costs a stall: the
- * consumers wait for its x while the ring holds S chunks. */
+ * Where it does not fit (s51; from 12 rows, gemv.cu's GEMV_PARTS_ROWS_MIN: at 9-11 two launches
+ * cost less), x goes through shared memory in parts (2-4, a whole number of chunks each): every CTA
+ * runs part 0 of its (at most 2) tiles, loads the next part of x, and so on, each tile's sums held
+ * in registers across the parts, so the weights are still read once (s50 read them twice there: two
+ * launches, rows 0-7 then 8-15). A part costs a stall: the consumers wait for its x while the ring
+ * holds S chunks. */
 
 #include "backend/cuda/gemv_q8x_tc_units.cuh"
 
@@ -379,7 +380,7 @@ template <class TC> static int gemv_q8x_tc_min_nb() {
 }
 
 /* 9-16 rows whose x does not fit in shared memory whole (K = 11008 past 10-13 rows, K = 14336)
- * take it in parts, at most TC_PARTS_MOST; a CTA then holds the sums of at most TC_PART_TILES
+ * can take it in parts, at most TC_PARTS_MOST; a CTA then holds the sums of at most TC_PART_TILES
  * tiles (the launcher adds CTAs past one an SM where 2 tiles each would not cover M) */
 #define TC_PARTS_MOST 4
 #define TC_PART_TILES 2
@@ -406,12 +407,18 @@ template <class TC> static int tc_chunks(int K) {
     return si_div_up(K / (32 * TC::U::UB), TC_CHUNK);
 }
 
-/* Whether a launch of nb rows (1-16) has the shared memory for its stages (2 at the least), x (or,
- * 9-16 rows, a part of it) and the reductions at K */
+/* Whether a launch of nb rows (1-16) has the shared memory for its stages (2 at the least), all of
+ * x and the reductions at K */
 template <class TC> static bool gemv_q8x_tc_fits(int K, int nb) {
     int smem_optin, n_sm;
     q8x_device(&smem_optin, &n_sm);
-    if (tc_smem_bytes<TC>(K, nb, 2, nb > 8 ? 2 : 1) <= (size_t)smem_optin) return true;
+    return tc_smem_bytes<TC>(K, nb, 2, nb > 8 ? 2 : 1) <= (size_t)smem_optin;
+}
+
+/* Whether 9-16 rows can take x in parts (the most, at 2 stages) where it does not fit whole */
+template <class TC> static bool gemv_q8x_tc_parts_fit(int K, int nb) {
+    int smem_optin, n_sm;
+    q8x_device(&smem_optin, &n_sm);
     const int cpp = si_div_up(tc_chunks<TC>(K), TC_PARTS_MOST);
     return nb > 8 && gemv_q8x_tc_parts_knob() != 1 &&
            tc_smem_bytes<TC>(tc_part_k<TC>(K, cpp), nb, 2, 2) <= (size_t)smem_optin;
@@ -455,8 +462,8 @@ static int gemv_q8x_tc_launch_s(const void *W, int M, int K, const float *x, int
 }
 
 /* 3 stages where they fit, else 2 (K = 14336 at 8 rows). K % 256 == 0 (every model's); other
- * shapes take the dp4a kernel. 9-16 rows: x whole where it fits, else in the fewest parts that
- * fit (3 stages before 2 at the same count), gemv_q8x_tc_fits. */
+ * shapes take the dp4a kernel. 9-16 rows: x whole where it fits (gemv_q8x_tc_fits), else in the
+ * fewest parts that fit (3 stages before 2 at the same count; gemv_q8x_tc_parts_fit). */
 template <class TC, int XIN>
 static int gemv_q8x_tc_launch(const void *W, int M, int K, const float *x, int nb, float *y,
                               cudaStream_t st) {
