@@ -70,7 +70,8 @@ template <class TC> struct tc_chunk {
 };
 
 /* shared memory: mbarriers full [S], empty [S] | S stages of 16 chunk rows | xq [nb][K + 16] |
- * xd f32 [K/32][8 NC] | xt i32 [K/32][8 NC] | red f32 [2][warps][128 NC] */
+ * xd f32 [K/32][8 NC] | xt i32 [K/32][8 NC] | red f32 [2][warps][128 NC], where K is the x
+ * columns held: the row's, or a part's (tc_part_k) */
 template <class TC> static size_t tc_smem_bytes(int K, int nb, int S, int NC) {
     return (size_t)16 * S + (size_t)S * 16 * tc_chunk<TC>::ROW + (size_t)nb * (K + TC_XPAD) +
            (size_t)(K / 32) * 8 * NC * 8 + 2 * TC_WARPS * 128 * NC * 4;
