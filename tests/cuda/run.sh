@@ -115,7 +115,7 @@ if [ "${SI_SKIP_KERNEL_TESTS:-0}" != 1 ]; then
         done
     fi
     # 9-16 rows with x in parts on every tensor-core launch (SI_CUDA_GEMV_TC_PARTS=2; by default
-    # only x that does not fit whole, K = 11008 past 13 rows and 14336, from 12 rows, takes them):
+    # only x that does not fit whole, K = 11008 past 10-13 rows and 14336, from 12 rows, takes them):
     # the GEMV checks, x quantised ahead, and the sanitizers (--small has a 16 x 4096 shape for it)
     if [ -x "$BD/test_cuda_kernels" ] && [ -x "$BD/test_cuda_fused" ]; then
         echo "== test_cuda_kernels --gemv and test_cuda_fused, SI_CUDA_GEMV_TC_PARTS=2"
