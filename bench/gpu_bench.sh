@@ -74,6 +74,11 @@ log "types: llama2-7b: $TYPES$([ "$LLAMA3" = 1 ] && echo "; llama3-8b: $LLAMA3_T
         2>/dev/null || echo unknown)"
     echo "cpu: $(nproc) cores, $(awk '/MemTotal/ { print int($2 / 1048576) " GiB" }' /proc/meminfo)"
 } | tee "$OUT/env.txt"
+# this GPU's own ceiling beside the issue's 4.21 TB/s (`bench --memory --device cuda`: device-to-
+# device copies, bytes read + written), so a run on another card reads against its own memory
+"$BIN" bench --memory --device cuda --json > "$OUT/memory.json" 2> "$OUT/memory.log" \
+    && log "copy bandwidth measured: $(cat "$OUT/memory.json")" \
+    || log "copy bandwidth not measured (tail of $OUT/memory.log): $(tail -c 300 "$OUT/memory.log")"
 
 # summary: OUT/summary.md from the JSON written so far (after every model, so a run cut short
 # by the device call's time limit still brings one back).
@@ -99,11 +104,16 @@ def ratio(a, b):
     return "—" if a is None or not b else "{:.2f}".format(a / b)
 
 print(open(os.path.join(out, "env.txt")).read().strip().replace("\n", "  \n"))
+mem = load(os.path.join(out, "memory.json")) or {}
+own = mem.get("best_gbps") if mem.get("what") == "gpu copy" else None
+print("  \ncopy bandwidth measured here: {} GB/s".format(fmt(own, "{:,.1f}")))
 print()
-print("| model | pp2048 t/s | tg128 t/s | tg of {:.2f} TB/s | 64x(512+128) gen t/s "
+print("| model | pp2048 t/s | tg128 t/s | tg of {:.2f} TB/s | tg of {} (measured here) "
+      "| 64x(512+128) gen t/s "
       "| decode t/s | all-decoding t/s | all-decoding, fp8 KV | pp / ref | tg / ref "
-      "| all-decoding / ref | fp8 KV / ref |".format(bw / 1000))
-print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+      "| all-decoding / ref | fp8 KV / ref |".format(
+          bw / 1000, "—" if own is None else "{:.2f} TB/s".format(own / 1000)))
+print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 names = sorted({os.path.basename(p).split(".")[0] for pat in ("*.bench.json", "*.batched.json")
                 for p in glob.glob(os.path.join(out, pat))})
 for name in names:
@@ -123,8 +133,10 @@ for name in names:
     alld8 = f8[0].get("all_decoding_tps") if f8 else None
     ref = REF.get(name.split("-")[-1]) if name.startswith("llama2-7b") else None
     ref = ref or (None, None, None)
-    print("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |".format(
-        name, fmt(pp), fmt(tg, "{:,.1f}"), fmt(frac, "{:.2f}"), fmt(gen), fmt(dec), fmt(alld),
+    frac_own = frac * bw / own if frac is not None and own else None
+    print("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |".format(
+        name, fmt(pp), fmt(tg, "{:,.1f}"), fmt(frac, "{:.2f}"), fmt(frac_own, "{:.2f}"),
+        fmt(gen), fmt(dec), fmt(alld),
         fmt(alld8), ratio(pp, ref[0]), ratio(tg, ref[1]), ratio(alld, ref[2]), ratio(alld8, ref[2])))
 print()
 print("gen t/s: all generated tokens / wall time of the 64-request run, prefill included "
@@ -136,7 +148,8 @@ print("gen t/s: all generated tokens / wall time of the 64-request run, prefill 
       "first, then generation), so the ratio uses it (the issue's target: >= 1.5). fp8 KV: the "
       "same run with --kv-cache-dtype fp8 (E4M3 keys and values, half the bytes; the reference "
       "keeps f16). "
-      "tg fraction: tg t/s x weight bytes read per token / {:.2f} TB/s.".format(bw / 1000))
+      "tg fraction: tg t/s x weight bytes read per token / {:.2f} TB/s (the issue's H200), "
+      "and / this GPU's copy bandwidth measured at the start.".format(bw / 1000))
 EOF
 }
 
