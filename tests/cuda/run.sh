@@ -115,22 +115,27 @@ if [ "${SI_SKIP_KERNEL_TESTS:-0}" != 1 ]; then
         done
     fi
     # 9-16 rows with x in parts on every tensor-core launch (SI_CUDA_GEMV_TC_PARTS=2; by default
-    # only x that does not fit whole, K = 11008 past 10-13 rows and 14336, from 12 rows, takes them):
-    # the GEMV checks, x quantised ahead, and the sanitizers (--small has a 16 x 4096 shape for it)
+    # only x that does not fit whole, K = 11008 past 10-13 rows and 14336, from 12 rows, takes them),
+    # and 9-10 rows with x's scales in 10-row rows on every launch (SI_CUDA_GEMV_TC_COMPACT=1; by
+    # default only where 16-row ones do not fit: K = 14336): the GEMV checks, x quantised ahead,
+    # and the sanitizers (--small has a 16 x 4096 shape for them)
     if [ -x "$BD/test_cuda_kernels" ] && [ -x "$BD/test_cuda_fused" ]; then
-        echo "== test_cuda_kernels --gemv and test_cuda_fused, SI_CUDA_GEMV_TC_PARTS=2"
-        SI_CUDA_GEMV_TC_PARTS=2 "$BD/test_cuda_kernels" --gemv --no-bench > "$LOG/parts.log" 2>&1 \
-            || { fail=1; echo "gemv (x in parts) FAILED"; }
-        grep -E "^(FAIL|==== summary)" "$LOG/parts.log" | head -20
-        SI_CUDA_GEMV_TC_PARTS=2 "$BD/test_cuda_fused" --no-bench > "$LOG/parts_fused.log" 2>&1 \
-            || { fail=1; echo "fused (x in parts) FAILED"; }
-        grep -E "^(FAIL|==== summary)" "$LOG/parts_fused.log" | head -20
-        for tool in memcheck racecheck; do
-            [ "${SI_SANITIZE:-1}" = 1 ] || continue
-            SI_CUDA_GEMV_TC_PARTS=2 compute-sanitizer --tool $tool --error-exitcode 3 \
-                "$BD/test_cuda_kernels" --gemv --small > "$LOG/sanitize.log" 2>&1 \
-                || { fail=1; echo "parts $tool FAILED"; tail -20 "$LOG/sanitize.log"; }
-            echo "parts $tool: $(tail -1 "$LOG/sanitize.log")"
+        for cfg in parts:SI_CUDA_GEMV_TC_PARTS=2 compact:SI_CUDA_GEMV_TC_COMPACT=1; do
+            name=${cfg%%:*} knob=${cfg#*:}
+            echo "== test_cuda_kernels --gemv and test_cuda_fused, $knob"
+            env "$knob" "$BD/test_cuda_kernels" --gemv --no-bench > "$LOG/$name.log" 2>&1 \
+                || { fail=1; echo "gemv ($knob) FAILED"; }
+            grep -E "^(FAIL|==== summary)" "$LOG/$name.log" | head -20
+            env "$knob" "$BD/test_cuda_fused" --no-bench > "$LOG/${name}_fused.log" 2>&1 \
+                || { fail=1; echo "fused ($knob) FAILED"; }
+            grep -E "^(FAIL|==== summary)" "$LOG/${name}_fused.log" | head -20
+            for tool in memcheck racecheck; do
+                [ "${SI_SANITIZE:-1}" = 1 ] || continue
+                env "$knob" compute-sanitizer --tool $tool --error-exitcode 3 \
+                    "$BD/test_cuda_kernels" --gemv --small > "$LOG/sanitize.log" 2>&1 \
+                    || { fail=1; echo "$name $tool FAILED"; tail -20 "$LOG/sanitize.log"; }
+                echo "$name $tool: $(tail -1 "$LOG/sanitize.log")"
+            done
         done
     fi
 fi

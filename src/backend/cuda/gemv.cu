@@ -187,10 +187,12 @@ static int gemv_quant(const void *W, int M, int K, const float *x, int nb, float
  * keeps the matmul. One launch of the tensor-core kernel takes all 9-16 rows, two mma's an A
  * fragment, so the weights are read and decoded once (s50): with x whole in shared memory where
  * it fits (gemv_q8x_tc_fits: K = 4096 at 16 rows; K = 11008 at 10-13 by the type's chunk size,
- * Q4_0 and Q4_K 12; K = 14336 not at all but for Q2_K and Q3_K at 9), else with x in parts
- * (s51). Timing knobs (read at the first call): SI_CUDA_GEMV_WIDE=0, every step of 9+ rows takes
- * the matmul again; SI_CUDA_GEMV_TC16=0 (gemv_q8x_tc.cuh), two launches instead of one;
+ * Q4_0 and Q4_K 12; K = 14336 at 9 rows, and at 10 for Q4_0, Q4_1, Q4_K, Q2_K, Q3_K, IQ4_NL and
+ * IQ4_XS, with x's scales in rows of 10 x rows, not 16: s52), else with x in parts (s51). Timing
+ * knobs (read at the first call): SI_CUDA_GEMV_WIDE=0, every step of 9+ rows takes the matmul
+ * again; SI_CUDA_GEMV_TC16=0 (gemv_q8x_tc.cuh), two launches instead of one;
  * SI_CUDA_GEMV_TC_PARTS=1, one launch only where x fits whole, else two (s50's way);
+ * SI_CUDA_GEMV_TC_COMPACT=0, no 10-row scales (9-10 rows at K = 14336 take two launches again);
  * SI_CUDA_GEMV_SPLIT=0, never two launches (where one does not fit: the matmul; on an H100 that
  * was 4-5 % slower for Llama-2-7B Q4_0 at 13-16 requests, 36-52 % for Llama-3-8B Q4_0 at 9-16,
  * whose down projection never fits whole; s50). */

@@ -70,11 +70,37 @@ template <class TC> struct tc_chunk {
 };
 
 /* shared memory: mbarriers full [S], empty [S] | S stages of 16 chunk rows | xq [nb][K + 16] |
- * xd f32 [K/32][8 NC] | xt i32 [K/32][8 NC] | red f32 [2][warps][128 NC], where K is the x
- * columns held: the row's, or a part's (tc_part_k) */
-template <class TC> static size_t tc_smem_bytes(int K, int nb, int S, int NC) {
+ * xd f32 [K/32][XS] | xt i32 [K/32][XS] | red f32 [2][warps][16 XS], where K is the x columns
+ * held (the row's, or a part's: tc_part_k) and XS the x rows a transposed x block holds: 8 NC,
+ * or TC_XS_COMPACT (below) */
+template <class TC> static size_t tc_smem_bytes(int K, int nb, int S, int NC, int XS = 0) {
+    XS = XS ? XS : 8 * NC;
     return (size_t)16 * S + (size_t)S * 16 * tc_chunk<TC>::ROW + (size_t)nb * (K + TC_XPAD) +
-           (size_t)(K / 32) * 8 * NC * 8 + 2 * TC_WARPS * 128 * NC * 4;
+           (size_t)(K / 32) * XS * 8 + 2 * TC_WARPS * 16 * XS * 4;
+}
+
+/* 9-10 rows whose x does not fit whole beside 16-row scales (K = 14336) may fit beside 10-row
+ * ones: xd, xt and red with rows of TC_XS_COMPACT x rows, not 16 (Q4_0 at K = 14336: 9 rows at 3
+ * stages, 10 at 2), so that x is whole, in one launch, not in parts or two launches. The 16-row
+ * kernels stay as they were where they fit (the same PTX).
+ * Knob SI_CUDA_GEMV_TC_COMPACT (read at the first call): 0, never (9-10 rows at K = 14336 take two
+ * launches again); 1, every 9-10-row launch whose x fits whole takes the compact scales (for the
+ * tests: the compact kernel on small shapes, under the sanitizers); unset, where 16 do not fit. */
+#define TC_XS_COMPACT 10
+static int gemv_q8x_tc_compact_knob(void) {
+    static int knob = -2;
+    if (knob == -2) {
+        const char *e = getenv("SI_CUDA_GEMV_TC_COMPACT");
+        knob = e ? (atoi(e) != 0) : -1;
+    }
+    return knob;
+}
+/* which x-scale rows a launch of nb rows may take: 16 (8 NC), compact, both (16 first) */
+static bool tc_xs_full_ok(int nb) {
+    return nb <= 8 || nb > TC_XS_COMPACT || gemv_q8x_tc_compact_knob() != 1;
+}
+static bool tc_xs_compact_ok(int nb) {
+    return nb > 8 && nb <= TC_XS_COMPACT && gemv_q8x_tc_compact_knob() != 0;
 }
 
 /* S: stages of the chunk ring; NC: column tiles, 8 rows of x each (1: 1-8 rows, 2: 9-16: each A
@@ -84,13 +110,14 @@ template <class TC> static size_t tc_smem_bytes(int K, int nb, int S, int NC) {
  * every part, their sums held in registers across the parts (each virtual lane's float sequence
  * stays the same: the chunks go in order). K % 256 == 0 (the launcher checks); rows start
  * 2-aligned. */
-template <class TC, int S, int XIN, int NC, int MT>
+template <class TC, int S, int XIN, int NC, int MT, int XS = 8 * NC>
 __global__ void __launch_bounds__((TC_WARPS + 1) * 32)
     gemv_q8x_tc_kernel(const uint8_t *__restrict__ W, int M, int K, size_t row_bytes,
                        const float *__restrict__ x, int nb, float *__restrict__ y, int cpp) {
     using U = typename TC::U;
     constexpr int V = 32 / TC_WARPS, UB = U::UB, NS = TC::NS;
-    constexpr int XS = 8 * NC; /* x rows a transposed x block: the stride of xd, xt */
+    constexpr int XMAX = 8 * NC; /* x rows of the column tiles; XS of them held (nb <= XS) */
+    static_assert(XS % 2 == 0 && XS > XMAX - 8 && XS <= XMAX, "XS: an 8-byte load, two columns");
     constexpr int CB = tc_chunk<TC>::BYTES, ROW = tc_chunk<TC>::ROW, CBLK = TC_CHUNK * UB;
     constexpr bool ROWS16 = tc_chunk<TC>::ROWS16;
     static_assert(TC_WARPS == 8, "a warp's units: w + 8 i of a segment");
@@ -148,7 +175,7 @@ __global__ void __launch_bounds__((TC_WARPS + 1) * 32)
     /* the consumers: for each part of x (MT 1: x whole), x into shared memory, then each of the
      * CTA's tiles' chunks of the part; a tile's sums are finished after the last part */
     constexpr int NT = TC_WARPS * 32;
-    static_assert(16 * XS <= NT, "one consumer thread a (weight row, x row) of a tile");
+    static_assert(16 * XMAX <= NT, "one consumer thread a (weight row, x row) of a tile");
     const uint8_t *xg[NC]; /* this lane's B column of each tile: x row 8 n + g */
 #pragma unroll
     for (int n = 0; n < NC; n++)
@@ -178,10 +205,10 @@ __global__ void __launch_bounds__((TC_WARPS + 1) * 32)
             /* the scales and sums transposed through registers, all x rows' in flight at once
              * (one load after another would cost an L2 round trip each) */
             for (int j = threadIdx.x; j < xn; j += NT) {
-                float dv[XS];
-                int sv[XS];
+                float dv[XMAX];
+                int sv[XMAX];
 #pragma unroll
-                for (int b = 0; b < XS; b++) {
+                for (int b = 0; b < XMAX; b++) {
                     const uint8_t *r = xg + b * rs + K;
                     if (b < nb) {
                         dv[b] = __ldg((const float *)r + b0 + j);
@@ -189,7 +216,7 @@ __global__ void __launch_bounds__((TC_WARPS + 1) * 32)
                     }
                 }
 #pragma unroll
-                for (int b = 0; b < XS; b++)
+                for (int b = 0; b < XMAX; b++)
                     if (b < nb) {
                         xd[XS * j + b] = dv[b];
                         xt[XS * j + b] = TC::xterm(sv[b]);
@@ -271,8 +298,14 @@ __global__ void __launch_bounds__((TC_WARPS + 1) * 32)
                                     si_mma_i8<TC::AU8>(acc[n][2 * j + 1], 0u, 0u, hi0, hi1, b0w,
                                                        b1w);
                                 }
-                                const float2 d2 = *(const float2 *)(xd + XS * blk + 8 * n + 2 * c);
-                                const int2 t2 = *(const int2 *)(xt + XS * blk + 8 * n + 2 * c);
+                                /* columns past XS (x rows past nb): not held, not stored */
+                                const bool held = XS == XMAX || n == 0 || 8 * n + 2 * c < XS;
+                                const float2 d2 =
+                                    held ? *(const float2 *)(xd + XS * blk + 8 * n + 2 * c)
+                                         : make_float2(0.0f, 0.0f);
+                                const int2 t2 = held
+                                                    ? *(const int2 *)(xt + XS * blk + 8 * n + 2 * c)
+                                                    : make_int2(0, 0);
                                 xd0[n][j] = d2.x, xd1[n][j] = d2.y;
                                 xt0[n][j] = t2.x, xt1[n][j] = t2.y;
                             }
@@ -342,6 +375,7 @@ __global__ void __launch_bounds__((TC_WARPS + 1) * 32)
                 float *rb = red + ((size_t)buf * TC_WARPS + warp) * 16 * XS;
 #pragma unroll
                 for (int n = 0; n < NC; n++) {
+                    if (XS < XMAX && n > 0 && 8 * n + 2 * c >= XS) break;
                     rb[XS * g + 8 * n + 2 * c] = p[jt][0][n][0];
                     rb[XS * g + 8 * n + 2 * c + 1] = p[jt][0][n][1];
                     rb[XS * (g + 8) + 8 * n + 2 * c] = p[jt][0][n][2];
@@ -409,11 +443,14 @@ template <class TC> static int tc_chunks(int K) {
 }
 
 /* Whether a launch of nb rows (1-16) has the shared memory for its stages (2 at the least), all of
- * x and the reductions at K */
+ * x and the reductions at K (9-10 rows: with the compact scales if need be) */
 template <class TC> static bool gemv_q8x_tc_fits(int K, int nb) {
     int smem_optin, n_sm;
     q8x_device(&smem_optin, &n_sm);
-    return tc_smem_bytes<TC>(K, nb, 2, nb > 8 ? 2 : 1) <= (size_t)smem_optin;
+    return (tc_xs_full_ok(nb) &&
+            tc_smem_bytes<TC>(K, nb, 2, nb > 8 ? 2 : 1) <= (size_t)smem_optin) ||
+           (tc_xs_compact_ok(nb) &&
+            tc_smem_bytes<TC>(K, nb, 2, 2, TC_XS_COMPACT) <= (size_t)smem_optin);
 }
 
 /* Whether 9-16 rows can take x in parts (the most, at 2 stages) where it does not fit whole */
@@ -432,14 +469,16 @@ static bool gemv_q8x_tc16_on(void) {
     return on;
 }
 
-/* one launch at S stages, x in parts of cpp chunks (MT 1: x whole, cpp its chunks); -1 where the
- * shared memory is short. packed: MT tiles a CTA where they can be (the knob's test shapes). */
-template <class TC, int S, int XIN, int NC, int MT>
+/* one launch at S stages, x in parts of cpp chunks (MT 1: x whole, cpp its chunks), its scales
+ * in rows of XS x rows; -1 where the shared memory is short. packed: MT tiles a CTA where they
+ * can be (the knob's test shapes). */
+template <class TC, int S, int XIN, int NC, int MT, int XS = 8 * NC>
 static int gemv_q8x_tc_launch_s(const void *W, int M, int K, const float *x, int nb, float *y,
                                 cudaStream_t st, int cpp, bool packed) {
     using U = typename TC::U;
     void (*kernel)(const uint8_t *, int, int, size_t, const float *, int, float *, int) =
-        gemv_q8x_tc_kernel<TC, S, XIN, NC, MT>;
+        gemv_q8x_tc_kernel<TC, S, XIN, NC, MT, XS>;
+    if (nb > XS) return -1;
     int smem_optin, n_sm;
     q8x_device(&smem_optin, &n_sm);
     static bool attr_set = false; /* per instance: the attribute is per kernel */
@@ -448,7 +487,7 @@ static int gemv_q8x_tc_launch_s(const void *W, int M, int K, const float *x, int
             cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_optin));
         attr_set = true;
     }
-    const size_t smem = tc_smem_bytes<TC>(tc_part_k<TC>(K, cpp), nb, S, NC);
+    const size_t smem = tc_smem_bytes<TC>(tc_part_k<TC>(K, cpp), nb, S, NC, XS);
     if (smem > (size_t)smem_optin) return -1;
     constexpr int threads = (TC_WARPS + 1) * 32;
     int per_sm = 0;
@@ -463,8 +502,9 @@ static int gemv_q8x_tc_launch_s(const void *W, int M, int K, const float *x, int
 }
 
 /* 3 stages where they fit, else 2 (K = 14336 at 8 rows). K % 256 == 0 (every model's); other
- * shapes take the dp4a kernel. 9-16 rows: x whole where it fits (gemv_q8x_tc_fits), else in the
- * fewest parts that fit (3 stages before 2 at the same count; gemv_q8x_tc_parts_fit). */
+ * shapes take the dp4a kernel. 9-16 rows: x whole where it fits (gemv_q8x_tc_fits; at 9-10 rows
+ * with the compact scales where the 16-row ones do not fit), else in the fewest parts that fit
+ * (3 stages before 2 at the same count; gemv_q8x_tc_parts_fit). */
 template <class TC, int XIN>
 static int gemv_q8x_tc_launch(const void *W, int M, int K, const float *x, int nb, float *y,
                               cudaStream_t st) {
@@ -474,9 +514,14 @@ static int gemv_q8x_tc_launch(const void *W, int M, int K, const float *x, int n
         if (!gemv_q8x_tc16_on()) return -1;
         const int knob = gemv_q8x_tc_parts_knob();
         if (knob < 2) {
-            if (gemv_q8x_tc_launch_s<TC, 3, XIN, 2, 1>(W, M, K, x, nb, y, st, nch, false) == 0)
+            if (tc_xs_full_ok(nb) &&
+                (gemv_q8x_tc_launch_s<TC, 3, XIN, 2, 1>(W, M, K, x, nb, y, st, nch, false) == 0 ||
+                 gemv_q8x_tc_launch_s<TC, 2, XIN, 2, 1>(W, M, K, x, nb, y, st, nch, false) == 0))
                 return 0;
-            if (gemv_q8x_tc_launch_s<TC, 2, XIN, 2, 1>(W, M, K, x, nb, y, st, nch, false) == 0)
+            if (tc_xs_compact_ok(nb) && (gemv_q8x_tc_launch_s<TC, 3, XIN, 2, 1, TC_XS_COMPACT>(
+                                             W, M, K, x, nb, y, st, nch, false) == 0 ||
+                                         gemv_q8x_tc_launch_s<TC, 2, XIN, 2, 1, TC_XS_COMPACT>(
+                                             W, M, K, x, nb, y, st, nch, false) == 0))
                 return 0;
             if (knob == 1) return -1;
         }
