@@ -40,7 +40,8 @@
  * as the B columns of a second mma on the same A fragments, so the weights are read and decoded
  * once; each (weight row, x row) has the same float sequence as at 1-8 rows. Its x takes
  * nb (K + 16) bytes of shared memory: 16 rows fit at K = 4096, at K = 11008 10-13 rows by the
- * type's chunk size (Q4_0, Q4_K: 12; Q6_K: 10), at K = 14336 none but 9 of Q2_K and Q3_K.
+ * type's chunk size (Q4_0, Q4_K: 12; Q6_K: 10), at K = 14336 9 rows and, for seven types, 10,
+ * with x's scales kept for 10 rows instead of 16 (s52, TC_XS_COMPACT below).
  * Where it does not fit (s51; from 12 rows, gemv.cu's GEMV_PARTS_ROWS_MIN: at 9-11 two launches
  * cost less), x goes through shared memory in parts (2-4, a whole number of chunks each): every CTA
  * runs part 0 of its (at most 2) tiles, loads the next part of x, and so on, each tile's sums held
