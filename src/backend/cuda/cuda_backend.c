@@ -772,6 +772,17 @@ static void forward_launches(cuda_state *c, const step_shape *sh) {
         attention_block(c, &w->layers[il], il, sh);
         ffn_block(c, &w->layers[il], sh);
     }
+    /* One row (batch-1 decode): the output matrix's GEMV adds the last layer's FFN residual and
+     * runs the output norm itself, as the layers' GEMVs do (norm_for): the same bits as the add,
+     * gather and norm kernels below, three kernel boundaries fewer a token.
+     * SI_CUDA_GEMV_OUT_NORM=0: the three kernels. */
+    static int out_norm = -1;
+    if (sh->n_tokens == 1 && sh->n_out == 1 && fusion_on("SI_CUDA_GEMV_OUT_NORM", &out_norm) &&
+        gemv_runs_norm(c, &w->output, 1)) {
+        SI_ASSERT(cuda_gemv_norm(w->output.type, w->output.d, w->output.M, w->output.K, c->x, c->xb,
+                                 w->output_norm, hp->rms_eps, c->x_alt, c->logits, st) == 0);
+        return;
+    }
     cuda_add(c->x, c->xb, (int64_t)sh->n_tokens * dim, st); /* the last layer's FFN residual */
     if (sh->n_out > 0) {
         cuda_fwd_gather_rows(c->xo, c->x, c->d_in + L.out_row, sh->n_out, dim, st);
