@@ -59,22 +59,17 @@ template <class T> static size_t q8x_smem_bytes(int K, int nb, int warps, int R,
  * ring's last free stage is issued right after x's loads, not when the consumer starts (below).
  * Timing knobs (read at the first call): SI_CUDA_GEMV_Q8X_BULK=0, cp.async always;
  * SI_CUDA_GEMV_Q8X_AFTER_X=0, no stage issued after x's loads. */
-/* The same int carries Q8X_DEAL_WARP_MAJOR, how row groups are dealt (gemv_q8x_body): group g
- * to warp g / gridDim.x of CTA g % gridDim.x, so that the last, partial round of groups spreads
- * over every CTA (a few warps each) instead of filling the first CTAs whole. Knob
- * SI_CUDA_GEMV_Q8X_DEAL=0: CTA-major (group g to CTA g / nwarps), the order before. */
-enum { Q8X_COPY_BULK = 1, Q8X_COPY_FILL_AFTER_X = 2, Q8X_DEAL_WARP_MAJOR = 4 };
+enum { Q8X_COPY_BULK = 1, Q8X_COPY_FILL_AFTER_X = 2 };
 template <class T> static int q8x_copy_mode(const void *W, int K) {
-    static int bulk = -1, after_x = 0, deal = 0;
+    static int bulk = -1, after_x = 0;
     if (bulk < 0) {
         const char *e = getenv("SI_CUDA_GEMV_Q8X_BULK"), *a = getenv("SI_CUDA_GEMV_Q8X_AFTER_X");
         bulk = !(e && !strcmp(e, "0"));
         after_x = !(a && !strcmp(a, "0"));
-        deal = si_env_off("SI_CUDA_GEMV_Q8X_DEAL") ? 0 : Q8X_DEAL_WARP_MAJOR;
     }
     const size_t units = K / (32 * T::UB), row_bytes = units * T::UBYTES;
-    if (!bulk || (uintptr_t)W % 16 || row_bytes % 16 || (units % 32) * T::UBYTES % 16) return deal;
-    return deal | Q8X_COPY_BULK | (after_x ? Q8X_COPY_FILL_AFTER_X : 0);
+    if (!bulk || (uintptr_t)W % 16 || row_bytes % 16 || (units % 32) * T::UBYTES % 16) return 0;
+    return Q8X_COPY_BULK | (after_x ? Q8X_COPY_FILL_AFTER_X : 0);
 }
 
 /* x (nb rows of K floats, ld apart: 0 for K) -> q8_0, 8 lanes per block of 32 (a float4 each); the
@@ -170,11 +165,13 @@ __device__ __forceinline__ void gemv_q8x_body(const uint8_t *__restrict__ W, int
     }
 
     /* A warp's work is a sequence of items (row group g of R rows, segment sg): all segments of
-     * group g, then group g + gstep (groups strided over all warps of the grid); its first group
-     * is g0 (q8x_copy_mode's Q8X_DEAL_WARP_MAJOR). */
+     * group g, then group g + gstep (groups strided over all warps of the grid). Dealt CTA-major,
+     * the last, partial round fills the first CTAs whole, and the others end a group earlier:
+     * their SMs free up for the next kernel's CTAs, which start their loads there. Dealing it
+     * warp-major instead (group g to warp g / gridDim.x of CTA g % gridDim.x: a few warps of every
+     * CTA in the last round) kept every SM busy to the end and was slower on an H100 (bench/
+     * RESULTS.md 2026-12-06 s53: tg128 Q4_0 619.6 -> 610.8 t/s, Q4_K 607.9 -> 599.1). */
     const int gstep = gridDim.x * nwarps;
-    const int g0 =
-        copy & Q8X_DEAL_WARP_MAJOR ? warp * gridDim.x + blockIdx.x : blockIdx.x * nwarps + warp;
     auto next = [&](int &g, int &sg) {
         if (++sg == nseg) { sg = 0; g += gstep; }
     };
@@ -185,7 +182,7 @@ __device__ __forceinline__ void gemv_q8x_body(const uint8_t *__restrict__ W, int
     /* the producer: issues item (pg, psg) into stage ps and moves on; with cp.async, one commit
      * group per call (empty past the last item), so that wait_group<S - 1> always means "the
      * oldest is in"; with bulk copies, the stage's mbarrier says it */
-    int pg = g0, psg = 0, ps = 0;
+    int pg = blockIdx.x * nwarps + warp, psg = 0, ps = 0;
     auto produce = [&]() {
         if (pg * R < M && bulk) {
             if (lane == 0) {
@@ -321,7 +318,7 @@ __device__ __forceinline__ void gemv_q8x_body(const uint8_t *__restrict__ W, int
     }
     __syncthreads();
     tr.x_ready();
-    int rg = g0, seg = 0, stage = 0;
+    int rg = blockIdx.x * nwarps + warp, seg = 0, stage = 0;
     if (rg * R >= M) { /* no CTA-wide barrier below (but the trace's) */
         tr.end();
         return;
