@@ -1,14 +1,21 @@
 #!/usr/bin/env bash
-# Session 53, call 3: the checks session 52 left unrun, on this session's binaries: test_cuda_fused
-# by default and with the 10-row scales at every 9-10-row launch (SI_CUDA_GEMV_TC_COMPACT=1: that
-# kernel with x quantised ahead by the norm / SwiGLU, the engine's path), then run.sh's model part.
+# Session 53, call 3: the final head's binaries (CTA-major row groups as before; the output
+# matrix's GEMV with the last residual add and the output norm inside, knob
+# SI_CUDA_GEMV_OUT_NORM=0 the three kernels): tg128 of Llama-2-7B Q4_0 with and without the knob,
+# alternating, and of Q8_0; the GEMV checks of the batch-1 kernels (code back to e66eac3's).
 set -u
 O=/tmp/o3 B=build-gpucarry
 . bench/gpu_call_env.sh
-SI_CUDA_GEMV_TC_COMPACT=1 timeout 150 $B/test_cuda_fused --no-bench > $O/fused-compact.txt 2>&1
-step "test_cuda_fused (compact) rc=$?: $(grep -c '^FAIL' $O/fused-compact.txt) FAIL lines, $(tail -1 $O/fused-compact.txt)"
-SI_BIN_DIR=$B SI_SKIP_KERNEL_TESTS=1 OUT=$O/run timeout 240 tests/cuda/run.sh > $O/runsh.txt 2>&1
-step "run.sh model part rc=$?: $(grep -c PASS $O/runsh.txt) PASS, $(grep -c FAIL $O/runsh.txt) FAIL, $(tail -1 $O/runsh.txt)"
-timeout 150 $B/test_cuda_fused --no-bench > $O/fused.txt 2>&1
-step "test_cuda_fused (default) rc=$?: $(grep -c '^FAIL' $O/fused.txt) FAIL lines, $(tail -1 $O/fused.txt)"
+tg() { # type setting round
+    local f=$O/tg-$1-$2-r$3.txt
+    env $2 timeout 60 $B/swiftinfer bench --device cuda -m /dev/shm/llama2-7b-$1.gguf -p 0 -n 128 -r 3 > $f 2>&1
+    step "round $3 $1 $2: $(grep -E 'GPU copy|tg128' $f | tr -s ' ' | tr '\n' ' ')"
+}
+for t in q4_0 q8_0; do
+    timeout 60 $B/swiftinfer synth -o /dev/shm/llama2-7b-$t.gguf --shape llama2-7b --type $t > /dev/null 2>&1
+done
+tg q4_0 SI_NONE=0 1; tg q4_0 SI_CUDA_GEMV_OUT_NORM=0 1; tg q4_0 SI_CUDA_GEMV_OUT_NORM=0 2; tg q4_0 SI_NONE=0 2
+tg q8_0 SI_NONE=0 1
+timeout 100 $B/test_cuda_kernels --no-bench --gemv --types q4_0,q4_k,q8_0,q6_k > $O/kernels.txt 2>&1
+step "test_cuda_kernels --gemv rc=$?: $(grep -c '^FAIL' $O/kernels.txt) FAIL lines, $(tail -1 $O/kernels.txt)"
 step done
