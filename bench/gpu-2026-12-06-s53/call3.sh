@@ -6,16 +6,11 @@
 set -u
 O=/tmp/o3 B=build-gpucarry
 . bench/gpu_call_env.sh
-tg() { # type setting round
-    local f=$O/tg-$1-$2-r$3.txt
-    env $2 timeout 60 $B/swiftinfer bench --device cuda -m /dev/shm/llama2-7b-$1.gguf -p 0 -n 128 -r 3 > $f 2>&1
-    step "round $3 $1 $2: $(grep -E 'GPU copy|tg128' $f | tr -s ' ' | tr '\n' ' ')"
-}
 for t in q4_0 q8_0; do
     timeout 60 $B/swiftinfer synth -o /dev/shm/llama2-7b-$t.gguf --shape llama2-7b --type $t > /dev/null 2>&1
 done
-tg q4_0 SI_NONE=0 1; tg q4_0 SI_CUDA_GEMV_OUT_NORM=0 1; tg q4_0 SI_CUDA_GEMV_OUT_NORM=0 2; tg q4_0 SI_NONE=0 2
-tg q8_0 SI_NONE=0 1
+tg128 q4_0 SI_NONE=0 r1; tg128 q4_0 SI_CUDA_GEMV_OUT_NORM=0 r1; tg128 q4_0 SI_CUDA_GEMV_OUT_NORM=0 r2; tg128 q4_0 SI_NONE=0 r2
+tg128 q8_0 SI_NONE=0 r1
 timeout 100 $B/test_cuda_kernels --no-bench --gemv --types q4_0,q4_k,q8_0,q6_k > $O/kernels.txt 2>&1
 step "test_cuda_kernels --gemv rc=$?: $(grep -c '^FAIL' $O/kernels.txt) FAIL lines, $(tail -1 $O/kernels.txt)"
 step done
