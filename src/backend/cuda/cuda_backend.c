@@ -779,8 +779,7 @@ static void forward_launches(cuda_state *c, const step_shape *sh) {
     static int out_norm = -1;
     if (sh->n_tokens == 1 && sh->n_out == 1 && fusion_on("SI_CUDA_GEMV_OUT_NORM", &out_norm) &&
         gemv_runs_norm(c, &w->output, 1)) {
-        SI_ASSERT(cuda_gemv_norm(w->output.type, w->output.d, w->output.M, w->output.K, c->x, c->xb,
-                                 w->output_norm, hp->rms_eps, c->x_alt, c->logits, st) == 0);
+        matmul_normed(c, &w->output, 1, c->logits, (normed){NORMED_IN_GEMV, w->output_norm, true});
         return;
     }
     cuda_add(c->x, c->xb, (int64_t)sh->n_tokens * dim, st); /* the last layer's FFN residual */
