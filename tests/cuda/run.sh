@@ -19,7 +19,7 @@
 #      as one matmul, V another); llama2-7b q4_0 with SI_SYNTH_7B=1; more
 #      with SI_EXTRA_MODELS), whole-model logits GPU vs CPU and the
 #      engine's exactness on the GPU (test_cuda_model; the F16 models also with
-#      SI_CUDA_GEMV_H16_MMA=1), a CLI smoke run, the Python API with
+#      SI_CUDA_GEMV_H16_MMA=1, tiny q4_0/q8_0/q4_k/q6_k also with SI_CUDA_GEMV_GLU=2), a CLI smoke run, the Python API with
 #      device="cuda" against "cpu" (tests/cuda/python_api_gpu.py; needs libswiftinfer.so), `serve
 #      --device cuda` over HTTP (tests/cuda/serve_gpu.py: the KV pool's default; logit_bias and penalties sampled on the GPU), then
 #      `swiftinfer bench --device cuda -p 512 -n 128` on every synthesised model;
@@ -176,6 +176,10 @@ if [ "$full" = 1 ]; then
         *-f16) SI_CUDA_GEMV_H16_MMA=1 "$BD/test_cuda_model" "$f" "$tol" \
                    >> "$LOG/test_cuda_model.log" 2>&1 \
                    || { fail=1; echo "test_cuda_model $name SI_CUDA_GEMV_H16_MMA=1 FAILED"; } ;;
+        # the gate/up GEMV ending in SwiGLU, which the tiny shape's dealing rule leaves out
+        tiny-q4_0 | tiny-q8_0 | tiny-q4_k | tiny-q6_k)
+            SI_CUDA_GEMV_GLU=2 "$BD/test_cuda_model" "$f" "$tol" >> "$LOG/test_cuda_model.log" 2>&1 \
+                || { fail=1; echo "test_cuda_model $name SI_CUDA_GEMV_GLU=2 FAILED"; } ;;
         esac
     done
     echo "== CLI smoke (run --device cuda, --parallel, --gpu-memory-fraction)"

@@ -15,6 +15,8 @@
  *     alone (out NULL) are the same bytes;
  *   - the batch-1 GEMV with the norm inside (cuda_gemv_norm) == the norm (out_q8) then
  *     cuda_gemv_pre, y and the residual sum, for every quantised type, with and without the add;
+ *   - that GEMV of a [gate; up] matrix ending in SwiGLU (cuda_gemv_norm_glu) == it then the
+ *     SwiGLU kernel's q8 output, for every quantised type (SI_CUDA_GEMV_GLU=2: every shape);
  * every output poisoned (NaN bytes) first, so an unwritten element fails. Then timings at batch
  * 1 on Llama-2-7B shapes (median of 50, cudaEvent, L2 flushed): cuda_gemv vs cuda_gemv_pre.
  *
@@ -350,6 +352,68 @@ static void test_gemv_norm(const qtype &q, int M, int K) {
         CUDA_CHECK(cudaFree(p));
 }
 
+/* the batch-1 GEMV with the norm inside ending in SwiGLU (cuda_gemv_norm_glu; run with
+ * SI_CUDA_GEMV_GLU=2, so that shapes its dealing rule would refuse run too) == cuda_gemv_norm
+ * then cuda_fwd_swiglu_rows' q8 output, byte for byte; and the residual sum alike. The two q8
+ * outputs are poisoned with different bytes, so an unwritten byte differs. */
+static void test_gemv_norm_glu(const qtype &q, int n, int K) {
+    const int M = 2 * n;
+    const size_t qb = CUDA_Q8X_ROW_BYTES(n);
+    void *W = make_weights(q.t, M, K);
+    float *w = dfloats(rnd_vec(K, 1.5f)), *x = dfloats(rnd_vec(K, 2.0f));
+    float *add = dfloats(rnd_vec(K, 1.0f)), *x_out1 = dalloc<float>(K), *x_out2 = dalloc<float>(K);
+    float *gu = dalloc<float>(M);
+    uint8_t *q1 = dalloc<uint8_t>(qb), *q2 = dalloc<uint8_t>(qb);
+    for (bool with_add : {false, true}) {
+        const float *a = with_add ? add : NULL;
+        CUDA_CHECK(cudaMemset(q1, 0xFF, qb));
+        CUDA_CHECK(cudaMemset(q2, 0xFE, qb));
+        CUDA_CHECK(cudaMemset(x_out1, 0xFF, (size_t)K * 4));
+        CUDA_CHECK(cudaMemset(x_out2, 0xFF, (size_t)K * 4));
+        const int r1 =
+            cuda_gemv_norm(q.t, W, M, K, x, a, w, 1e-5f, with_add ? x_out1 : NULL, gu, 0);
+        if (!r1) cuda_fwd_swiglu_rows(NULL, q1, gu, n, 1, 0);
+        const int r2 =
+            cuda_gemv_norm_glu(q.t, W, M, K, x, a, w, 1e-5f, with_add ? x_out2 : NULL, q2, 0);
+        char name[128];
+        snprintf(name, sizeof name, "gemv_norm_glu %s %dx%d %s", q.name, M, K,
+                 with_add ? "x + add" : "x");
+        g_checks++;
+        if (r1 || r2) {
+            g_fail++;
+            printf("FAIL %s: launch returned %d / %d\n", name, r1, r2);
+            continue;
+        }
+        std::vector<uint8_t> h1(qb), h2(qb);
+        CUDA_CHECK(cudaMemcpy(h1.data(), q1, qb, cudaMemcpyDeviceToHost));
+        CUDA_CHECK(cudaMemcpy(h2.data(), q2, qb, cudaMemcpyDeviceToHost));
+        size_t bad = 0;
+        for (size_t i = 0; i < qb; i++)
+            bad += h1[i] != h2[i];
+        if (bad) g_fail++;
+        printf("%s %s: q8 silu(gate) x up, %zu of %zu bytes differ\n", bad ? "FAIL" : "PASS", name,
+               bad, qb);
+        if (with_add) {
+            snprintf(name, sizeof name, "gemv_norm_glu %s %dx%d: x_out == x + add", q.name, M, K);
+            check_same(name, hfloats(x_out2, K), hfloats(x_out1, K));
+        }
+    }
+    /* what cannot run says so, writing nothing: no output, or gate and up not whole blocks of 32 */
+    CUDA_CHECK(cudaMemset(q2, 0xFE, qb));
+    const bool refused = cuda_gemv_norm_glu(q.t, W, M, K, x, NULL, w, 1e-5f, NULL, NULL, 0) == -1 &&
+                         cuda_gemv_norm_glu(q.t, W, M - 2, K, x, NULL, w, 1e-5f, NULL, q2, 0) == -1;
+    std::vector<uint8_t> h2(qb);
+    CUDA_CHECK(cudaMemcpy(h2.data(), q2, qb, cudaMemcpyDeviceToHost));
+    const bool untouched = std::all_of(h2.begin(), h2.end(), [](uint8_t b) { return b == 0xFE; });
+    g_checks++;
+    if (!refused || !untouched) g_fail++;
+    printf("%s gemv_norm_glu %s: no output, or M %% 64 != 0, refused, nothing written\n",
+           refused && untouched ? "PASS" : "FAIL", q.name);
+    for (void *p : {(void *)W, (void *)w, (void *)x, (void *)add, (void *)x_out1, (void *)x_out2,
+                    (void *)gu, (void *)q1, (void *)q2})
+        CUDA_CHECK(cudaFree(p));
+}
+
 /* median of reps, each after an L2 flush (a 256 MB write) */
 template <class F> static double time_us(F f, int reps = 50) {
     static void *flush = nullptr;
@@ -453,6 +517,17 @@ int main(int argc, char **argv) {
             test_gemv_norm(q, 12288, 4096); /* K < 8192: 2 x 4 */
             test_gemv_norm(q, 3000, 8192);  /* K = 8192, the longest row the norm holds */
             test_gemv_norm(q, 700, 5120);   /* 5 float4 a thread: 3 + 2 in a 16-warp CTA */
+        }
+    }
+    /* the GLU GEMV on every shape, its dealing rule (gemv_q8x.cuh) aside */
+    setenv("SI_CUDA_GEMV_GLU", "2", 1);
+    for (const qtype &q : k_qtypes) {
+        test_gemv_norm_glu(q, 96, 2048); /* 3 blocks: 3 CTAs */
+        test_gemv_norm_glu(q, small ? 256 : 2080, 3072);
+        if (!small) {
+            test_gemv_norm_glu(q, 11008, 4096); /* Llama-2-7B: 3 blocks a CTA */
+            test_gemv_norm_glu(q, 14336, 4096); /* Llama-3-8B: 4 */
+            test_gemv_norm_glu(q, 21120, 1024); /* 5 */
         }
     }
     if (bench)

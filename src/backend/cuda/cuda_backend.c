@@ -516,12 +516,14 @@ static bool gemv_norm_on(void) {
 
 /* What the norm before a matmul wrote for it besides c->xb (norm_for, matmul_normed), or
  * (NORMED_IN_GEMV) that it did not run: the matmul's GEMV runs it, with weight nw, adding c->xb
- * first when add. */
+ * first when add; and, set by the caller for a [gate; up] matrix, glu_q8: where that GEMV is to
+ * write silu(gate) x up quantised for the down GEMV instead of y, if it can. */
 typedef enum { NORMED_F32, NORMED_Q8, NORMED_MMQ, NORMED_HALF, NORMED_IN_GEMV } normed_kind;
 typedef struct normed {
     normed_kind kind;
     const float *nw;
     bool add;
+    void *glu_q8;
 } normed;
 
 /* Whether the matmul of w over n rows is a GEMV that can run the norm before it itself */
@@ -540,7 +542,7 @@ static bool gemv_runs_norm(const cuda_state *c, const dev_mat *w, int n) {
 static normed norm_for(cuda_state *c, const float *nw, bool add, const dev_mat *w, int n,
                        int what, bool w_only) {
     const model_hparams *hp = &c->m->hp;
-    if (w_only && gemv_runs_norm(c, w, n)) return (normed){NORMED_IN_GEMV, nw, add};
+    if (w_only && gemv_runs_norm(c, w, n)) return (normed){NORMED_IN_GEMV, nw, add, NULL};
     const bool pre = pre_quant(w, n) && hp->n_embd <= CUDA_NORM_Q8_MAX;
     const bool mmq = !pre && w_only && hp->n_embd <= CUDA_NORM_Q8_MAX &&
                      cuda_matmul_quant_rows_pre_ok(w->type, w->K, n);
@@ -549,17 +551,17 @@ static normed norm_for(cuda_state *c, const float *nw, bool add, const dev_mat *
                              : mmq  ? NORMED_MMQ
                              : half ? NORMED_HALF
                                     : NORMED_F32;
-    if (skip(what)) return (normed){kind, nw, add};
+    if (skip(what)) return (normed){kind, nw, add, NULL};
     float *xb_add = add ? c->xb : NULL;
     if (mmq) {
         SI_ASSERT(cuda_add_rmsnorm_mmq(c->xb, c->gemm_scr, c->x, xb_add, nw, hp->n_embd, n,
                                        hp->rms_eps, c->st) == 0);
-        return (normed){kind, nw, add};
+        return (normed){kind, nw, add, NULL};
     }
     if (half) { /* w, the only reader, takes the converted rows: no f32 rows */
         SI_ASSERT(cuda_add_rmsnorm_half(NULL, c->gemm_scr, w->type, c->x, xb_add, nw, hp->n_embd,
                                         n, hp->rms_eps, c->st) == 0);
-        return (normed){kind, nw, add};
+        return (normed){kind, nw, add, NULL};
     }
     /* The f32 rows are not read when w (the only reader) takes the q8 copy. Leaving them out
      * was measured on the H200 (s8 call 8, tg128, 3 rounds): Q8_0 432.3 -> 435.6 t/s, but Q4_0
@@ -567,17 +569,25 @@ static normed norm_for(cuda_state *c, const float *nw, bool add, const dev_mat *
     float *out = pre && w_only && w->type == SI_TYPE_Q8_0 ? NULL : c->xb;
     SI_ASSERT(cuda_add_rmsnorm(out, pre ? c->xq8 : NULL, c->x, xb_add, nw, hp->n_embd, n,
                                hp->rms_eps, c->st) == 0);
-    return (normed){kind, nw, add};
+    return (normed){kind, nw, add, NULL};
 }
 
-/* y[n][M] = xb[n][K] W^T where xb is norm_for's output, read from what it wrote for w */
+/* y[n][M] = xb[n][K] W^T where xb is norm_for's output, read from what it wrote for w; true
+ * where the GEMV wrote silu(gate) x up into pn.glu_q8 instead of y */
 static void matmul(cuda_state *c, const dev_mat *w, const float *x, int n, float *y);
-static void matmul_normed(cuda_state *c, const dev_mat *w, int n, float *y, normed pn) {
+static bool matmul_normed(cuda_state *c, const dev_mat *w, int n, float *y, normed pn) {
     const normed_kind kind = pn.kind;
+    bool glu = false;
     if (kind == NORMED_IN_GEMV) {
         SI_ASSERT(n == 1);
-        SI_ASSERT(cuda_gemv_norm(w->type, w->d, w->M, w->K, c->x, pn.add ? c->xb : NULL, pn.nw,
-                                 c->m->hp.rms_eps, pn.add ? c->x_alt : NULL, y, c->st) == 0);
+        const float *add = pn.add ? c->xb : NULL;
+        const float eps = c->m->hp.rms_eps;
+        float *x_out = pn.add ? c->x_alt : NULL;
+        glu = pn.glu_q8 && cuda_gemv_norm_glu(w->type, w->d, w->M, w->K, c->x, add, pn.nw, eps,
+                                              x_out, pn.glu_q8, c->st) == 0;
+        if (!glu)
+            SI_ASSERT(cuda_gemv_norm(w->type, w->d, w->M, w->K, c->x, add, pn.nw, eps, x_out, y,
+                                     c->st) == 0);
         if (pn.add) { /* the sum is the residual now */
             float *t = c->x;
             c->x = c->x_alt;
@@ -593,6 +603,7 @@ static void matmul_normed(cuda_state *c, const dev_mat *w, int n, float *y, norm
                   0);
     else
         matmul(c, w, c->xb, n, y);
+    return glu;
 }
 
 /* y[n][M] = x[n][K] W^T: GEMV for up to 8 rows (decode; 16 where cuda_gemv_wide_ok), the int8
@@ -656,7 +667,7 @@ static void attention_block(cuda_state *c, const dev_layer *D, int il, const ste
         if (D->b_qkv) cuda_fwd_add_bias(c->qkv, D->b_qkv, D->wqkv.M, n, st); /* [bq | bk (| bv)] */
     }
     if (qk) {
-        const normed pv = pre.kind == NORMED_IN_GEMV ? (normed){NORMED_IN_GEMV, pre.nw, false}
+        const normed pv = pre.kind == NORMED_IN_GEMV ? (normed){NORMED_IN_GEMV, pre.nw, false, NULL}
                                                      : (normed){NORMED_F32};
         if (!skip(2)) matmul_normed(c, &D->wv, n, v.v, pv);
         if (D->b_qkv) cuda_fwd_add_bias(v.v, D->b_qkv + q_dim + kv_dim, kv_dim, n, st);
@@ -723,12 +734,14 @@ static void ffn_block(cuda_state *c, const dev_layer *D, const step_shape *sh) {
     const bool pre_down = D->gate_up_fused && pre_quant(&D->w_down, n);
     /* or converted by it for cuBLASLt */
     const bool half_down = D->gate_up_fused && !pre_down && pre_half(&D->w_down, n);
-    const normed pre = norm_for(c, D->ffn_norm, true,
-                                D->gate_up_fused ? &D->w_gate_up : &D->w_gate, n, 32,
-                                D->gate_up_fused);
+    normed pre = norm_for(c, D->ffn_norm, true, D->gate_up_fused ? &D->w_gate_up : &D->w_gate, n,
+                          32, D->gate_up_fused);
+    /* batch 1: the gate/up GEMV ends in the SwiGLU kernel's work where it can
+     * (cuda_gemv_norm_glu: one kernel boundary fewer a layer) */
+    if (pre_down && pre.kind == NORMED_IN_GEMV) pre.glu_q8 = c->xq8;
     if (D->gate_up_fused) {
-        if (!skip(64)) matmul_normed(c, &D->w_gate_up, n, c->ffn, pre);
-        if (skip(128)) {
+        const bool glu = !skip(64) && matmul_normed(c, &D->w_gate_up, n, c->ffn, pre);
+        if (skip(128) || glu) {
         } else if (half_down) {
             SI_ASSERT(cuda_fwd_swiglu_rows_half(c->gemm_scr, D->w_down.type, c->ffn, ff, n, st) ==
                       0);
@@ -779,7 +792,8 @@ static void forward_launches(cuda_state *c, const step_shape *sh) {
     static int out_norm = -1;
     if (sh->n_tokens == 1 && sh->n_out == 1 && fusion_on("SI_CUDA_GEMV_OUT_NORM", &out_norm) &&
         gemv_runs_norm(c, &w->output, 1)) {
-        matmul_normed(c, &w->output, 1, c->logits, (normed){NORMED_IN_GEMV, w->output_norm, true});
+        matmul_normed(c, &w->output, 1, c->logits,
+                      (normed){NORMED_IN_GEMV, w->output_norm, true, NULL});
         return;
     }
     cuda_add(c->x, c->xb, (int64_t)sh->n_tokens * dim, st); /* the last layer's FFN residual */

@@ -67,6 +67,17 @@ int cuda_gemv_norm_ok(si_type t, int M, int K);
 int cuda_gemv_norm(si_type t, const void *W, int M, int K, const float *x, const float *add,
                    const float *norm_w, float eps, float *x_out, float *y, cudaStream_t stream);
 
+/* cuda_gemv_norm of a [gate; up] matrix (M = 2 n rows, gate's first) that ends in SwiGLU: instead
+ * of y it writes silu(gate) x up quantised into out_q8 (CUDA_Q8X_ROW_BYTES(n), for cuda_gemv_pre
+ * of the down matrix) — the same bits as cuda_gemv_norm then cuda_fwd_swiglu_rows' q8 output, one
+ * kernel. -1 (nothing launched) where it does not run: where cuda_gemv_norm would not, for
+ * M % 64 != 0, for kernel shapes other than one 16-warp CTA an SM of 2 rows a warp at 2 stages,
+ * and where dealing whole q8 blocks to CTAs would take more rounds than the plain GEMV
+ * (gemv_q8x.cuh, q8x_glu_knob; SI_CUDA_GEMV_GLU=0: never, =2: regardless). */
+int cuda_gemv_norm_glu(si_type t, const void *W, int M, int K, const float *x, const float *add,
+                       const float *norm_w, float eps, float *x_out, void *out_q8,
+                       cudaStream_t stream);
+
 /* The int8 tensor-core GEMV (gemv_mma.cuh) for 7-8 batch rows of the quantised types: ~30%
  * faster than dp4a for Q4_0/Q4_1 at 8 rows on the H200, but its sums run in another order
  * than the 1-row kernel's, so a sequence's logits would depend on how many others share its

@@ -323,17 +323,33 @@ extern "C" int cuda_gemv_norm_ok(si_type t, int M, int K) {
     return with_q8x_unit(t, 0, [&](auto u) { return (int)gemv_q8x_norm_ok<decltype(u)>(M, K); });
 }
 
-extern "C" int cuda_gemv_norm(si_type t, const void *W, int M, int K, const float *x,
-                              const float *add, const float *norm_w, float eps, float *x_out,
-                              float *y, cudaStream_t stream) {
+/* y, or (glu_q8 set) silu(gate) x up quantised: cuda_gemv_norm and cuda_gemv_norm_glu */
+static int gemv_norm(si_type t, const void *W, int M, int K, const float *x, const float *add,
+                     const float *norm_w, float eps, float *x_out, float *y, uint8_t *glu_q8,
+                     cudaStream_t stream) {
     if (!cuda_gemv_norm_ok(t, M, K) || !x || !norm_w || (add && !x_out) ||
         (add && (x_out == x || x_out == add)) || ((uintptr_t)W & 15) || ((uintptr_t)x & 15) ||
-        ((uintptr_t)norm_w & 15) || ((uintptr_t)add & 15) || ((uintptr_t)x_out & 15))
+        ((uintptr_t)norm_w & 15) || ((uintptr_t)add & 15) || ((uintptr_t)x_out & 15) ||
+        ((uintptr_t)glu_q8 & 15))
         return -1;
-    const q8x_norm_in nin = {add, norm_w, x_out, eps};
+    const q8x_norm_in nin = {add, norm_w, x_out, eps, glu_q8};
     return with_q8x_unit(t, -1, [&](auto u) {
         return gemv_q8x_norm_launch<decltype(u)>(W, M, K, x, y, nin, stream);
     });
+}
+
+extern "C" int cuda_gemv_norm(si_type t, const void *W, int M, int K, const float *x,
+                              const float *add, const float *norm_w, float eps, float *x_out,
+                              float *y, cudaStream_t stream) {
+    return !y ? -1 : gemv_norm(t, W, M, K, x, add, norm_w, eps, x_out, y, NULL, stream);
+}
+
+extern "C" int cuda_gemv_norm_glu(si_type t, const void *W, int M, int K, const float *x,
+                                  const float *add, const float *norm_w, float eps, float *x_out,
+                                  void *out_q8, cudaStream_t stream) {
+    return !out_q8
+               ? -1
+               : gemv_norm(t, W, M, K, x, add, norm_w, eps, x_out, NULL, (uint8_t *)out_q8, stream);
 }
 
 #ifdef GEMV_Q8X_TRACE

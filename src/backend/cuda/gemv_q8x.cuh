@@ -45,12 +45,18 @@ template <class T> struct q8x_layout {
     static constexpr int SEG = ((32 * T::UBYTES + 16 + 15) / 16) * 16; /* one row's staged segment */
 };
 
+/* Q8X_GLU's blocks of 32 outputs a CTA holds at once at most (one slot each: 32 floats and a
+ * count) */
+#define Q8X_GLU_SLOTS 8
+#define Q8X_GLU_BYTES (Q8X_GLU_SLOTS * (32 * 4 + 4))
+
 /* shared memory: xq [nb][units][XUB] | xd f32 [nb][K/32] | xs i32 [nb][K/32] | per warp S
- * stages of R row segments | per warp S mbarriers (bulk copies) */
-template <class T> static size_t q8x_smem_bytes(int K, int nb, int warps, int R, int S) {
+ * stages of R row segments | per warp S mbarriers (bulk copies) | Q8X_GLU: its slots */
+template <class T>
+static size_t q8x_smem_bytes(int K, int nb, int warps, int R, int S, bool glu = false) {
     const size_t units = K / (32 * T::UB), nblk = K / 32;
     return (size_t)nb * units * q8x_layout<T>::XUB + (size_t)nb * nblk * 8 +
-           (size_t)warps * S * (R * q8x_layout<T>::SEG + 8);
+           (size_t)warps * S * (R * q8x_layout<T>::SEG + 8) + (glu ? Q8X_GLU_BYTES : 0);
 }
 
 /* How a warp's stages are filled (gemv_q8x_body's copy): Q8X_COPY_BULK by bulk copies, where
@@ -128,18 +134,27 @@ __device__ __forceinline__ void q8x_quantize_x(const float *__restrict__ x, int 
 enum { Q8X_F32, Q8X_PRE, Q8X_NORM };
 
 /* Q8X_NORM's inputs: the row is x + add (add NULL: x), normalised with weight w and eps; CTA 0
- * writes x + add to x_out (not in place: the other CTAs still read x) unless add is NULL. */
+ * writes x + add to x_out (not in place: the other CTAs still read x) unless add is NULL.
+ * glu_q8 (the GLU kernel, gemv_q8x_body): where silu(gate) * up goes, quantised. */
 struct q8x_norm_in {
     const float *add, *w;
     float *x_out;
     float eps;
+    uint8_t *glu_q8;
 };
 
 /* copy (q8x_copy_mode): with Q8X_COPY_BULK lane 0 of each warp fills a stage with one
  * cp.async.bulk per row, which completes on the stage's mbarrier, instead of 32 lanes issuing
  * 16-byte cp.async copies of the covering span (the same bytes at the same place: the segments
- * are aligned) */
-template <class T, int NB, int R, int S, int XIN, int NH = 1 /* Q8X_NORM: CTA of NH x 256 */>
+ * are aligned).
+ * GLU (Q8X_NORM, R = 2, batch 1): W is [gate; up], M = 2 n rows, and the GEMV ends in SwiGLU:
+ * output o's two rows are gate row o and up row n + o, and instead of y it writes silu(gate) x
+ * up quantised into nin.glu_q8 (CUDA_Q8X_ROW_BYTES(n) layout), for the down GEMV: the SwiGLU
+ * kernel between them goes. The q8 blocks of 32 outputs are what ties warps together, so a CTA
+ * takes whole blocks (dealt round-robin over the CTAs) and the warp that completes a block
+ * quantises it from shared memory, as the SwiGLU kernel would: the same bits. */
+template <class T, int NB, int R, int S, int XIN, int NH = 1 /* Q8X_NORM: CTA of NH x 256 */,
+          bool GLU = false>
 __device__ __forceinline__ void gemv_q8x_body(const uint8_t *__restrict__ W, int M, int K,
                                               size_t row_bytes, const float *__restrict__ x, int nb,
                                               float *__restrict__ y, q8x_norm_in nin, int copy) {
@@ -152,9 +167,14 @@ __device__ __forceinline__ void gemv_q8x_body(const uint8_t *__restrict__ W, int
     float *xd = (float *)(smem + (size_t)nb * units * XUB);
     int *xs = (int *)(xd + (size_t)nb * nblk);
     uint8_t *sw = (uint8_t *)(xs + (size_t)nb * nblk) + (size_t)warp * S * R * SEG;
-    uint64_t *bar =
-        (uint64_t *)((uint8_t *)(xs + (size_t)nb * nblk) + (size_t)nwarps * S * R * SEG) +
-        warp * S; /* this warp's stages' barriers */
+    uint64_t *bar_all =
+        (uint64_t *)((uint8_t *)(xs + (size_t)nb * nblk) + (size_t)nwarps * S * R * SEG);
+    uint64_t *bar = bar_all + warp * S; /* this warp's stages' barriers */
+    static_assert(!GLU || (XIN == Q8X_NORM && R == 2), "GLU: the norm GEMV's gate and up rows");
+    float(*glu_h)[32] = (float(*)[32])(bar_all + nwarps * S); /* GLU: a block's outputs */
+    int *glu_n = (int *)(glu_h + Q8X_GLU_SLOTS);              /* GLU: how many are in */
+    const int n_glu = M / 2;
+    if (GLU && threadIdx.x < Q8X_GLU_SLOTS) glu_n[threadIdx.x] = 0; /* read after the barrier */
     q8x_trace tr; /* empty unless GEMV_Q8X_TRACE */
     tr.start();
     if (bulk) {
@@ -172,19 +192,54 @@ __device__ __forceinline__ void gemv_q8x_body(const uint8_t *__restrict__ W, int
      * CTA in the last round) kept every SM busy to the end and was slower on an H100 (bench/
      * RESULTS.md 2026-12-06 s53: tg128 Q4_0 619.6 -> 610.8 t/s, Q4_K 607.9 -> 599.1). */
     const int gstep = gridDim.x * nwarps;
+    /* GLU: group g is output g, and warp w of CTA c takes outputs 32 b + h nwarps + w of blocks
+     * b = c, c + gridDim.x, ..., h = 0 .. 32 / nwarps - 1 */
+    auto next_group = [&](int g) {
+        if constexpr (GLU) {
+            g += nwarps;
+            return g % 32 < nwarps ? g + ((int)gridDim.x - 1) * 32 : g; /* the CTA's next block */
+        } else {
+            return g + gstep;
+        }
+    };
+    auto live = [&](int g) { return GLU ? g < n_glu : g * R < M; };
     auto next = [&](int &g, int &sg) {
-        if (++sg == nseg) { sg = 0; g += gstep; }
+        if (++sg == nseg) {
+            sg = 0;
+            g = next_group(g);
+        }
     };
     /* first byte of segment sg of row r of group g (rows past M repeat the last row) */
     auto seg_src = [&](int g, int r, int sg) {
-        return (uintptr_t)(W + (size_t)min(g * R + r, M - 1) * row_bytes + (size_t)sg * SEGBYTES);
+        const int row = GLU ? g + r * n_glu : min(g * R + r, M - 1);
+        return (uintptr_t)(W + (size_t)row * row_bytes + (size_t)sg * SEGBYTES);
+    };
+    /* GLU: output o (h) into its block's slot; the warp that completes the block quantises it
+     * (q8x_row_store4's arithmetic, 8 lanes of 4; the other lanes repeat them) */
+    auto glu_put = [&](int o, float h) {
+        const int b = o / 32, slot = (b - (int)blockIdx.x) / (int)gridDim.x;
+        int last = 0;
+        if (lane == 0) {
+            glu_h[slot][o % 32] = h;
+            __threadfence_block();
+            last = atomicAdd(glu_n + slot, 1) == 31;
+            __threadfence_block();
+        }
+        __syncwarp();
+        if (!__shfl_sync(0xffffffffu, last, 0)) return;
+        float d;
+        int sum;
+        const uint32_t q = q8x_block4(((const float4 *)glu_h[slot])[lane & 7], &d, &sum);
+        if (lane < 8) *(uint32_t *)(nin.glu_q8 + 32 * b + 4 * lane) = q;
+        if (lane == 0) q8x_row_store_scale(nin.glu_q8, n_glu, 32 * b, d, sum);
     };
     /* the producer: issues item (pg, psg) into stage ps and moves on; with cp.async, one commit
      * group per call (empty past the last item), so that wait_group<S - 1> always means "the
      * oldest is in"; with bulk copies, the stage's mbarrier says it */
-    int pg = blockIdx.x * nwarps + warp, psg = 0, ps = 0;
+    const int g0 = GLU ? blockIdx.x * 32 + warp : blockIdx.x * nwarps + warp;
+    int pg = g0, psg = 0, ps = 0;
     auto produce = [&]() {
-        if (pg * R < M && bulk) {
+        if (live(pg) && bulk) {
             if (lane == 0) {
                 const uint32_t bytes = (uint32_t)min(32, units - psg * 32) * T::UBYTES;
                 si_mbar_expect_tx(bar + ps, R * bytes);
@@ -194,7 +249,7 @@ __device__ __forceinline__ void gemv_q8x_body(const uint8_t *__restrict__ W, int
                                  bar + ps);
             }
             next(pg, psg);
-        } else if (pg * R < M) {
+        } else if (live(pg)) {
             const int n = min(32, units - psg * 32);
 #pragma unroll
             for (int r = 0; r < R; r++) {
@@ -318,8 +373,8 @@ __device__ __forceinline__ void gemv_q8x_body(const uint8_t *__restrict__ W, int
     }
     __syncthreads();
     tr.x_ready();
-    int rg = blockIdx.x * nwarps + warp, seg = 0, stage = 0;
-    if (rg * R >= M) { /* no CTA-wide barrier below (but the trace's) */
+    int rg = g0, seg = 0, stage = 0;
+    if (!live(rg)) { /* no CTA-wide barrier below (but the trace's) */
         tr.end();
         return;
     }
@@ -387,17 +442,24 @@ __device__ __forceinline__ void gemv_q8x_body(const uint8_t *__restrict__ W, int
         }
         __syncwarp(); /* this stage is refilled by the next produce() */
         if (seg == nseg - 1) {
+            if constexpr (GLU) {
+                const float gate = si_warp_sum(acc[0][0]), up = si_warp_sum(acc[1][0]);
+                acc[0][0] = acc[1][0] = 0.0f;
+                glu_put(rg, si_silu_mul(gate, up));
+            } else {
 #pragma unroll
-            for (int r = 0; r < R; r++)
+                for (int r = 0; r < R; r++)
 #pragma unroll
-                for (int b = 0; b < NB; b++) {
-                    const float v = si_warp_sum(acc[r][b]);
-                    acc[r][b] = 0.0f;
-                    if (lane == 0 && b < nb && rg * R + r < M) y[(size_t)b * M + rg * R + r] = v;
-                }
+                    for (int b = 0; b < NB; b++) {
+                        const float v = si_warp_sum(acc[r][b]);
+                        acc[r][b] = 0.0f;
+                        if (lane == 0 && b < nb && rg * R + r < M)
+                            y[(size_t)b * M + rg * R + r] = v;
+                    }
+            }
         }
         next(rg, seg);
-        if (rg * R >= M) break;
+        if (!live(rg)) break;
         if (++stage == S) stage = 0;
     }
     si_cp_async_wait<0>(); /* no copy outlives the warp (the trailing groups are empty) */
@@ -412,13 +474,27 @@ __global__ void __launch_bounds__(256)
 }
 
 /* Q8X_NORM's kernel (the others do without its extra parameter), of NH x NORM_THREADS threads;
- * with NH = 1 two CTAs an SM (at most 128 registers a thread) */
-template <class T, int R, int S, int NH>
+ * with NH = 1 two CTAs an SM (at most 128 registers a thread). GLU: gemv_q8x_body's. */
+template <class T, int R, int S, int NH, bool GLU = false>
 __global__ void __launch_bounds__((NH * NORM_THREADS), 2 / NH)
     gemv_q8x_norm_kernel(const uint8_t *__restrict__ W, int M, int K, size_t row_bytes,
                          const float *__restrict__ x, float *__restrict__ y, q8x_norm_in nin,
                          int copy) {
-    gemv_q8x_body<T, 1, R, S, Q8X_NORM, NH>(W, M, K, row_bytes, x, 1, y, nin, copy);
+    gemv_q8x_body<T, 1, R, S, Q8X_NORM, NH, GLU>(W, M, K, row_bytes, x, 1, y, nin, copy);
+}
+
+/* The GLU kernel (gemv_q8x_body) deals whole blocks of 32 outputs to a CTA; it runs where that
+ * takes no more rounds of row groups than the plain kernel's dealing (Llama-2-7B's 11,008
+ * outputs over 132 CTAs of 16 warps: 3 blocks, 6 rounds, as 11,008 / 2,112 gives; Llama-3-8B's
+ * 14,336: 4 blocks, 8 rounds against 7, so there the GEMV and the SwiGLU kernel run). Knob
+ * SI_CUDA_GEMV_GLU (read at the first call): 0 never, 2 regardless of the rounds. */
+static int q8x_glu_knob(void) {
+    static int v = -1;
+    if (v < 0) {
+        const char *e = getenv("SI_CUDA_GEMV_GLU");
+        v = e && (e[0] == '0' || e[0] == '2') ? e[0] - '0' : 1;
+    }
+    return v;
 }
 
 /* At most this many CTAs per SM (0: as many as fit). Every CTA reads and quantises all of x, so
@@ -467,19 +543,28 @@ static int gemv_q8x_launch_nb(const void *W, int M, int K, const float *x, int n
      * would not fit: with 1 warp every supported shape fits. The norm's arithmetic needs
      * NORM_THREADS, or 2 x NORM_THREADS (q8x_norm_wide) */
     int warps = 8, norm_warps = 0;
+    const bool glu = XIN == Q8X_NORM && nin && nin->glu_q8; /* the GLU kernel, 16 warps only */
     if constexpr (XIN == Q8X_NORM) {
         const bool wide =
-            q8x_norm_wide() && q8x_smem_bytes<T>(K, 1, 16, R, S) + NORM_RED * sizeof(float) <=
-                                   (size_t)smem_optin; /* + gemv_q8x_body's static red */
-        norm_kernel = wide ? gemv_q8x_norm_kernel<T, R, S, 2> : gemv_q8x_norm_kernel<T, R, S, 1>;
+            q8x_norm_wide() && q8x_smem_bytes<T>(K, 1, 16, R, S, glu) + NORM_RED * sizeof(float) <=
+                                   (size_t)smem_optin; /* + body's static red */
+        if (glu) {
+            if constexpr (R == 2 && S == 2)
+                norm_kernel =
+                    wide && q8x_glu_knob() ? gemv_q8x_norm_kernel<T, R, S, 2, true> : NULL;
+            if (!norm_kernel || M % 64) return -1;
+        } else {
+            norm_kernel =
+                wide ? gemv_q8x_norm_kernel<T, R, S, 2> : gemv_q8x_norm_kernel<T, R, S, 1>;
+        }
         warps = norm_warps = wide ? 16 : 8;
     } else {
         kernel = gemv_q8x_kernel<T, NB, R, S, XIN>;
     }
     const void *fn = kernel ? (const void *)kernel : (const void *)norm_kernel;
     /* per kernel: the attribute is per kernel; static shared memory (the norm's) counts too */
-    static int dyn_max[2] = {0, 0};
-    int &dm = dyn_max[warps == 16];
+    static int dyn_max[3] = {0, 0, 0};
+    int &dm = dyn_max[glu ? 2 : warps == 16];
     if (!dm) {
         cudaFuncAttributes fa;
         CUDA_CHECK(cudaFuncGetAttributes(&fa, fn));
@@ -488,17 +573,24 @@ static int gemv_q8x_launch_nb(const void *W, int M, int K, const float *x, int n
         dm = smem_optin - (int)fa.sharedSizeBytes;
     }
     smem_optin = dm;
-    size_t smem = q8x_smem_bytes<T>(K, nb, warps, R, S);
+    size_t smem = q8x_smem_bytes<T>(K, nb, warps, R, S, glu);
     while (smem > (size_t)smem_optin && warps > 1) {
         warps /= 2;
-        smem = q8x_smem_bytes<T>(K, nb, warps, R, S);
+        smem = q8x_smem_bytes<T>(K, nb, warps, R, S, glu);
     }
     if (smem > (size_t)smem_optin || (XIN == Q8X_NORM && warps != norm_warps)) return -1;
     int per_sm = 0;
     CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, warps * 32, smem));
     if (GEMV_Q8X_CTAS_PER_SM > 0) per_sm = min(per_sm, GEMV_Q8X_CTAS_PER_SM);
     const int need = si_div_up(M, warps * R);
-    const int grid = min(need, max(1, per_sm) * n_sm);
+    int grid = min(need, max(1, per_sm) * n_sm);
+    if (glu) { /* whole blocks of 32 outputs a CTA, in no more rounds (q8x_glu_knob) */
+        const int rounds = si_div_up(M / 2, grid * warps), blocks = M / 64;
+        grid = min(blocks, max(1, per_sm) * n_sm);
+        const int per_cta = si_div_up(blocks, grid);
+        if (per_cta > Q8X_GLU_SLOTS || (q8x_glu_knob() != 2 && per_cta * (32 / warps) > rounds))
+            return -1;
+    }
     const size_t row_bytes = (size_t)(K / (32 * T::UB)) * T::UBYTES; /* units x bytes */
     const int copy = q8x_copy_mode<T>(W, K);
     if constexpr (XIN == Q8X_NORM)
