@@ -4,8 +4,9 @@
 # GEMV's q8 x itself (cuda_gemv_norm_glu; knob SI_CUDA_GEMV_GLU=0: the GEMV then the SwiGLU
 # kernel, as before). tg128 of Llama-2-7B Q4_0 (two rounds in opposite orders), the fused-kernel
 # checks (the GLU GEMV against the GEMV + SwiGLU kernel, byte for byte, every quantised type),
-# run.sh's model part (tiny models also with the GLU GEMV forced), Q4_K / Q8_0 A/B, the GEMV
-# checks, Llama-3-8B Q4_0 with the GLU forced (its dealing rule refuses it there), sanitizers.
+# run.sh's model part (tiny models also with the GLU GEMV forced), the fused checks under the
+# sanitizers, Q4_K / Q8_0 A/B, the GEMV checks, Llama-3-8B Q4_0 with the GLU forced (its dealing
+# rule refuses it there).
 set -u
 O=/tmp/o54a B=build-gpucarry
 . bench/gpu_call_env.sh
@@ -16,6 +17,10 @@ timeout 150 $B/test_cuda_fused --no-bench > $O/fused.txt 2>&1
 step "test_cuda_fused rc=$?: $(grep -c '^FAIL' $O/fused.txt) FAIL lines, $(grep -c 'gemv_norm_glu' $O/fused.txt) glu lines, $(tail -1 $O/fused.txt)"
 SI_BIN_DIR=$B SI_SKIP_KERNEL_TESTS=1 OUT=$O/run timeout 220 tests/cuda/run.sh > $O/runsh.txt 2>&1
 step "run.sh model part rc=$?: $(grep -c PASS $O/runsh.txt) PASS, $(grep -c FAIL $O/runsh.txt) FAIL, $(tail -1 $O/runsh.txt)"
+for tool in memcheck racecheck; do
+    timeout 120 compute-sanitizer --tool $tool --error-exitcode 3 $B/test_cuda_fused --small > $O/san-$tool.txt 2>&1
+    step "test_cuda_fused --small under $tool rc=$?: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|summary' $O/san-$tool.txt | tr '\n' ' ')"
+done
 for t in q4_k q8_0; do
     timeout 60 $B/swiftinfer synth -o /dev/shm/llama2-7b-$t.gguf --shape llama2-7b --type $t > /dev/null 2>&1
     for e in SI_CUDA_GEMV_GLU=0 SI_NONE=0; do tg128 $t $e r1; done
@@ -23,10 +28,6 @@ for t in q4_k q8_0; do
 done
 timeout 100 $B/test_cuda_kernels --no-bench --gemv --types q4_0,q4_k,q8_0,q6_k > $O/kernels.txt 2>&1
 step "test_cuda_kernels --gemv rc=$?: $(grep -c '^FAIL' $O/kernels.txt) FAIL lines, $(tail -1 $O/kernels.txt)"
-for tool in memcheck racecheck; do
-    timeout 120 compute-sanitizer --tool $tool --error-exitcode 3 $B/test_cuda_fused --small > $O/san-$tool.txt 2>&1
-    step "test_cuda_fused --small under $tool rc=$?: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|summary' $O/san-$tool.txt | tr '\n' ' ')"
-done
 rm -f /dev/shm/llama2-7b-q4_0.gguf
 timeout 90 $B/swiftinfer synth -o /dev/shm/llama3-8b-q4_0.gguf --shape llama3-8b --type q4_0 > /dev/null 2>&1
 for e in SI_NONE=0 SI_CUDA_GEMV_GLU=2; do
