@@ -347,7 +347,8 @@ extern "C" int cuda_gemv_norm(si_type t, const void *W, int M, int K, const floa
 extern "C" int cuda_gemv_norm_glu(si_type t, const void *W, int M, int K, const float *x,
                                   const float *add, const float *norm_w, float eps, float *x_out,
                                   void *out_q8, cudaStream_t stream) {
-    return !out_q8
+    /* off (q8x_glu_knob): refused before any launch work, as the forward pass asks every layer */
+    return !out_q8 || !q8x_glu_knob()
                ? -1
                : gemv_norm(t, W, M, K, x, add, norm_w, eps, x_out, NULL, (uint8_t *)out_q8, stream);
 }

@@ -552,8 +552,7 @@ static int gemv_q8x_launch_nb(const void *W, int M, int K, const float *x, int n
                                    (size_t)smem_optin; /* + body's static red */
         if (glu) {
             if constexpr (R == 2 && S == 2)
-                norm_kernel =
-                    wide && q8x_glu_knob() ? gemv_q8x_norm_kernel<T, R, S, 2, true> : NULL;
+                norm_kernel = wide ? gemv_q8x_norm_kernel<T, R, S, 2, true> : NULL;
             if (!norm_kernel || M % 64) return -1;
         } else {
             norm_kernel =
