@@ -398,16 +398,18 @@ static void test_gemv_norm_glu(const qtype &q, int n, int K) {
             check_same(name, hfloats(x_out2, K), hfloats(x_out1, K));
         }
     }
-    /* what cannot run says so, writing nothing: no output, or gate and up not whole blocks of 32 */
+    /* what cannot run says so, writing nothing: no output, or n % 128 != 0 (the q8 rows' rule) */
     CUDA_CHECK(cudaMemset(q2, 0xFE, qb));
-    const bool refused = cuda_gemv_norm_glu(q.t, W, M, K, x, NULL, w, 1e-5f, NULL, NULL, 0) == -1 &&
-                         cuda_gemv_norm_glu(q.t, W, M - 2, K, x, NULL, w, 1e-5f, NULL, q2, 0) == -1;
+    const bool refused =
+        cuda_gemv_norm_glu(q.t, W, M, K, x, NULL, w, 1e-5f, NULL, NULL, 0) == -1 &&
+        cuda_gemv_norm_glu(q.t, W, M - 2, K, x, NULL, w, 1e-5f, NULL, q2, 0) == -1 &&
+        cuda_gemv_norm_glu(q.t, W, M - 64, K, x, NULL, w, 1e-5f, NULL, q2, 0) == -1;
     std::vector<uint8_t> h2(qb);
     CUDA_CHECK(cudaMemcpy(h2.data(), q2, qb, cudaMemcpyDeviceToHost));
     const bool untouched = std::all_of(h2.begin(), h2.end(), [](uint8_t b) { return b == 0xFE; });
     g_checks++;
     if (!refused || !untouched) g_fail++;
-    printf("%s gemv_norm_glu %s: no output, or M %% 64 != 0, refused, nothing written\n",
+    printf("%s gemv_norm_glu %s: no output, or M %% 256 != 0, refused, nothing written\n",
            refused && untouched ? "PASS" : "FAIL", q.name);
     for (void *p : {(void *)W, (void *)w, (void *)x, (void *)add, (void *)x_out1, (void *)x_out2,
                     (void *)gu, (void *)q1, (void *)q2})
@@ -522,8 +524,8 @@ int main(int argc, char **argv) {
     /* the GLU GEMV on every shape, its dealing rule (gemv_q8x.cuh) aside */
     setenv("SI_CUDA_GEMV_GLU", "2", 1);
     for (const qtype &q : k_qtypes) {
-        test_gemv_norm_glu(q, 96, 2048); /* 3 blocks: 3 CTAs */
-        test_gemv_norm_glu(q, small ? 256 : 2080, 3072);
+        test_gemv_norm_glu(q, 128, 2048); /* 4 blocks: 4 CTAs */
+        test_gemv_norm_glu(q, small ? 256 : 2176, 3072);
         if (!small) {
             test_gemv_norm_glu(q, 11008, 4096); /* Llama-2-7B: 3 blocks a CTA */
             test_gemv_norm_glu(q, 14336, 4096); /* Llama-3-8B: 4 */

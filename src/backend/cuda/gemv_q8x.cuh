@@ -553,7 +553,7 @@ static int gemv_q8x_launch_nb(const void *W, int M, int K, const float *x, int n
         if (glu) {
             if constexpr (R == 2 && S == 2)
                 norm_kernel = wide ? gemv_q8x_norm_kernel<T, R, S, 2, true> : NULL;
-            if (!norm_kernel || M % 64) return -1;
+            if (!norm_kernel || M % 256) return -1; /* n % 128: q8 rows of cuda_gemv_pre */
         } else {
             norm_kernel =
                 wide ? gemv_q8x_norm_kernel<T, R, S, 2> : gemv_q8x_norm_kernel<T, R, S, 1>;
