@@ -526,6 +526,7 @@ int main(int argc, char **argv) {
     for (const qtype &q : k_qtypes) {
         test_gemv_norm_glu(q, 128, 2048); /* 4 blocks: 4 CTAs */
         test_gemv_norm_glu(q, small ? 256 : 2176, 3072);
+        test_gemv_norm_glu(q, 8576, 256); /* 268 blocks: 2-3 a CTA on 132 SMs */
         if (!small) {
             test_gemv_norm_glu(q, 11008, 4096); /* Llama-2-7B: 3 blocks a CTA */
             test_gemv_norm_glu(q, 14336, 4096); /* Llama-3-8B: 4 */

@@ -45,10 +45,9 @@ template <class T> struct q8x_layout {
     static constexpr int SEG = ((32 * T::UBYTES + 16 + 15) / 16) * 16; /* one row's staged segment */
 };
 
-/* Q8X_GLU's blocks of 32 outputs a CTA holds at once at most (one slot each: 32 floats and a
- * count) */
+/* Q8X_GLU's blocks of 32 outputs a CTA takes at most (one slot of 32 floats each) */
 #define Q8X_GLU_SLOTS 8
-#define Q8X_GLU_BYTES (Q8X_GLU_SLOTS * (32 * 4 + 4))
+#define Q8X_GLU_BYTES (Q8X_GLU_SLOTS * 32 * 4)
 
 /* shared memory: xq [nb][units][XUB] | xd f32 [nb][K/32] | xs i32 [nb][K/32] | per warp S
  * stages of R row segments | per warp S mbarriers (bulk copies) | Q8X_GLU: its slots */
@@ -151,8 +150,9 @@ struct q8x_norm_in {
  * output o's two rows are gate row o and up row n + o, and instead of y it writes silu(gate) x
  * up quantised into nin.glu_q8 (CUDA_Q8X_ROW_BYTES(n) layout), for the down GEMV: the SwiGLU
  * kernel between them goes. The q8 blocks of 32 outputs are what ties warps together, so a CTA
- * takes whole blocks (dealt round-robin over the CTAs) and the warp that completes a block
- * quantises it from shared memory, as the SwiGLU kernel would: the same bits. */
+ * takes whole blocks (dealt round-robin over the CTAs), its warps put the outputs into shared
+ * memory, and once all are in (one CTA barrier at the end) a warp a block quantises it, as the
+ * SwiGLU kernel would: the same bits. */
 template <class T, int NB, int R, int S, int XIN, int NH = 1 /* Q8X_NORM: CTA of NH x 256 */,
           bool GLU = false>
 __device__ __forceinline__ void gemv_q8x_body(const uint8_t *__restrict__ W, int M, int K,
@@ -171,10 +171,8 @@ __device__ __forceinline__ void gemv_q8x_body(const uint8_t *__restrict__ W, int
         (uint64_t *)((uint8_t *)(xs + (size_t)nb * nblk) + (size_t)nwarps * S * R * SEG);
     uint64_t *bar = bar_all + warp * S; /* this warp's stages' barriers */
     static_assert(!GLU || (XIN == Q8X_NORM && R == 2), "GLU: the norm GEMV's gate and up rows");
-    float(*glu_h)[32] = (float(*)[32])(bar_all + nwarps * S); /* GLU: a block's outputs */
-    int *glu_n = (int *)(glu_h + Q8X_GLU_SLOTS);              /* GLU: how many are in */
+    float(*glu_h)[32] = (float(*)[32])(bar_all + nwarps * S); /* GLU: the CTA's blocks */
     const int n_glu = M / 2;
-    if (GLU && threadIdx.x < Q8X_GLU_SLOTS) glu_n[threadIdx.x] = 0; /* read after the barrier */
     q8x_trace tr; /* empty unless GEMV_Q8X_TRACE */
     tr.start();
     if (bulk) {
@@ -213,25 +211,6 @@ __device__ __forceinline__ void gemv_q8x_body(const uint8_t *__restrict__ W, int
     auto seg_src = [&](int g, int r, int sg) {
         const int row = GLU ? g + r * n_glu : min(g * R + r, M - 1);
         return (uintptr_t)(W + (size_t)row * row_bytes + (size_t)sg * SEGBYTES);
-    };
-    /* GLU: output o (h) into its block's slot; the warp that completes the block quantises it
-     * (q8x_row_store4's arithmetic, 8 lanes of 4; the other lanes repeat them) */
-    auto glu_put = [&](int o, float h) {
-        const int b = o / 32, slot = (b - (int)blockIdx.x) / (int)gridDim.x;
-        int last = 0;
-        if (lane == 0) {
-            glu_h[slot][o % 32] = h;
-            __threadfence_block();
-            last = atomicAdd(glu_n + slot, 1) == 31;
-            __threadfence_block();
-        }
-        __syncwarp();
-        if (!__shfl_sync(0xffffffffu, last, 0)) return;
-        float d;
-        int sum;
-        const uint32_t q = q8x_block4(((const float4 *)glu_h[slot])[lane & 7], &d, &sum);
-        if (lane < 8) *(uint32_t *)(nin.glu_q8 + 32 * b + 4 * lane) = q;
-        if (lane == 0) q8x_row_store_scale(nin.glu_q8, n_glu, 32 * b, d, sum);
     };
     /* the producer: issues item (pg, psg) into stage ps and moves on; with cp.async, one commit
      * group per call (empty past the last item), so that wait_group<S - 1> always means "the
@@ -374,7 +353,7 @@ __device__ __forceinline__ void gemv_q8x_body(const uint8_t *__restrict__ W, int
     __syncthreads();
     tr.x_ready();
     int rg = g0, seg = 0, stage = 0;
-    if (!live(rg)) { /* no CTA-wide barrier below (but the trace's) */
+    if (!live(rg)) { /* no CTA-wide barrier below (but the trace's; GLU: every warp is live) */
         tr.end();
         return;
     }
@@ -445,7 +424,8 @@ __device__ __forceinline__ void gemv_q8x_body(const uint8_t *__restrict__ W, int
             if constexpr (GLU) {
                 const float gate = si_warp_sum(acc[0][0]), up = si_warp_sum(acc[1][0]);
                 acc[0][0] = acc[1][0] = 0.0f;
-                glu_put(rg, si_silu_mul(gate, up));
+                const int slot = (rg / 32 - (int)blockIdx.x) / (int)gridDim.x;
+                if (lane == 0) glu_h[slot][rg % 32] = si_silu_mul(gate, up);
             } else {
 #pragma unroll
                 for (int r = 0; r < R; r++)
@@ -463,6 +443,19 @@ __device__ __forceinline__ void gemv_q8x_body(const uint8_t *__restrict__ W, int
         if (++stage == S) stage = 0;
     }
     si_cp_async_wait<0>(); /* no copy outlives the warp (the trailing groups are empty) */
+    if constexpr (GLU) {
+        /* every output of the CTA's blocks in: warp s quantises block blockIdx.x + s gridDim.x
+         * (q8x_row_store4's arithmetic, 8 lanes of 4; the other lanes repeat them) */
+        __syncthreads();
+        const int b = blockIdx.x + warp * gridDim.x;
+        if (warp < Q8X_GLU_SLOTS && b < n_glu / 32) {
+            float d;
+            int sum;
+            const uint32_t q = q8x_block4(((const float4 *)glu_h[warp])[lane & 7], &d, &sum);
+            if (lane < 8) *(uint32_t *)(nin.glu_q8 + 32 * b + 4 * lane) = q;
+            if (lane == 0) q8x_row_store_scale(nin.glu_q8, n_glu, 32 * b, d, sum);
+        }
+    }
     tr.end();
 }
 
