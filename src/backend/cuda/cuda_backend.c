@@ -737,7 +737,7 @@ static void ffn_block(cuda_state *c, const dev_layer *D, const step_shape *sh) {
     normed pre = norm_for(c, D->ffn_norm, true, D->gate_up_fused ? &D->w_gate_up : &D->w_gate, n,
                           32, D->gate_up_fused);
     /* batch 1: the gate/up GEMV ends in the SwiGLU kernel's work where it can
-     * (cuda_gemv_norm_glu: one kernel boundary fewer a layer; opt-in, SI_CUDA_GEMV_GLU) */
+     * (cuda_gemv_norm_glu: one kernel boundary fewer a layer; SI_CUDA_GEMV_GLU=0: never) */
     if (pre_down && pre.kind == NORMED_IN_GEMV) pre.glu_q8 = c->xq8;
     if (D->gate_up_fused) {
         const bool glu = !skip(64) && matmul_normed(c, &D->w_gate_up, n, c->ffn, pre);
