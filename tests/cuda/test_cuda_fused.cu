@@ -16,7 +16,8 @@
  *   - the batch-1 GEMV with the norm inside (cuda_gemv_norm) == the norm (out_q8) then
  *     cuda_gemv_pre, y and the residual sum, for every quantised type, with and without the add;
  *   - that GEMV of a [gate; up] matrix ending in SwiGLU (cuda_gemv_norm_glu) == it then the
- *     SwiGLU kernel's q8 output, for every quantised type (SI_CUDA_GEMV_GLU=2: every shape);
+ *     SwiGLU kernel's q8 output, for every quantised type (SI_CUDA_GEMV_GLU=2: every shape;
+ *     with SI_CUDA_GEMV_Q8X_NORM_WIDE=0, refused: the kernel is 16-warp only);
  * every output poisoned (NaN bytes) first, so an unwritten element fails. Then timings at batch
  * 1 on Llama-2-7B shapes (median of 50, cudaEvent, L2 flushed): cuda_gemv vs cuda_gemv_pre.
  *
@@ -357,6 +358,7 @@ static void test_gemv_norm_glu(const qtype &q, int n, int K) {
     float *add = dfloats(rnd_vec(K, 1.0f)), *x_out1 = dalloc<float>(K), *x_out2 = dalloc<float>(K);
     float *gu = dalloc<float>(M);
     uint8_t *q1 = dalloc<uint8_t>(qb), *q2 = dalloc<uint8_t>(qb);
+    const bool narrow = si_env_off("SI_CUDA_GEMV_Q8X_NORM_WIDE"); /* as gemv_q8x.cuh reads it */
     for (bool with_add : {false, true}) {
         const float *a = with_add ? add : NULL;
         CUDA_CHECK(cudaMemset(q1, 0xFF, qb));
@@ -372,14 +374,23 @@ static void test_gemv_norm_glu(const qtype &q, int n, int K) {
         snprintf(name, sizeof name, "gemv_norm_glu %s %dx%d %s", q.name, M, K,
                  with_add ? "x + add" : "x");
         g_checks++;
+        std::vector<uint8_t> h1(qb), h2(qb);
+        CUDA_CHECK(cudaMemcpy(h2.data(), q2, qb, cudaMemcpyDeviceToHost));
+        if (narrow) { /* the GLU kernel is a 16-warp CTA's only: refused, nothing written */
+            const bool ok = !r1 && r2 == -1 &&
+                            std::all_of(h2.begin(), h2.end(), [](uint8_t b) { return b == 0xFE; });
+            if (!ok) g_fail++;
+            printf("%s %s: refused in 8-warp CTAs (SI_CUDA_GEMV_Q8X_NORM_WIDE=0), nothing "
+                   "written (launches returned %d / %d)\n",
+                   ok ? "PASS" : "FAIL", name, r1, r2);
+            continue;
+        }
         if (r1 || r2) {
             g_fail++;
             printf("FAIL %s: launch returned %d / %d\n", name, r1, r2);
             continue;
         }
-        std::vector<uint8_t> h1(qb), h2(qb);
         CUDA_CHECK(cudaMemcpy(h1.data(), q1, qb, cudaMemcpyDeviceToHost));
-        CUDA_CHECK(cudaMemcpy(h2.data(), q2, qb, cudaMemcpyDeviceToHost));
         size_t bad = 0;
         for (size_t i = 0; i < qb; i++)
             bad += h1[i] != h2[i];

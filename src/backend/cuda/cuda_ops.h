@@ -72,9 +72,9 @@ int cuda_gemv_norm(si_type t, const void *W, int M, int K, const float *x, const
  * of the down matrix) — the same bits as cuda_gemv_norm then cuda_fwd_swiglu_rows' q8 output, one
  * kernel. -1 (nothing launched) where it does not run: where cuda_gemv_norm would not, for
  * M % 256 != 0 (n % 128, as the down GEMV's q8 rows need), for kernel shapes other than one 16-warp
- * CTA an SM of 2 rows a warp at 2 stages, and where dealing whole q8 blocks to CTAs would take more
- * rounds than the plain GEMV (gemv_q8x.cuh, q8x_glu_knob; SI_CUDA_GEMV_GLU=0: never, =2:
- * regardless of the rounds). */
+ * CTA an SM of 2 rows a warp at 2 stages (so not with SI_CUDA_GEMV_Q8X_NORM_WIDE=0), and where
+ * dealing whole q8 blocks to CTAs would take more than 8/7 the plain GEMV's rounds (gemv_q8x.cuh,
+ * q8x_glu_knob; SI_CUDA_GEMV_GLU=0: never, =2: regardless of the rounds). */
 int cuda_gemv_norm_glu(si_type t, const void *W, int M, int K, const float *x, const float *add,
                        const float *norm_w, float eps, float *x_out, void *out_q8,
                        cudaStream_t stream);
