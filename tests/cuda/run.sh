@@ -35,6 +35,8 @@ cd "$(dirname "$0")/../.."
 LOG=${OUT:-/tmp}
 mkdir -p "$LOG" build-cuda
 fail=0
+# each section's header with the seconds since the start (to plan one-call device runs)
+section() { echo "== $* [${SECONDS} s]"; }
 # SI_COMMIT first: carried binaries name their commit, and the machine's git copy may be older
 echo "commit: ${SI_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}  date: $(date -u +%F)" | tee "$LOG/build.log"
 nvidia-smi >> "$LOG/build.log" 2>&1 || true
@@ -65,7 +67,7 @@ KTESTS=${SI_KTESTS:-$(cd "$BD" && ls test_cuda_* 2>/dev/null | grep -v '^test_cu
 
 if [ "${SI_SKIP_KERNEL_TESTS:-0}" != 1 ]; then
     for kt in $KTESTS; do
-        echo "== $kt"
+        section "$kt"
         "$BD/$kt" > "$LOG/$kt.log" 2>&1 || { fail=1; echo "$kt FAILED"; }
         grep -E "^(FAIL|==== summary)" "$LOG/$kt.log" | head -20
         [ "${SI_SANITIZE:-1}" = 1 ] || continue
@@ -87,7 +89,7 @@ if [ "${SI_SKIP_KERNEL_TESTS:-0}" != 1 ]; then
     # by up to 4 rows)
     if [ -x "$BD/test_cuda_sample" ]; then
         for c in 1 2 4 16; do
-            echo "== test_cuda_sample --no-bench, SI_CUDA_SAMPLE_CLUSTER=$c"
+            section "test_cuda_sample --no-bench, SI_CUDA_SAMPLE_CLUSTER=$c"
             SI_CUDA_SAMPLE_CLUSTER=$c "$BD/test_cuda_sample" --no-bench > "$LOG/sample_c$c.log" 2>&1 \
                 || { fail=1; echo "sample (cluster $c) FAILED"; }
             grep -E "^(FAIL|PASS)" "$LOG/sample_c$c.log" | head -20
@@ -95,14 +97,14 @@ if [ "${SI_SKIP_KERNEL_TESTS:-0}" != 1 ]; then
     fi
     # the norm-inside GEMVs in two CTAs of 8 warps an SM, not one of 16 (SI_CUDA_GEMV_Q8X_NORM_WIDE=0)
     if [ -x "$BD/test_cuda_fused" ]; then
-        echo "== test_cuda_fused, SI_CUDA_GEMV_Q8X_NORM_WIDE=0"
+        section "test_cuda_fused, SI_CUDA_GEMV_Q8X_NORM_WIDE=0"
         SI_CUDA_GEMV_Q8X_NORM_WIDE=0 "$BD/test_cuda_fused" --no-bench > "$LOG/fused_narrow.log" 2>&1 \
             || { fail=1; echo "fused (narrow norm) FAILED"; }
         grep -E "^(FAIL|==== summary)" "$LOG/fused_narrow.log" | head -20
     fi
     # the opt-in tensor-core F16/BF16 GEMV (SI_CUDA_GEMV_H16_MMA=1): its checks and sanitizers
     if [ -x "$BD/test_cuda_kernels" ]; then
-        echo "== test_cuda_kernels --gemv, F16/BF16, SI_CUDA_GEMV_H16_MMA=1"
+        section "test_cuda_kernels --gemv, F16/BF16, SI_CUDA_GEMV_H16_MMA=1"
         SI_CUDA_GEMV_H16_MMA=1 "$BD/test_cuda_kernels" --gemv --no-bench --types f16,bf16 \
             > "$LOG/h16mma.log" 2>&1 || { fail=1; echo "h16mma FAILED"; }
         grep -E "^(FAIL|==== summary)" "$LOG/h16mma.log" | head -20
@@ -122,7 +124,7 @@ if [ "${SI_SKIP_KERNEL_TESTS:-0}" != 1 ]; then
     if [ -x "$BD/test_cuda_kernels" ] && [ -x "$BD/test_cuda_fused" ]; then
         for cfg in parts:SI_CUDA_GEMV_TC_PARTS=2 compact:SI_CUDA_GEMV_TC_COMPACT=1; do
             name=${cfg%%:*} knob=${cfg#*:}
-            echo "== test_cuda_kernels --gemv and test_cuda_fused, $knob"
+            section "test_cuda_kernels --gemv and test_cuda_fused, $knob"
             env "$knob" "$BD/test_cuda_kernels" --gemv --no-bench > "$LOG/$name.log" 2>&1 \
                 || { fail=1; echo "gemv ($knob) FAILED"; }
             grep -E "^(FAIL|==== summary)" "$LOG/$name.log" | head -20
@@ -162,7 +164,7 @@ if [ "$full" = 1 ]; then
     [ "${SI_SYNTH_7B:-0}" = 1 ] && specs="$specs llama2-7b-q4_0:llama2-7b:q4_0:0"
     specs="$specs ${SI_EXTRA_MODELS:-}" # more name:shape:type:tol, e.g. tinyllama-q4_0:tinyllama-1.1b:q4_0:0
     bench_models=""
-    echo "== synth + test_cuda_model"
+    section "synth + test_cuda_model"
     for sp in $specs; do
         IFS=: read -r name shape type tol <<< "$sp"
         f=$MD/$name.gguf
@@ -182,7 +184,7 @@ if [ "$full" = 1 ]; then
                 || { fail=1; echo "test_cuda_model $name SI_CUDA_GEMV_GLU=2 FAILED"; } ;;
         esac
     done
-    echo "== CLI smoke (run --device cuda, --parallel, --gpu-memory-fraction)"
+    section "CLI smoke (run --device cuda, --parallel, --gpu-memory-fraction)"
     {
         sm=$MD/smollm2-q8_0.gguf
         "$SI" run -m "$sm" --device cuda -p "Hello" -n 16 --greedy --print-ids; echo "rc=$?"
@@ -193,7 +195,7 @@ if [ "$full" = 1 ]; then
         echo "rc=$? (expected: a clear 'does not fit' error)"
     } > "$LOG/run_smoke.log" 2>&1
     grep -E "ready in|rc=|does not fit" "$LOG/run_smoke.log"
-    echo "== Python API, device=\"cuda\" against \"cpu\" (tests/cuda/python_api_gpu.py)"
+    section "Python API, device=\"cuda\" against \"cpu\" (tests/cuda/python_api_gpu.py)"
     if [ -f "$BD/libswiftinfer.so" ] && command -v python3 > /dev/null; then
         for sp in smollm2-f16:0.01 smollm2-q4_0:0.05; do # model:logprob tolerance (nats)
             name=${sp%:*}
@@ -207,7 +209,7 @@ if [ "$full" = 1 ]; then
         fail=1
         echo "python_api_gpu FAILED to run: no $BD/libswiftinfer.so (carry it with the binaries) or python3"
     fi
-    echo "== serve --device cuda: the KV pool's GPU default, one completion, logit_bias and penalties on the device (tests/cuda/serve_gpu.py)"
+    section "serve --device cuda: the KV pool's GPU default, one completion, logit_bias and penalties on the device (tests/cuda/serve_gpu.py)"
     if command -v python3 > /dev/null; then
         timeout 400 python3 tests/cuda/serve_gpu.py "$SI" "$MD/smollm2-q8_0.gguf" \
             > "$LOG/run_smoke_serve.log" 2>&1 || { fail=1; echo "serve_gpu FAILED"; }
@@ -216,7 +218,7 @@ if [ "$full" = 1 ]; then
         fail=1
         echo "serve_gpu FAILED to run: no python3"
     fi
-    echo "== bench --device cuda -p 512 -n 128"
+    section "bench --device cuda -p 512 -n 128"
     "$SI" bench --device cuda --bw 4210 -p 512 -n 128 -m "${bench_models#,}" > "$LOG/bench.log" 2>&1 \
         || { fail=1; echo "bench FAILED"; }
     grep -E "^(PASS|FAIL|INFO|==)" "$LOG/test_cuda_model.log"
@@ -228,7 +230,7 @@ fi
 # the short tables last (the GPU tool returns the end of the output)
 for kt in $KTESTS; do
     [ -f "$LOG/$kt.log" ] || continue
-    echo "== $kt"
+    section "$kt"
     grep -E "^FAIL" "$LOG/$kt.log" | head -40
     sed -n '/==== timings/,$p' "$LOG/$kt.log" | head -80
     grep -E "^==== summary" "$LOG/$kt.log"
@@ -239,7 +241,7 @@ base=${SI_TIMING_BASE:-$(ls -d bench/gpu-*/call*/runsh/test_cuda_kernels.log 2> 
     sort -V | tail -1)}
 base=${base%/test_cuda_kernels.log}
 if [ -n "$base" ] && [ -d "$base" ] && command -v python3 > /dev/null; then
-    echo "== kernel timings against $base"
+    section "kernel timings against $base"
     python3 scripts/timing_diff.py "$base" "$LOG" --top 12 | tee "$LOG/timing_diff.txt" || true
 fi
 [ "$fail" = 0 ] && echo "RUN.SH: ALL PASSED" || echo "RUN.SH: FAILURES"
