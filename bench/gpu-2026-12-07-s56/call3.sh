@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# Session 56, call 3 (refused: the session's device time was spent; the next session's first
-# call): binaries of the GLU rule at 8/7 the plain GEMV's rounds (swiftinfer, libswiftinfer.so,
-# test_cuda_fused, test_cuda_model rebuilt; see build-gpucarry/COMMIT). tg128 Llama-3-8B Q4_0 by default (the rule now takes the GLU GEMV
-# there) against SI_CUDA_GEMV_GLU=0; test_cuda_fused with SI_CUDA_GEMV_Q8X_NORM_WIDE=0 (call 2
-# found the test expecting a GLU launch the 8-warp CTAs do not have) and by default; then
-# tests/cuda/run.sh whole in what is left of the call (call 1's and 2's parts of it ran session
-# 55's binaries; this also says, section by section, how long the whole takes).
+# Session 56, call 3 (refused: the session's device time was spent; the next session's first call):
+# binaries of the GLU rule at 8/7 the plain GEMV's rounds (swiftinfer, libswiftinfer.so,
+# test_cuda_fused, test_cuda_model rebuilt; see build-gpucarry/COMMIT). tg128 Llama-3-8B Q4_0 by
+# default (the rule now takes the GLU GEMV there) against SI_CUDA_GEMV_GLU=0; test_cuda_fused with
+# SI_CUDA_GEMV_Q8X_NORM_WIDE=0 (call 2 found the test expecting a GLU launch the 8-warp CTAs do not
+# have) and by default; then tests/cuda/run.sh whole in what is left of the call (call 1's and 2's
+# parts of it ran session 55's binaries; this also says, section by section, how long the whole
+# takes).
 set -u
 O=/tmp/o56c B=build-gpucarry
 . bench/gpu_call_env.sh
