@@ -374,7 +374,7 @@ static void test_gemv_norm_glu(const qtype &q, int n, int K) {
         snprintf(name, sizeof name, "gemv_norm_glu %s %dx%d %s", q.name, M, K,
                  with_add ? "x + add" : "x");
         g_checks++;
-        std::vector<uint8_t> h1(qb), h2(qb);
+        std::vector<uint8_t> h2(qb);
         CUDA_CHECK(cudaMemcpy(h2.data(), q2, qb, cudaMemcpyDeviceToHost));
         if (narrow) { /* the GLU kernel is a 16-warp CTA's only: refused, nothing written */
             const bool ok = !r1 && r2 == -1 &&
@@ -390,6 +390,7 @@ static void test_gemv_norm_glu(const qtype &q, int n, int K) {
             printf("FAIL %s: launch returned %d / %d\n", name, r1, r2);
             continue;
         }
+        std::vector<uint8_t> h1(qb);
         CUDA_CHECK(cudaMemcpy(h1.data(), q1, qb, cudaMemcpyDeviceToHost));
         size_t bad = 0;
         for (size_t i = 0; i < qb; i++)
