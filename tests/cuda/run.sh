@@ -6,10 +6,12 @@
 #      development machine with the same CMake options and carried: saves device minutes);
 #   2. every kernel test (test_cuda_kernels, test_cuda_<family>): each kernel vs the CPU
 #      reference, then timings;
-#   3. each kernel test with --small under compute-sanitizer memcheck and racecheck; the F16/BF16
-#      GEMV checks again with the opt-in tensor-core GEMV (SI_CUDA_GEMV_H16_MMA=1), sanitized too
-#      (SI_SKIP_KERNEL_TESTS=1 skips 2 and 3; SI_SANITIZE=0 skips 3; SI_KTESTS="a b" runs only
-#      those kernel tests; SI_SKIP_MODEL=1 skips 4);
+#   3. the checks, in parallel (SI_JOBS at a time, default half the CPUs; each its own log in
+#      $OUT/checks/): each kernel test with --small under compute-sanitizer memcheck and
+#      racecheck; the knobs' passes (sampler cluster sizes, the narrow norm GEMVs, the opt-in
+#      tensor-core F16/BF16 GEMV, x in parts / compact scales), sanitized too
+#      (SI_SKIP_KERNEL_TESTS=1 skips 2 and 3; SI_SANITIZE=0 skips the sanitizers; SI_KTESTS="a b"
+#      runs only those kernel tests; SI_SKIP_MODEL=1 skips 4);
 #   4. the whole model on the GPU: the full project (swiftinfer CLI, test_cuda_model) built with
 #      CUDA, synthetic models written by `swiftinfer synth` (tiny, tiny-qwen2, smollm2-135m in
 #      f16/q8_0/q4_0, tiny in q8_0/q4_0/q4_1/q4_k/q5_0/q5_1/q5_k/q6_k/q2_k/q3_k/iq4_nl/iq4_xs
@@ -27,9 +29,7 @@
 # The host libraries the full project needs (PCRE2, utf8proc, jansson, libmicrohttpd, xxhash,
 # cmocka) are missing on the GPU image: when .debs/ holds their Debian packages (carried; see
 # tests/cuda/LAST_RUN.md) they are unpacked into /tmp/deps, never into /.
-# Logs go to ${OUT:-/tmp}/ (at most 8 files come back from the device tool: build, one per
-# kernel test, sanitize, test_cuda_model, run_smoke, bench). Exit status non-zero on
-# any failure.
+# Logs go to ${OUT:-/tmp}/. Exit status non-zero on any failure.
 set -u -o pipefail
 cd "$(dirname "$0")/../.."
 LOG=${OUT:-/tmp}
@@ -65,55 +65,59 @@ elif ! { cmake -S . -B build-cuda -DCMAKE_BUILD_TYPE=Release -DSWIFTINFER_CUDA=O
 fi
 KTESTS=${SI_KTESTS:-$(cd "$BD" && ls test_cuda_* 2>/dev/null | grep -v '^test_cuda_model$' | grep -v '\.')}
 
+# a check: a correctness-only run (a sanitizer, a knob's pass), its command line kept to run in
+# the pool below; NAME names its log, $LOG/checks/NAME.log
+declare -A check_cmd
+check_names=()
+check() { check_names+=("$1"); check_cmd[$1]=$2; }
+
 if [ "${SI_SKIP_KERNEL_TESTS:-0}" != 1 ]; then
+    # each kernel test alone, with its timings (nothing else runs on the GPU meanwhile)
     for kt in $KTESTS; do
         section "$kt"
         "$BD/$kt" > "$LOG/$kt.log" 2>&1 || { fail=1; echo "$kt FAILED"; }
         grep -E "^(FAIL|==== summary)" "$LOG/$kt.log" | head -20
-        [ "${SI_SANITIZE:-1}" = 1 ] || continue
-        # host code only, built with AddressSanitizer (which will not run under compute-sanitizer)
-        [ "$kt" = test_cuda_decoders ] && continue
-        # racecheck did not finish the sampler's kernel at 8 CTAs a row (distributed shared
-        # memory) in 100 s, twice (s32), nor at 16 in 240 s (s36); at 2 it finished in about a
-        # minute (s36): it checks the one-CTA path and the cluster path at 2, memcheck the 8
-        san_runs="memcheck: racecheck:"
-        [ "$kt" = test_cuda_sample ] && san_runs="memcheck: racecheck:SI_CUDA_SAMPLE_CLUSTER=1 racecheck:SI_CUDA_SAMPLE_CLUSTER=2"
-        for run in $san_runs; do
-            tool=${run%%:*} san_env=${run#*:}
-            env $san_env compute-sanitizer --tool $tool --error-exitcode 3 "$BD/$kt" --small \
-                > "$LOG/sanitize.log" 2>&1 || { fail=1; echo "$kt $tool $san_env FAILED"; tail -20 "$LOG/sanitize.log"; }
-            echo "$kt $tool${san_env:+ ($san_env)}: $(tail -1 "$LOG/sanitize.log")"
-        done
     done
+    # racecheck first: the longest runs start first
+    if [ "${SI_SANITIZE:-1}" = 1 ]; then
+        for tool in racecheck memcheck; do
+            for kt in $KTESTS; do
+                # host code only, built with AddressSanitizer (which will not run under compute-sanitizer)
+                [ "$kt" = test_cuda_decoders ] && continue
+                san="compute-sanitizer --tool $tool --error-exitcode 3"
+                # racecheck did not finish the sampler's kernel at 8 CTAs a row (distributed
+                # shared memory) in 100 s, twice (s32), nor at 16 in 240 s (s36); at 2 it finished
+                # in about a minute (s36): it checks the one-CTA path and the cluster path at 2,
+                # memcheck the 8
+                if [ "$kt" = test_cuda_sample ] && [ $tool = racecheck ]; then
+                    for c in 1 2; do
+                        check "$kt-$tool-c$c" "SI_CUDA_SAMPLE_CLUSTER=$c $san $BD/$kt --small"
+                    done
+                else
+                    check "$kt-$tool" "$san $BD/$kt --small"
+                fi
+            done
+        done
+    fi
     # the sampler at every cluster size (the checks above run 8 rows: 8 CTAs a row; 16 is taken
     # by up to 4 rows)
     if [ -x "$BD/test_cuda_sample" ]; then
         for c in 1 2 4 16; do
-            section "test_cuda_sample --no-bench, SI_CUDA_SAMPLE_CLUSTER=$c"
-            SI_CUDA_SAMPLE_CLUSTER=$c "$BD/test_cuda_sample" --no-bench > "$LOG/sample_c$c.log" 2>&1 \
-                || { fail=1; echo "sample (cluster $c) FAILED"; }
-            grep -E "^(FAIL|PASS)" "$LOG/sample_c$c.log" | head -20
+            check "sample-c$c" "SI_CUDA_SAMPLE_CLUSTER=$c $BD/test_cuda_sample --no-bench"
         done
     fi
     # the norm-inside GEMVs in two CTAs of 8 warps an SM, not one of 16 (SI_CUDA_GEMV_Q8X_NORM_WIDE=0)
     if [ -x "$BD/test_cuda_fused" ]; then
-        section "test_cuda_fused, SI_CUDA_GEMV_Q8X_NORM_WIDE=0"
-        SI_CUDA_GEMV_Q8X_NORM_WIDE=0 "$BD/test_cuda_fused" --no-bench > "$LOG/fused_narrow.log" 2>&1 \
-            || { fail=1; echo "fused (narrow norm) FAILED"; }
-        grep -E "^(FAIL|==== summary)" "$LOG/fused_narrow.log" | head -20
+        check fused-narrow "SI_CUDA_GEMV_Q8X_NORM_WIDE=0 $BD/test_cuda_fused --no-bench"
     fi
     # the opt-in tensor-core F16/BF16 GEMV (SI_CUDA_GEMV_H16_MMA=1): its checks and sanitizers
     if [ -x "$BD/test_cuda_kernels" ]; then
-        section "test_cuda_kernels --gemv, F16/BF16, SI_CUDA_GEMV_H16_MMA=1"
-        SI_CUDA_GEMV_H16_MMA=1 "$BD/test_cuda_kernels" --gemv --no-bench --types f16,bf16 \
-            > "$LOG/h16mma.log" 2>&1 || { fail=1; echo "h16mma FAILED"; }
-        grep -E "^(FAIL|==== summary)" "$LOG/h16mma.log" | head -20
+        h16="SI_CUDA_GEMV_H16_MMA=1"
+        check h16mma "$h16 $BD/test_cuda_kernels --gemv --no-bench --types f16,bf16"
         for tool in memcheck racecheck; do
             [ "${SI_SANITIZE:-1}" = 1 ] || continue
-            SI_CUDA_GEMV_H16_MMA=1 compute-sanitizer --tool $tool --error-exitcode 3 \
-                "$BD/test_cuda_kernels" --gemv --small --types f16,bf16 > "$LOG/sanitize.log" 2>&1 \
-                || { fail=1; echo "h16mma $tool FAILED"; tail -20 "$LOG/sanitize.log"; }
-            echo "h16mma $tool: $(tail -1 "$LOG/sanitize.log")"
+            check "h16mma-$tool" "$h16 compute-sanitizer --tool $tool --error-exitcode 3 \
+                $BD/test_cuda_kernels --gemv --small --types f16,bf16"
         done
     fi
     # 9-16 rows with x in parts on every tensor-core launch (SI_CUDA_GEMV_TC_PARTS=2; by default
@@ -124,22 +128,35 @@ if [ "${SI_SKIP_KERNEL_TESTS:-0}" != 1 ]; then
     if [ -x "$BD/test_cuda_kernels" ] && [ -x "$BD/test_cuda_fused" ]; then
         for cfg in parts:SI_CUDA_GEMV_TC_PARTS=2 compact:SI_CUDA_GEMV_TC_COMPACT=1; do
             name=${cfg%%:*} knob=${cfg#*:}
-            section "test_cuda_kernels --gemv and test_cuda_fused, $knob"
-            env "$knob" "$BD/test_cuda_kernels" --gemv --no-bench > "$LOG/$name.log" 2>&1 \
-                || { fail=1; echo "gemv ($knob) FAILED"; }
-            grep -E "^(FAIL|==== summary)" "$LOG/$name.log" | head -20
-            env "$knob" "$BD/test_cuda_fused" --no-bench > "$LOG/${name}_fused.log" 2>&1 \
-                || { fail=1; echo "fused ($knob) FAILED"; }
-            grep -E "^(FAIL|==== summary)" "$LOG/${name}_fused.log" | head -20
+            check "$name" "$knob $BD/test_cuda_kernels --gemv --no-bench"
+            check "$name-fused" "$knob $BD/test_cuda_fused --no-bench"
             for tool in memcheck racecheck; do
                 [ "${SI_SANITIZE:-1}" = 1 ] || continue
-                env "$knob" compute-sanitizer --tool $tool --error-exitcode 3 \
-                    "$BD/test_cuda_kernels" --gemv --small > "$LOG/sanitize.log" 2>&1 \
-                    || { fail=1; echo "$name $tool FAILED"; tail -20 "$LOG/sanitize.log"; }
-                echo "$name $tool: $(tail -1 "$LOG/sanitize.log")"
+                check "$name-$tool" "$knob compute-sanitizer --tool $tool --error-exitcode 3 \
+                    $BD/test_cuda_kernels --gemv --small"
             done
         done
     fi
+    # the checks together, SI_JOBS at a time (default: half the CPUs): compute-sanitizer's runs
+    # are bound by the host's CPU, and no timing is taken while they run
+    jobs_max=${SI_JOBS:-$(( $(nproc) / 2 > 0 ? $(nproc) / 2 : 1 ))}
+    section "${#check_names[@]} checks, $jobs_max at a time (logs in $LOG/checks/)"
+    mkdir -p "$LOG/checks"
+    for name in "${check_names[@]}"; do
+        while [ "$(jobs -rp | wc -l)" -ge "$jobs_max" ]; do wait -n; done
+        {
+            t0=$(date +%s)
+            env ${check_cmd[$name]} > "$LOG/checks/$name.log" 2>&1
+            echo "$? $(( $(date +%s) - t0 ))" > "$LOG/checks/$name.rc"
+        } &
+    done
+    wait
+    for name in "${check_names[@]}"; do
+        cl=$LOG/checks/$name.log
+        read -r rc secs < "$LOG/checks/$name.rc"
+        echo "$name: rc=$rc, ${secs} s, $(grep -c '^PASS' "$cl") PASS, $(grep -c '^FAIL' "$cl") FAIL; $(tail -1 "$cl")"
+        [ "$rc" = 0 ] || { fail=1; echo "$name FAILED: ${check_cmd[$name]}"; grep -E "^FAIL" "$cl" | head -20; tail -5 "$cl"; }
+    done
 fi
 
 # ---- the whole model on the GPU ----------------------------------------------------------------
