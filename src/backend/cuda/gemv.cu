@@ -9,9 +9,13 @@
  * block with aligned 16-byte loads, so a warp copies the aligned byte span that covers a row
  * segment, then each lane decodes units of it in registers). Two stages per warp: the next
  * segment is in flight while this one is decoded. Each warp owns GEMV_ROWS rows so that one
- * float4 activation load feeds GEMV_ROWS weight groups. f32 accumulation, warp-shuffle sum. */
+ * float4 activation load feeds GEMV_ROWS weight groups. f32 accumulation, warp-shuffle sum.
+ * Launched with PDL as the other decode kernels are: the matrices whose K is no multiple of 128
+ * (SmolLM2-135M's 576: its QKV, output and gate/up projections) take this kernel at batch 1, and
+ * each launch paid the whole kernel boundary before (the chain's other kernels overlap it). */
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/gemv.cuh"
+#include "backend/cuda/pdl.cuh"
 
 template <class T> __host__ __device__ constexpr int gemv_buf_bytes() {
     return ((gemv_seg<T>::SEGB * T::BB + 15) / 16) * 16 + 16;
@@ -52,7 +56,11 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32)
 #pragma unroll
         for (int b = 0; b < NB; b++) acc[r][b] = 0.0f;
 
+    /* launched with PDL (pdl.cuh): the first segment's weights are asked for while the kernel
+     * before may still run; x is read only after the wait */
     issue(0, 0);
+    si_pdl_trigger();
+    si_pdl_wait();
     for (int seg = 0; seg < nseg; seg++) {
         const int stage = seg & 1;
         if (seg + 1 < nseg) {
@@ -105,9 +113,8 @@ static void gemv_launch_nb(const void *W, int M, int K, const float *x, int nb, 
     const size_t row_bytes = (size_t)(K / T::BE) * T::BB;
     const int grid = si_div_up(M, GEMV_WARPS * GEMV_ROWS);
     const size_t smem = (size_t)GEMV_WARPS * 2 * GEMV_ROWS * gemv_buf_bytes<T>();
-    gemv_kernel<T, NB><<<grid, GEMV_WARPS * 32, smem, st>>>((const uint8_t *)W, M, K, row_bytes,
-                                                            x, nb, y);
-    CUDA_CHECK_LAUNCH();
+    si_launch_pdl(gemv_kernel<T, NB>, grid, GEMV_WARPS * 32, smem, st, (const uint8_t *)W, M, K,
+                  row_bytes, x, nb, y);
 }
 
 template <class T>
