@@ -22,8 +22,11 @@ LAYERS = 32  # Llama-2-7B
 NAMES = {33: "both norms (each)", 1: "attention norm", 32: "FFN norm", 4: "RoPE + KV write",
          8: "attention", 12: "RoPE + attention", 128: "SwiGLU",
          173: "all five small kernels", 2: "QKV GEMV", 16: "output projection GEMV",
-         64: "gate/up GEMV", 256: "down GEMV", 338: "all four GEMVs"}
-GEMV_ELEMS = {2: 12288 * 4096, 16: 4096 * 4096, 64: 22016 * 4096, 256: 4096 * 11008}
+         64: "gate/up GEMV", 256: "down GEMV", 338: "all four GEMVs",
+         192: "gate/up GEMV + SwiGLU", 466: "all four GEMVs + SwiGLU"}
+# (with the GEMV ending in SwiGLU, SI_CUDA_GEMV_GLU, mask 64 alone puts the SwiGLU kernel back)
+GEMV_ELEMS = {2: 12288 * 4096, 16: 4096 * 4096, 64: 22016 * 4096, 192: 22016 * 4096,
+              256: 4096 * 11008}
 BYTES_PER_ELEM = {"f16": 2.0, "bf16": 2.0, "q8_0": 34 / 32, "q4_0": 18 / 32, "q4_1": 20 / 32,
                   "q4_k": 144 / 256, "q6_k": 210 / 256}
 BW = 4.21e12  # the H200's measured copy bandwidth, bytes/s
