@@ -7,7 +7,7 @@
 #   2. every kernel test (test_cuda_kernels, test_cuda_<family>): each kernel vs the CPU
 #      reference, then timings;
 #   3. the checks, in parallel (SI_JOBS at a time, default half the CPUs; each its own log in
-#      $OUT/checks/): each kernel test with --small under compute-sanitizer memcheck and
+#      $OUT/checks/), in the background beside 4's logits tests: each kernel test with --small under compute-sanitizer memcheck and
 #      racecheck; the knobs' passes (sampler cluster sizes, the narrow norm GEMVs, the opt-in
 #      tensor-core F16/BF16 GEMV, x in parts / compact scales), sanitized too
 #      (SI_SKIP_KERNEL_TESTS=1 skips 2 and 3; SI_SANITIZE=0 skips the sanitizers; SI_KTESTS="a b"
@@ -70,6 +70,43 @@ KTESTS=${SI_KTESTS:-$(cd "$BD" && ls test_cuda_* 2>/dev/null | grep -v '^test_cu
 declare -A check_cmd
 check_names=()
 check() { check_names+=("$1"); check_cmd[$1]=$2; }
+# checks_start: the checks in the background, SI_JOBS at a time (default half the CPUs):
+# compute-sanitizer's runs are bound by the host's CPU, no timing is taken while they run, and
+# the model part's logits tests (at most 1 GiB of KV each) run beside them; checks_finish waits for them
+# and reports each (before anything that sizes its KV pool from the GPU's free memory, and before
+# the bench)
+checks_pid=
+checks_start() {
+    [ "${#check_names[@]}" -gt 0 ] || return 0
+    local jobs_max=${SI_JOBS:-$(( $(nproc) / 2 > 0 ? $(nproc) / 2 : 1 ))} name
+    section "${#check_names[@]} checks, $jobs_max at a time, in the background (logs in $LOG/checks/)"
+    mkdir -p "$LOG/checks"
+    (
+        for name in "${check_names[@]}"; do
+            while [ "$(jobs -rp | wc -l)" -ge "$jobs_max" ]; do wait -n; done
+            {
+                t0=$(date +%s)
+                env ${check_cmd[$name]} > "$LOG/checks/$name.log" 2>&1
+                echo "$? $(( $(date +%s) - t0 ))" > "$LOG/checks/$name.rc"
+            } &
+        done
+        wait
+    ) &
+    checks_pid=$!
+}
+checks_finish() {
+    [ -n "$checks_pid" ] || return 0
+    wait "$checks_pid"
+    checks_pid=
+    section "the checks' results"
+    local name cl rc secs
+    for name in "${check_names[@]}"; do
+        cl=$LOG/checks/$name.log rc=missing secs=?
+        [ -f "$LOG/checks/$name.rc" ] && read -r rc secs < "$LOG/checks/$name.rc"
+        echo "$name: rc=$rc, ${secs} s, $(grep -c '^PASS' "$cl") PASS, $(grep -c '^FAIL' "$cl") FAIL; $(tail -1 "$cl")"
+        [ "$rc" = 0 ] || { fail=1; echo "$name FAILED: ${check_cmd[$name]}"; grep -E "^FAIL" "$cl" | head -20; tail -5 "$cl"; }
+    done
+}
 
 if [ "${SI_SKIP_KERNEL_TESTS:-0}" != 1 ]; then
     # each kernel test alone, with its timings (nothing else runs on the GPU meanwhile)
@@ -137,26 +174,7 @@ if [ "${SI_SKIP_KERNEL_TESTS:-0}" != 1 ]; then
             done
         done
     fi
-    # the checks together, SI_JOBS at a time (default: half the CPUs): compute-sanitizer's runs
-    # are bound by the host's CPU, and no timing is taken while they run
-    jobs_max=${SI_JOBS:-$(( $(nproc) / 2 > 0 ? $(nproc) / 2 : 1 ))}
-    section "${#check_names[@]} checks, $jobs_max at a time (logs in $LOG/checks/)"
-    mkdir -p "$LOG/checks"
-    for name in "${check_names[@]}"; do
-        while [ "$(jobs -rp | wc -l)" -ge "$jobs_max" ]; do wait -n; done
-        {
-            t0=$(date +%s)
-            env ${check_cmd[$name]} > "$LOG/checks/$name.log" 2>&1
-            echo "$? $(( $(date +%s) - t0 ))" > "$LOG/checks/$name.rc"
-        } &
-    done
-    wait
-    for name in "${check_names[@]}"; do
-        cl=$LOG/checks/$name.log
-        read -r rc secs < "$LOG/checks/$name.rc"
-        echo "$name: rc=$rc, ${secs} s, $(grep -c '^PASS' "$cl") PASS, $(grep -c '^FAIL' "$cl") FAIL; $(tail -1 "$cl")"
-        [ "$rc" = 0 ] || { fail=1; echo "$name FAILED: ${check_cmd[$name]}"; grep -E "^FAIL" "$cl" | head -20; tail -5 "$cl"; }
-    done
+    checks_start
 fi
 
 # ---- the whole model on the GPU ----------------------------------------------------------------
@@ -201,6 +219,7 @@ if [ "$full" = 1 ]; then
                 || { fail=1; echo "test_cuda_model $name SI_CUDA_GEMV_GLU=2 FAILED"; } ;;
         esac
     done
+    checks_finish
     section "CLI smoke (run --device cuda, --parallel, --gpu-memory-fraction)"
     {
         sm=$MD/smollm2-q8_0.gguf
@@ -243,6 +262,7 @@ if [ "$full" = 1 ]; then
     grep -v "^bench: loading\|uploading weights" "$LOG/bench.log" | tail -14
 fi
 
+checks_finish # where the model part did not run
 
 # the short tables last (the GPU tool returns the end of the output)
 for kt in $KTESTS; do
