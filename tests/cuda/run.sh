@@ -7,9 +7,10 @@
 #   2. every kernel test (test_cuda_kernels, test_cuda_<family>): each kernel vs the CPU
 #      reference, then timings;
 #   3. the checks, in parallel (SI_JOBS at a time, default half the CPUs; each its own log in
-#      $OUT/checks/), in the background beside 4's logits tests: each kernel test with --small under compute-sanitizer memcheck and
-#      racecheck; the knobs' passes (sampler cluster sizes, the narrow norm GEMVs, the opt-in
-#      tensor-core F16/BF16 GEMV, x in parts / compact scales), sanitized too
+#      $OUT/checks/), in the background beside 4's logits tests: each kernel test with --small
+#      under compute-sanitizer memcheck and racecheck; the knobs' passes (sampler cluster sizes,
+#      the narrow norm GEMVs, the opt-in tensor-core F16/BF16 GEMV, x in parts / compact
+#      scales), sanitized too
 #      (SI_SKIP_KERNEL_TESTS=1 skips 2 and 3; SI_SANITIZE=0 skips the sanitizers; SI_KTESTS="a b"
 #      runs only those kernel tests; SI_SKIP_MODEL=1 skips 4);
 #   4. the whole model on the GPU: the full project (swiftinfer CLI, test_cuda_model) built with
@@ -72,9 +73,9 @@ check_names=()
 check() { check_names+=("$1"); check_cmd[$1]=$2; }
 # checks_start: the checks in the background, SI_JOBS at a time (default half the CPUs):
 # compute-sanitizer's runs are bound by the host's CPU, no timing is taken while they run, and
-# the model part's logits tests (at most 1 GiB of KV each) run beside them; checks_finish waits for them
-# and reports each (before anything that sizes its KV pool from the GPU's free memory, and before
-# the bench)
+# the model part's logits tests (at most 1 GiB of KV each) run beside them. checks_finish waits
+# for them and reports each, before anything that sizes its KV pool from the GPU's free memory
+# and before the bench.
 checks_pid=
 checks_start() {
     [ "${#check_names[@]}" -gt 0 ] || return 0
@@ -103,7 +104,8 @@ checks_finish() {
     for name in "${check_names[@]}"; do
         cl=$LOG/checks/$name.log rc=missing secs=?
         [ -f "$LOG/checks/$name.rc" ] && read -r rc secs < "$LOG/checks/$name.rc"
-        echo "$name: rc=$rc, ${secs} s, $(grep -c '^PASS' "$cl") PASS, $(grep -c '^FAIL' "$cl") FAIL; $(tail -1 "$cl")"
+        echo "$name: rc=$rc, ${secs} s, $(grep -c '^PASS' "$cl" 2> /dev/null) PASS," \
+            "$(grep -c '^FAIL' "$cl" 2> /dev/null) FAIL; $(tail -1 "$cl" 2> /dev/null)"
         [ "$rc" = 0 ] || { fail=1; echo "$name FAILED: ${check_cmd[$name]}"; grep -E "^FAIL" "$cl" | head -20; tail -5 "$cl"; }
     done
 }

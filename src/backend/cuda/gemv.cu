@@ -11,8 +11,9 @@
  * segment is in flight while this one is decoded. Each warp owns GEMV_ROWS rows so that one
  * float4 activation load feeds GEMV_ROWS weight groups. f32 accumulation, warp-shuffle sum.
  * Launched with PDL as the other decode kernels are: the matrices whose K is no multiple of 128
- * (SmolLM2-135M's 576: its QKV, output and gate/up projections) take this kernel at batch 1, and
- * each launch paid the whole kernel boundary before (the chain's other kernels overlap it). */
+ * (SmolLM2-135M's 576: its QKV, output and gate/up projections) take this kernel at batch 1;
+ * launched the usual way, it could not start until the kernel before it had finished, where the
+ * chain's other kernels overlap the one before's tail. */
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/gemv.cuh"
 #include "backend/cuda/pdl.cuh"
