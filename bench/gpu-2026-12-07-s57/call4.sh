@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Session 57, call 4: the general GEMV kernel (gemv.cu, f32 x: the quantised matrices whose K is no
 # multiple of 128, SmolLM2-135M's 576) launched with PDL like the other decode kernels.
-# Binaries: swiftinfer, test_cuda_kernels, test_cuda_model of the change; si-old = swiftinfer of
-# 244af1a. Most important first: the kernel's checks at the two shapes that take it (7 x 352,
-# 3 x 16384) and memcheck / racecheck; whole-model logits GPU vs CPU on SmolLM2-135M-shaped
-# models; then tg128 old against new, two rounds in opposite orders.
+# Binaries: every one of 43c8e7a (build-gpucarry/COMMIT); si-old = swiftinfer of 244af1a. Most
+# important first: the kernel's checks at the two shapes that take it (7 x 352, 3 x 16384) and
+# memcheck / racecheck; whole-model logits GPU vs CPU on SmolLM2-135M-shaped models; tg128 old
+# against new, two rounds in opposite orders; then tests/cuda/run.sh whole in what is left (its
+# checks in the background beside the model part's logits tests since efb1f84: not yet run on a
+# GPU).
 set -u
 O=/tmp/o57d B=build-gpucarry
 . bench/gpu_call_env.sh
@@ -31,4 +33,8 @@ for r in 1 2; do
         done
     done
 done
+rm -f /dev/shm/*.gguf
+left=$((570 - ($(date +%s) - STEP_T0)))
+SI_COMMIT=43c8e7a SI_BIN_DIR=$B OUT=$O/run timeout $left tests/cuda/run.sh > $O/runsh.txt 2>&1
+step "run.sh rc=$?: $(grep '^== ' $O/runsh.txt | tr '\n' ' '), $(tail -1 $O/runsh.txt)"
 step done
