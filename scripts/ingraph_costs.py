@@ -7,11 +7,13 @@ layer, the outputs are then garbage):
   SI_BIN_DIR=build-gpucarry AB_TYPES="f16 q8_0 q4_0" AB_ENVS="SI_CUDA_SKIP=0 SI_CUDA_SKIP=33 \\
     SI_CUDA_SKIP=4 SI_CUDA_SKIP=8 SI_CUDA_SKIP=128 SI_CUDA_SKIP=173 SI_CUDA_SKIP=2 \\
     SI_CUDA_SKIP=16 SI_CUDA_SKIP=64 SI_CUDA_SKIP=256 SI_CUDA_SKIP=338" scripts/gpu_decode_ab.sh
-  python3 scripts/ingraph_costs.py $OUT/ab/tg.txt
+  python3 scripts/ingraph_costs.py $OUT/ab/tg.txt [--bw GBPS]
 
 For each type and mask: the tg128 rate (mean of the rounds) and the time a token saves without
 those launches, per layer (per norm for mask 33, which drops both); for the single GEMVs also the
-bandwidth that time implies for Llama-2-7B's matrix. ncu, which times kernels one at a time,
+bandwidth that time implies for Llama-2-7B's matrix, as a share of the H200's 4,210 GB/s or of
+--bw GBPS (the copy bandwidth `swiftinfer bench` measured on the machine that ran it; a share
+above 100 % means the kernel overlaps its neighbours). ncu, which times kernels one at a time,
 cannot show this: the overlap between neighbours is what is measured here."""
 import re
 import sys
@@ -29,11 +31,15 @@ GEMV_ELEMS = {2: 12288 * 4096, 16: 4096 * 4096, 64: 22016 * 4096, 192: 22016 * 4
               256: 4096 * 11008}
 BYTES_PER_ELEM = {"f16": 2.0, "bf16": 2.0, "q8_0": 34 / 32, "q4_0": 18 / 32, "q4_1": 20 / 32,
                   "q4_k": 144 / 256, "q6_k": 210 / 256}
-BW = 4.21e12  # the H200's measured copy bandwidth, bytes/s
+BW_GBS = 4210.0  # the H200's measured copy bandwidth (--bw GBPS: another machine's)
 
 
 def main():
-    if len(sys.argv) != 2:
+    args = sys.argv[1:]
+    bw_gbs = BW_GBS
+    if len(args) == 3 and args[1] == "--bw":
+        bw_gbs = float(args[2])
+    elif len(args) != 1:
         sys.exit(__doc__)
     rates = defaultdict(list)
     line_re = re.compile(r"round \d+ (\S+) \S+ SI_CUDA_SKIP=(\d+):.*\| tg128 \| ([0-9.]+)")
@@ -61,7 +67,8 @@ def main():
                     f"saves {saved_ms:6.3f} ms a token, {per_us:5.1f} us a layer")
             if mask in GEMV_ELEMS and t in BYTES_PER_ELEM and per_us > 0:
                 b = GEMV_ELEMS[mask] * BYTES_PER_ELEM[t]
-                line += f"  ({b / 1e6:.1f} MB: {100 * b / (per_us * 1e-6) / BW:.0f}% of 4.21 TB/s)"
+                frac = b / (per_us * 1e-6) / (bw_gbs * 1e9)
+                line += f"  ({b / 1e6:.1f} MB: {100 * frac:.0f}% of {bw_gbs / 1000:.2f} TB/s)"
             print(line)
 
 
