@@ -38,7 +38,12 @@ def main():
     args = sys.argv[1:]
     bw_gbs = BW_GBS
     if len(args) == 3 and args[1] == "--bw":
-        bw_gbs = float(args[2])
+        try:
+            bw_gbs = float(args[2])
+        except ValueError:
+            bw_gbs = 0.0
+        if not bw_gbs > 0:
+            sys.exit(f"--bw {args[2]}: not a bandwidth in GB/s (a number above 0)")
     elif len(args) != 1:
         sys.exit(__doc__)
     rates = defaultdict(list)

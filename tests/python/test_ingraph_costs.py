@@ -15,10 +15,11 @@ def tg_line(rnd, typ, mask, rate):
             f" | 49.8% |\n")
 
 
-def run(tmp_path, lines):
+def run(tmp_path, lines, *args):
     f = tmp_path / "tg.txt"
     f.write_text("".join(lines))
-    return subprocess.run([sys.executable, str(SCRIPT), str(f)], capture_output=True, text=True)
+    return subprocess.run([sys.executable, str(SCRIPT), str(f), *args], capture_output=True,
+                          text=True)
 
 
 def test_costs_per_layer_and_bandwidth(tmp_path):
@@ -35,6 +36,19 @@ def test_costs_per_layer_and_bandwidth(tmp_path):
     assert "0.047 ms a token" in proj and "1.5 us a layer" in proj and "(9.4 MB: 153% of" in proj
     norms = next(l for l in out if "both norms" in l)
     assert "0.438 ms a token" in norms and "6.8 us a layer" in norms
+
+
+def test_bandwidth_of_another_machine(tmp_path):
+    # the output projection above (9.437 MB in 1.465 us) against an H100's 3,040 GB/s: 212 %
+    lines = [tg_line(1, "q4_0", 0, 500.0), tg_line(1, "q4_0", 16, 512.0)]
+    proc = run(tmp_path, lines, "--bw", "3040")
+    assert proc.returncode == 0, proc.stderr
+    proj = next(l for l in proc.stdout.splitlines() if "output projection" in l)
+    assert "(9.4 MB: 212% of 3.04 TB/s)" in proj
+    for bad in ("fast", "0", "-5"):
+        proc = run(tmp_path, lines, "--bw", bad)
+        assert proc.returncode != 0
+        assert f"--bw {bad}: not a bandwidth in GB/s" in proc.stderr
 
 
 def test_no_skip_lines_is_an_error(tmp_path):
