@@ -36,6 +36,9 @@ cd "$(dirname "$0")/../.."
 LOG=${OUT:-/tmp}
 mkdir -p "$LOG" build-cuda
 fail=0
+# the checks' parallelism (checks_start), refused before anything runs when it is no count
+jobs_max=${SI_JOBS:-$(( $(nproc) / 2 > 0 ? $(nproc) / 2 : 1 ))}
+[[ $jobs_max =~ ^[1-9][0-9]*$ ]] || { echo "SI_JOBS=$jobs_max: not a count of jobs (1 or more)"; exit 2; }
 # each section's header with the seconds since the start (to plan one-call device runs)
 section() { echo "== $* [${SECONDS} s]"; }
 # SI_COMMIT first: carried binaries name their commit, and the machine's git copy may be older
@@ -79,7 +82,7 @@ check() { check_names+=("$1"); check_cmd[$1]=$2; }
 checks_pid=
 checks_start() {
     [ "${#check_names[@]}" -gt 0 ] || return 0
-    local jobs_max=${SI_JOBS:-$(( $(nproc) / 2 > 0 ? $(nproc) / 2 : 1 ))} name
+    local name
     section "${#check_names[@]} checks, $jobs_max at a time, in the background (logs in $LOG/checks/)"
     mkdir -p "$LOG/checks"
     (
