@@ -92,7 +92,7 @@ checks_start() {
                 t0=$(date +%s)
                 env ${check_cmd[$name]} > "$LOG/checks/$name.log" 2>&1
                 echo "$? $(( $(date +%s) - t0 ))" > "$LOG/checks/$name.rc"
-            } &
+            } 2>> "$LOG/checks/$name.log" & # a crash's "Aborted" line into its log, not amid 4's
         done
         wait
     ) &
