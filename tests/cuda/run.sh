@@ -17,15 +17,15 @@
 #      CUDA, synthetic models written by `swiftinfer synth` (tiny, tiny-qwen2, smollm2-135m in
 #      f16/q8_0/q4_0, tiny in q8_0/q4_0/q4_1/q4_k/q5_0/q5_1/q5_k/q6_k/q2_k/q3_k/iq4_nl/iq4_xs
 #      (n_embd 256: the batch-1 GEMVs with the norm inside; the 5-8-row steps of all but q8_0 on
-#      tensor cores) and in
-#      llama.cpp's q3_k_m, q4_k_m and q5_k_m mixtures (attn_v of another type than attn_q: Q and K
-#      as one matmul, V another); llama2-7b q4_0 with SI_SYNTH_7B=1; more
-#      with SI_EXTRA_MODELS), whole-model logits GPU vs CPU and the
-#      engine's exactness on the GPU (test_cuda_model; the F16 models also with
-#      SI_CUDA_GEMV_H16_MMA=1, tiny q4_0/q8_0/q4_k/q6_k also with SI_CUDA_GEMV_GLU=2), a CLI smoke run, the Python API with
-#      device="cuda" against "cpu" (tests/cuda/python_api_gpu.py; needs libswiftinfer.so), `serve
-#      --device cuda` over HTTP (tests/cuda/serve_gpu.py: the KV pool's default; logit_bias and penalties sampled on the GPU), then
-#      `swiftinfer bench --device cuda -p 512 -n 128` on every synthesised model;
+#      tensor cores) and in llama.cpp's q3_k_m, q4_k_m and q5_k_m mixtures (attn_v of another
+#      type than attn_q: Q and K as one matmul, V another); llama2-7b q4_0 with SI_SYNTH_7B=1;
+#      more with SI_EXTRA_MODELS), whole-model logits GPU vs CPU and the engine's exactness on
+#      the GPU (test_cuda_model; the F16 models also with SI_CUDA_GEMV_H16_MMA=1, tiny
+#      q4_0/q8_0/q4_k/q6_k also with SI_CUDA_GEMV_GLU=2), a CLI smoke run, the Python API with
+#      device="cuda" against "cpu" (tests/cuda/python_api_gpu.py; needs libswiftinfer.so),
+#      `serve --device cuda` over HTTP (tests/cuda/serve_gpu.py: the KV pool's default;
+#      logit_bias and penalties sampled on the GPU), then `swiftinfer bench --device cuda -p 512
+#      -n 128` on every synthesised model;
 #   5. the kernel timings against the newest saved run's (scripts/timing_diff.py: a report).
 # The host libraries the full project needs (PCRE2, utf8proc, jansson, libmicrohttpd, xxhash,
 # cmocka) are missing on the GPU image: when .debs/ holds their Debian packages (carried; see
@@ -124,7 +124,8 @@ if [ "${SI_SKIP_KERNEL_TESTS:-0}" != 1 ]; then
     if [ "${SI_SANITIZE:-1}" = 1 ]; then
         for tool in racecheck memcheck; do
             for kt in $KTESTS; do
-                # host code only, built with AddressSanitizer (which will not run under compute-sanitizer)
+                # host code only, built with AddressSanitizer (which will not run under
+                # compute-sanitizer)
                 [ "$kt" = test_cuda_decoders ] && continue
                 san="compute-sanitizer --tool $tool --error-exitcode 3"
                 # racecheck did not finish the sampler's kernel at 8 CTAs a row (distributed
@@ -148,7 +149,8 @@ if [ "${SI_SKIP_KERNEL_TESTS:-0}" != 1 ]; then
             check "sample-c$c" "SI_CUDA_SAMPLE_CLUSTER=$c $BD/test_cuda_sample --no-bench"
         done
     fi
-    # the norm-inside GEMVs in two CTAs of 8 warps an SM, not one of 16 (SI_CUDA_GEMV_Q8X_NORM_WIDE=0)
+    # the norm-inside GEMVs in two CTAs of 8 warps an SM, not one of 16
+    # (SI_CUDA_GEMV_Q8X_NORM_WIDE=0)
     if [ -x "$BD/test_cuda_fused" ]; then
         check fused-narrow "SI_CUDA_GEMV_Q8X_NORM_WIDE=0 $BD/test_cuda_fused --no-bench"
     fi
@@ -163,10 +165,10 @@ if [ "${SI_SKIP_KERNEL_TESTS:-0}" != 1 ]; then
         done
     fi
     # 9-16 rows with x in parts on every tensor-core launch (SI_CUDA_GEMV_TC_PARTS=2; by default
-    # only x that does not fit whole, K = 11008 past 10-13 rows and 14336, from 12 rows, takes them),
-    # and 9-10 rows with x's scales in 10-row rows on every launch (SI_CUDA_GEMV_TC_COMPACT=1; by
-    # default only where 16-row ones do not fit: K = 14336): the GEMV checks, x quantised ahead,
-    # and the sanitizers (--small has a 16 x 4096 shape for them)
+    # only x that does not fit whole, K = 11008 past 10-13 rows and 14336, from 12 rows, takes
+    # them), and 9-10 rows with x's scales in 10-row rows on every launch
+    # (SI_CUDA_GEMV_TC_COMPACT=1; by default only where 16-row ones do not fit: K = 14336): the GEMV
+    # checks, x quantised ahead, and the sanitizers (--small has a 16 x 4096 shape for them)
     if [ -x "$BD/test_cuda_kernels" ] && [ -x "$BD/test_cuda_fused" ]; then
         for cfg in parts:SI_CUDA_GEMV_TC_PARTS=2 compact:SI_CUDA_GEMV_TC_COMPACT=1; do
             name=${cfg%%:*} knob=${cfg#*:}
