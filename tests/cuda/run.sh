@@ -88,11 +88,13 @@ checks_start() {
     (
         for name in "${check_names[@]}"; do
             while [ "$(jobs -rp | wc -l)" -ge "$jobs_max" ]; do wait -n; done
+            # the shell's own stderr too into the log: a crash's "Aborted" line goes there (the
+            # report shows it), not amid the model part's output
             {
                 t0=$(date +%s)
                 env ${check_cmd[$name]} > "$LOG/checks/$name.log" 2>&1
                 echo "$? $(( $(date +%s) - t0 ))" > "$LOG/checks/$name.rc"
-            } 2>> "$LOG/checks/$name.log" & # a crash's "Aborted" line into its log, not amid 4's
+            } 2>> "$LOG/checks/$name.log" &
         done
         wait
     ) &
