@@ -15,7 +15,8 @@
 #      runs only those kernel tests; SI_SKIP_MODEL=1 skips 4);
 #   4. the whole model on the GPU: the full project (swiftinfer CLI, test_cuda_model) built with
 #      CUDA, synthetic models written by `swiftinfer synth` (tiny, tiny-qwen2, smollm2-135m in
-#      f16/q8_0/q4_0, tiny in q8_0/q4_0/q4_1/q4_k/q5_0/q5_1/q5_k/q6_k/q2_k/q3_k/iq4_nl/iq4_xs
+#      f16/q8_0/q4_0/q4_1 (q4_1: the default model's type; its n_embd 576 takes the general
+#      GEMV), tiny in q8_0/q4_0/q4_1/q4_k/q5_0/q5_1/q5_k/q6_k/q2_k/q3_k/iq4_nl/iq4_xs
 #      (n_embd 256: the batch-1 GEMVs with the norm inside; the 5-8-row steps of all but q8_0 on
 #      tensor cores) and in llama.cpp's q3_k_m, q4_k_m and q5_k_m mixtures (attn_v of another
 #      type than attn_q: Q and K as one matmul, V another); llama2-7b q4_0 with SI_SYNTH_7B=1;
@@ -199,6 +200,7 @@ if [ "$full" = 1 ]; then
     # name:shape:type:logits tolerance (max |gpu - cpu| / max |cpu|; 0: no logits test)
     specs="tiny-f16:tiny:f16:1e-2 tiny-qwen2-f16:tiny-qwen2:f16:1e-2 smollm2-f16:smollm2-135m:f16:1e-2
            smollm2-q8_0:smollm2-135m:q8_0:5e-2 smollm2-q4_0:smollm2-135m:q4_0:5e-2
+           smollm2-q4_1:smollm2-135m:q4_1:5e-2
            tiny-q8_0:tiny:q8_0:5e-2 tiny-q4_0:tiny:q4_0:5e-2 tiny-q4_1:tiny:q4_1:5e-2 tiny-q4_k:tiny:q4_k:5e-2
            tiny-q4_k_m:tiny:q4_k_m:5e-2 tiny-q5_0:tiny:q5_0:5e-2 tiny-q5_1:tiny:q5_1:5e-2
            tiny-q5_k:tiny:q5_k:5e-2 tiny-q5_k_m:tiny:q5_k_m:5e-2 tiny-q6_k:tiny:q6_k:5e-2
