@@ -8,7 +8,7 @@
 # checks in the background beside the model part's logits tests since efb1f84: not yet run on a
 # GPU).
 set -u
-O=/tmp/o57d B=build-gpucarry
+O=${O:-/tmp/o57d} B=build-gpucarry
 . bench/gpu_call_env.sh
 for s in 7x352 3x16384; do
     timeout 60 $B/test_cuda_kernels --gemv --no-bench --shape $s > $O/k-$s.txt 2>&1
@@ -34,7 +34,12 @@ for r in 1 2; do
     done
 done
 rm -f /dev/shm/*.gguf
-left=$((570 - ($(date +%s) - STEP_T0)))
-SI_COMMIT=43c8e7a SI_BIN_DIR=$B OUT=$O/run timeout $left tests/cuda/run.sh > $O/runsh.txt 2>&1
-step "run.sh rc=$?: $(grep '^== ' $O/runsh.txt | tr '\n' ' '), $(tail -1 $O/runsh.txt)"
+# then run.sh, in what is left of CAP seconds (default 570). Session 58 ran this script cut to
+# its device time (../gpu-2026-12-07-s58/call1.sh): CAP shorter, SI_SANITIZE=0 (run.sh without
+# its sanitizer runs; the knobs' passes still make the pool beside the model part); MODEL_ONLY=1:
+# run.sh's model part only (SI_SKIP_KERNEL_TESTS=1)
+left=$((${CAP:-570} - ($(date +%s) - STEP_T0)))
+SI_SKIP_KERNEL_TESTS=${MODEL_ONLY:-0} SI_SANITIZE=${SI_SANITIZE:-1} SI_COMMIT=43c8e7a SI_BIN_DIR=$B \
+    OUT=$O/run timeout $left tests/cuda/run.sh > $O/runsh.txt 2>&1
+step "run.sh SI_SANITIZE=${SI_SANITIZE:-1} MODEL_ONLY=${MODEL_ONLY:-0} rc=$?: $(grep '^== ' $O/runsh.txt | tr '\n' ' '), $(tail -1 $O/runsh.txt)"
 step done

@@ -1,48 +1,6 @@
 #!/usr/bin/env bash
-# Session 58, call 1 (session 57's call4.sh, shortened to the device time left): the general GEMV
-# kernel (gemv.cu, f32 x: the quantised matrices whose K is no multiple of 128, SmolLM2-135M's
-# 576) launched with PDL like the other decode kernels.
-# Binaries: every one of 43c8e7a (build-gpucarry/COMMIT); si-old = swiftinfer of 244af1a. Most
-# important first: the kernel's checks at the two shapes that take it (7 x 352, 3 x 16384) and
-# memcheck / racecheck; whole-model logits GPU vs CPU on SmolLM2-135M-shaped models; tg128 old
-# against new, two rounds in opposite orders; then tests/cuda/run.sh whole in what is left (its
-# checks in the background beside the model part's logits tests since efb1f84: not yet run on a
-# GPU).
-# Shortened in session 58 (repeated refused starts left under 1,000 device seconds): run.sh
-# without its sanitizer runs, in what is left of CAP seconds (below).
-set -u
-O=/tmp/o58a B=build-gpucarry
-. bench/gpu_call_env.sh
-for s in 7x352 3x16384; do
-    timeout 60 $B/test_cuda_kernels --gemv --no-bench --shape $s > $O/k-$s.txt 2>&1
-    step "test_cuda_kernels --gemv --shape $s rc=$?: $(grep -c '^PASS' $O/k-$s.txt) PASS, $(grep -c '^FAIL' $O/k-$s.txt) FAIL, $(tail -1 $O/k-$s.txt)"
-done
-for tool in memcheck racecheck; do
-    timeout 60 compute-sanitizer --tool $tool --error-exitcode 3 $B/test_cuda_kernels --gemv --small \
-        --shape 7x352 > $O/san-$tool.txt 2>&1
-    step "$tool rc=$?: $(grep -c '^PASS' $O/san-$tool.txt) PASS, $(tail -1 $O/san-$tool.txt)"
-done
-for t in q4_0 q4_1 q8_0; do
-    timeout 60 $B/swiftinfer synth -o /dev/shm/smollm2-$t.gguf --shape smollm2-135m --type $t > /dev/null 2>&1
-    timeout 60 $B/test_cuda_model /dev/shm/smollm2-$t.gguf 5e-2 > $O/model-$t.txt 2>&1
-    step "test_cuda_model smollm2 $t rc=$?: $(grep -c '^PASS' $O/model-$t.txt) PASS, $(grep -c '^FAIL' $O/model-$t.txt) FAIL"
-done
-for r in 1 2; do
-    for t in q4_0 q4_1 q8_0; do
-        for bin in $([ $r = 1 ] && echo "si-old swiftinfer" || echo "swiftinfer si-old"); do
-            timeout 30 $B/$bin bench --device cuda -m /dev/shm/smollm2-$t.gguf -p 0 -n 128 -r 3 \
-                > $O/tg-$t-$bin-r$r.txt 2>&1
-            step "r$r $t $bin: $(grep -E 'tg128' $O/tg-$t-$bin-r$r.txt | tr -s ' ')"
-        done
-    done
-done
-rm -f /dev/shm/*.gguf
-# run.sh without the sanitizers (SI_SANITIZE=0: the knobs' passes still make the pool that runs
-# beside the model part, efb1f84) in what is left of CAP seconds (default 450); MODEL_ONLY=1: its
-# model part only (SI_SKIP_KERNEL_TESTS=1), when the device time left is shorter still
-cap=${CAP:-450}
-left=$((cap - ($(date +%s) - STEP_T0)))
-SI_SKIP_KERNEL_TESTS=${MODEL_ONLY:-0} SI_SANITIZE=0 SI_COMMIT=43c8e7a SI_BIN_DIR=$B OUT=$O/run \
-    timeout $left tests/cuda/run.sh > $O/runsh.txt 2>&1
-step "run.sh SI_SANITIZE=0 MODEL_ONLY=${MODEL_ONLY:-0} rc=$?: $(grep '^== ' $O/runsh.txt | tr '\n' ' '), $(tail -1 $O/runsh.txt)"
-step done
+# Session 58, call 1: session 57's call4.sh (the general GEMV kernel launched with PDL: its checks,
+# SmolLM2-shaped logits GPU vs CPU, tg128 against 244af1a, then run.sh), cut to the device time
+# left after repeated refused starts: run.sh without its sanitizer runs, in what is left of CAP
+# seconds (default 450; it ran with CAP=390); MODEL_ONLY=1 for run.sh's model part only.
+O=/tmp/o58a CAP=${CAP:-450} SI_SANITIZE=0 exec bash "$(dirname "$0")/../gpu-2026-12-07-s57/call4.sh"
