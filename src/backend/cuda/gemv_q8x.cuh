@@ -364,11 +364,16 @@ __device__ __forceinline__ void gemv_q8x_body(const uint8_t *__restrict__ W, int
         tr.scaled();
 #pragma unroll
         for (int i = 0; i < NV; i++) {
+            /* q8x_block4 is called by all 32 lanes: where the row ends inside a warp (n4 % 32 !=
+             * 0, SmolLM2's 144), its lanes past the end quantise zeros (whole blocks: K % 32 ==
+             * 0) and store nothing */
             const int j = nt + (k0 + i) * NORM_THREADS;
-            if (i >= kn || j >= n4) break;
+            if (i >= kn || !__any_sync(0xffffffffu, j < n4)) break; /* warp-uniform */
             float d;
             int sum;
-            const uint32_t q = q8x_block4(norm_out4(v[i], scale, g[i]), &d, &sum);
+            const uint32_t q = q8x_block4(
+                j < n4 ? norm_out4(v[i], scale, g[i]) : make_float4(0.f, 0.f, 0.f, 0.f), &d, &sum);
+            if (j >= n4) continue;
             const int bb = j / 8, u = bb / T::UB, ub = bb % T::UB, sub = j & 7;
             *(uint32_t *)(xq + (size_t)u * XUB + 32 * ub + 4 * sub) = q;
             if (sub == 0) {
