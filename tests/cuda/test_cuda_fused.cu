@@ -15,8 +15,6 @@
  *     alone (out NULL) are the same bytes;
  *   - the batch-1 GEMV with the norm inside (cuda_gemv_norm) == the norm (out_q8) then
  *     cuda_gemv_pre, y and the residual sum, for every quantised type, with and without the add;
- *     at K = 576 (ragged rows, gemv_q8x.cuh: the types of 32-element blocks) == the norm's f32
- *     output then cuda_gemv (x quantised ahead needs K % 128 == 0);
  *   - that GEMV of a [gate; up] matrix ending in SwiGLU (cuda_gemv_norm_glu) == it then the
  *     SwiGLU kernel's q8 output, for every quantised type (SI_CUDA_GEMV_GLU=2: every shape;
  *     with SI_CUDA_GEMV_Q8X_NORM_WIDE=0, refused: the kernel is 16-warp only);
@@ -284,8 +282,8 @@ static void test_gemv_pre(const qtype &q, int M, int K, bool swiglu) {
 }
 
 /* the batch-1 GEMV with the norm inside (cuda_gemv_norm) == cuda_add_rmsnorm (out_q8) then
- * cuda_gemv_pre (where that does not take K: the norm's f32 output then cuda_gemv), y and the
- * residual sum bit for bit; x left as it was; with add NULL, x_out not written */
+ * cuda_gemv_pre, y and the residual sum bit for bit; x left as it was; with add NULL, x_out not
+ * written */
 static void test_gemv_norm(const qtype &q, int M, int K) {
     if (!cuda_gemv_norm_ok(q.t, M, K)) {
         g_checks++;
@@ -297,19 +295,16 @@ static void test_gemv_norm(const qtype &q, int M, int K) {
     const auto hx = rnd_vec(K, 2.0f);
     float *w = dfloats(rnd_vec(K, 1.5f)), *x = dfloats(hx), *add = dfloats(rnd_vec(K, 1.0f));
     float *xr = dalloc<float>(K), *x_out = dalloc<float>(K);
-    float *y1 = dalloc<float>(M), *y2 = dalloc<float>(M), *xn = dalloc<float>(K);
+    float *y1 = dalloc<float>(M), *y2 = dalloc<float>(M);
     uint8_t *xq = dalloc<uint8_t>(CUDA_Q8X_ROW_BYTES(K));
-    const bool pre = cuda_gemv_pre_ok(q.t, K, 1);
     for (bool with_add : {false, true}) {
         CUDA_CHECK(cudaMemcpy(xr, x, (size_t)K * 4, cudaMemcpyDeviceToDevice));
         CUDA_CHECK(cudaMemset(x_out, 0xFF, (size_t)K * 4));
         CUDA_CHECK(cudaMemset(y1, 0xFF, (size_t)M * 4));
         CUDA_CHECK(cudaMemset(y2, 0xFF, (size_t)M * 4));
         const float *a = with_add ? add : NULL;
-        const int r1 = pre ? cuda_add_rmsnorm(NULL, xq, xr, a, w, K, 1, 1e-5f, 0) ||
-                                 cuda_gemv_pre(q.t, W, M, K, xq, 1, y1, 0)
-                           : cuda_add_rmsnorm(xn, NULL, xr, a, w, K, 1, 1e-5f, 0) ||
-                                 cuda_gemv(q.t, W, M, K, xn, 1, y1, 0);
+        const int r1 = cuda_add_rmsnorm(NULL, xq, xr, a, w, K, 1, 1e-5f, 0) ||
+                       cuda_gemv_pre(q.t, W, M, K, xq, 1, y1, 0);
         const int r2 = cuda_gemv_norm(q.t, W, M, K, x, a, w, 1e-5f, with_add ? x_out : NULL, y2, 0);
         char name[128];
         snprintf(name, sizeof name, "gemv_norm %s %dx%d %s: y", q.name, M, K,
@@ -347,7 +342,7 @@ static void test_gemv_norm(const qtype &q, int M, int K) {
     printf("%s gemv_norm %s: x_out aliasing x, or missing, is refused\n",
            refused ? "PASS" : "FAIL", q.name);
     for (void *p : {(void *)W, (void *)w, (void *)x, (void *)add, (void *)xr, (void *)x_out,
-                    (void *)y1, (void *)y2, (void *)xq, (void *)xn})
+                    (void *)y1, (void *)y2, (void *)xq})
         CUDA_CHECK(cudaFree(p));
 }
 
@@ -530,8 +525,6 @@ int main(int argc, char **argv) {
             test_gemv_norm(q, 3000, 8192);  /* K = 8192, the longest row the norm holds */
             test_gemv_norm(q, 700, 5120);   /* 5 float4 a thread: 3 + 2 in a 16-warp CTA */
         }
-        /* ragged rows: SmolLM2-135M's QKV (the default model's), every type of 32-element blocks */
-        if (quant_get(q.t)->block_size == 32) test_gemv_norm(q, small ? 9 : 960, 576);
     }
     /* the GLU GEMV on every shape, its dealing rule (gemv_q8x.cuh) aside */
     setenv("SI_CUDA_GEMV_GLU", "2", 1);
@@ -539,8 +532,6 @@ int main(int argc, char **argv) {
         test_gemv_norm_glu(q, 128, 2048); /* 4 blocks: 4 CTAs */
         test_gemv_norm_glu(q, small ? 256 : 2176, 3072);
         test_gemv_norm_glu(q, 8576, 256); /* 268 blocks: 2-3 a CTA on 132 SMs */
-        if (quant_get(q.t)->block_size == 32) /* ragged rows: SmolLM2-135M's gate/up */
-            test_gemv_norm_glu(q, 1536, 576);
         if (!small) {
             test_gemv_norm_glu(q, 11008, 4096); /* Llama-2-7B: 3 blocks a CTA */
             test_gemv_norm_glu(q, 14336, 4096); /* Llama-3-8B: 4 */

@@ -121,16 +121,16 @@ __global__ void empty_kernel() {}
 static void test_gemv(si_type t, const char *tn, int M, int K, bool bench) {
     const quant_traits *qt = quant_get(t);
     const size_t row_bytes = quant_row_size(t, K), alloc = cuda_weight_alloc_bytes(t, M, K);
-    /* past the rows (the slack of ragged rows, gemv_q8x.cuh): NaN fp16 scales, never to be used */
-    std::vector<uint8_t> hw(alloc, 0xFF);
+    std::vector<uint8_t> hw(alloc, 0);
     fill_random_blocks(t, hw.data(), row_bytes * M);
     const int NBMAX = 8;
     std::vector<float> hx((size_t)NBMAX * K);
     for (auto &v : hx) v = rnd_f();
-    /* where the kernel quantises x to Q8_0 blocks first (for Q8_0/Q4_0 exactly as the CPU
-     * backend's vec_dot_type), the reference uses the repo's Q8_0 round trip of x */
+    /* quantised types with K % 128 == 0 (and K <= 14336): the kernel quantises x to Q8_0 blocks
+     * first (for Q8_0/Q4_0 exactly as the CPU backend's vec_dot_type); the reference then uses the
+     * repo's Q8_0 round trip of x. */
     std::vector<float> hxr(hx);
-    if (cuda_gemv_quantises_x(t, K)) {
+    if (t != SI_TYPE_F16 && t != SI_TYPE_BF16 && K % 128 == 0 && K <= 14336) {
         const quant_traits *q8 = quant_get(SI_TYPE_Q8_0);
         std::vector<uint8_t> tmp(quant_row_size(SI_TYPE_Q8_0, K));
         for (int b = 0; b < NBMAX; b++) {
@@ -755,9 +755,8 @@ int main(int argc, char **argv) {
     /* GEMV: Llama-2-7B shapes (timed), the fused QKV and gate+up shapes, and odd ones */
     printf("gemv paths (gemv.cu): f16/bf16 with K %% 8 == 0: streaming kernel; quantised types "
            "with K %% 128 == 0\n"
-           "  (k-quants: K %% 256 == 0), or of 32-element blocks with rows of whole 4-byte words, "
-           "and K <= 14336:\n"
-           "  x quantised to q8_0 per CTA, dp4a kernel, all but Q8_0\n"
+           "  (k-quants: K %% 256 == 0) and K <= 14336: x quantised to q8_0 per CTA, dp4a kernel, "
+           "all but Q8_0\n"
            "  from 5-8 rows (SI_CUDA_GEMV_Q8X_TC, K %% 256 == 0) the same arithmetic on "
            "int8 tensor\n"
            "  cores (\"mma\": the approximate\n"
@@ -767,13 +766,9 @@ int main(int argc, char **argv) {
            "  A failing check names type, M, K and nb, so the path is known from those.\n");
     struct shape { int M, K; bool timed; };
     std::vector<shape> shapes;
-    /* K = 352 and 576 (no multiple of 128): ragged rows (gemv_q8x.cuh) for the types of
-     * 32-element blocks whose rows are whole 4-byte words (352: Q4_1, Q5_1, 1 block past the row
-     * in the last unit; 576: all six, 2 blocks past; Q8_0's 2-block units fill 576), the
-     * f32-activation path for the others (Q4_0, Q5_0, Q8_0, IQ4_NL at 352; the k-quants only
-     * at 16384: 352 and 576 are no multiple of their 256); K = 16384 (> 14336): every quantised
-     * type takes the f32-activation path. 960 x 576 is SmolLM2-135M's QKV (the default model's),
-     * timed; 9 x 576 the small one (rows past M repeat the last) */
+    /* K = 352 and 576 (no multiple of 128) and K = 16384 (> 14336): the quantised types take the
+     * f32-activation path (Q4_K/Q6_K only at 16384: 352 and 576 are no multiple of their 256);
+     * 960 x 576 is SmolLM2-135M's QKV (the default model's), timed */
     /* 40 x 2048: Q6_K rows of whole 16-byte words (512, 768: rows starting mid-word); 16 x 4096:
      * 2 chunks of the tensor-core kernel (Q4_0, the K-quants), so SI_CUDA_GEMV_TC_PARTS=2 (run.sh)
      * takes 9-16 rows' x in 2 parts (and 64 x 512, 37 x 768 put 2 tiles in one CTA). No small
@@ -782,8 +777,8 @@ int main(int argc, char **argv) {
      * 20 x 8192 with or without parts; the copy waits on the stage's "empty" mbarrier, which
      * every consumer warp arrives on after reading it) */
     if (small)
-        shapes = {{64, 512, false},  {37, 768, false},  {5, 256, false}, {7, 352, false},
-                  {40, 2048, false}, {16, 4096, false}, {9, 576, false}};
+        shapes = {{64, 512, false}, {37, 768, false},  {5, 256, false},
+                  {7, 352, false},  {40, 2048, false}, {16, 4096, false}};
     else
         shapes = {{4096, 4096, true},
                   {11008, 4096, true},

@@ -159,11 +159,6 @@ __device__ __forceinline__ void si_cp_async16(void *smem, const void *gmem) {
     const uint32_t s = (uint32_t)__cvta_generic_to_shared(smem);
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem));
 }
-/* 4 bytes, both addresses 4-aligned (through L1: .cg takes 16-byte copies only) */
-__device__ __forceinline__ void si_cp_async4(void *smem, const void *gmem) {
-    const uint32_t s = (uint32_t)__cvta_generic_to_shared(smem);
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(s), "l"(gmem));
-}
 /* a barrier for the CTA's first n threads (n a multiple of 32) on hardware barrier id (1-15: 0 is
  * __syncthreads's), ordering their shared-memory accesses as __syncthreads does */
 __device__ __forceinline__ void si_bar_sync_n(int id, int n) {

@@ -23,9 +23,8 @@
 extern "C" {
 #endif
 
-/* Bytes to allocate for an M x K weight of type t (the row bytes rounded up to 16, and where
- * K % 128 != 0 a little slack that the GEMV may read, never use), or 0 when t is not supported by
- * cuda_gemv. */
+/* Bytes to allocate for an M x K weight of type t (the row bytes rounded up to 16), or 0 when t
+ * is not supported by cuda_gemv. */
 size_t cuda_weight_alloc_bytes(si_type t, int64_t M, int64_t K);
 
 /* ---- matmul (gemv.cu, gemm.cu) ---- */
@@ -33,16 +32,14 @@ size_t cuda_weight_alloc_bytes(si_type t, int64_t M, int64_t K);
 /* Decode matmul: y[b][m] = sum_k W[m][k] * x[b][k] for b < n_batch (1..8; 9..16 where
  * cuda_gemv_wide_ok says so).
  * W: M x K of type t in {F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K},
- * K a multiple of the block size; x: f32 [n_batch][K], 16-byte aligned; y: f32 [n_batch][M].
- * Where cuda_gemv_quantises_x(t, K) (the quantised types with K <= 14336 and K % 128 == 0, or
- * for those of 32-element blocks rows of whole 4-byte words), x is first quantised to Q8_0 blocks
- * (for Q8_0/Q4_0 as the CPU backend's vec_dot_type, ggml's quantize_row_q8_0_ref) and the
- * products are integer (dp4a); every other case multiplies the f32 x. Each output row's
+ * K a multiple of the block size; x: f32 [n_batch][K], 16-byte aligned; y: f32 [n_batch][M]. For
+ * the quantised types with K % 128 == 0 (k-quants: K % 256) and K <= 14336, x is first quantised
+ * to Q8_0 blocks (for Q8_0/Q4_0 as the CPU backend's vec_dot_type, ggml's quantize_row_q8_0_ref)
+ * and the products are integer (dp4a); every other case multiplies the f32 x. Each output row's
  * arithmetic is the same for every n_batch (batch invariance), unless the tensor-core kernel is on
  * (below). */
 int cuda_gemv(si_type t, const void *W, int M, int K, const float *x, int n_batch, float *y,
               cudaStream_t stream);
-int cuda_gemv_quantises_x(si_type t, int K);
 #define GEMV_ROWS_MAX 8 /* the rows one GEMV launch takes */
 
 /* Steps of 9..GEMV_WIDE_ROWS_MAX rows of the types whose 5-8-row GEMV runs on int8 tensor cores
@@ -54,9 +51,8 @@ int cuda_gemv_quantises_x(si_type t, int K);
 int cuda_gemv_wide_ok(si_type t, int K, int n_batch);
 
 /* cuda_gemv with x already quantised (xq: n_batch rows of CUDA_Q8X_ROW_BYTES(K), as
- * cuda_add_rmsnorm's out_q8 writes them), for the cases where cuda_gemv would quantise x itself
- * and K % 128 == 0: cuda_gemv_pre_ok(t, K, n_batch). Same results as cuda_gemv on the f32 x; -1
- * where not ok. */
+ * cuda_add_rmsnorm's out_q8 writes them), for the cases where cuda_gemv would quantise x itself:
+ * cuda_gemv_pre_ok(t, K, n_batch). Same results as cuda_gemv on the f32 x; -1 where not ok. */
 int cuda_gemv_pre_ok(si_type t, int K, int n_batch);
 int cuda_gemv_pre(si_type t, const void *W, int M, int K, const void *xq, int n_batch, float *y,
                   cudaStream_t stream);
@@ -64,10 +60,9 @@ int cuda_gemv_pre(si_type t, const void *W, int M, int K, const void *xq, int n_
 /* Batch-1 cuda_gemv_pre with the norm before it inside (no norm kernel between this GEMV and
  * the kernel before it): x_out = x + add (add may be NULL: nothing added, x_out not written;
  * x_out must not alias x or add), then y = W (rmsnorm(x_out) * norm_w) — the same bits as
- * cuda_add_rmsnorm(out_q8) followed by cuda_gemv_pre (where K % 128 != 0: cuda_add_rmsnorm's f32
- * out followed by cuda_gemv). x, add, norm_w: K floats. -1 where not cuda_gemv_norm_ok(t, M, K)
- * (where cuda_gemv_quantises_x, K <= CUDA_NORM_Q8_MAX, shared memory for the norm's 256
- * threads). */
+ * cuda_add_rmsnorm(out_q8) followed by cuda_gemv_pre. x, add, norm_w: K floats. -1 where not
+ * cuda_gemv_norm_ok(t, M, K) (the types of cuda_gemv_pre, K <= CUDA_NORM_Q8_MAX, shared memory
+ * for the norm's 256 threads). */
 int cuda_gemv_norm_ok(si_type t, int M, int K);
 int cuda_gemv_norm(si_type t, const void *W, int M, int K, const float *x, const float *add,
                    const float *norm_w, float eps, float *x_out, float *y, cudaStream_t stream);

@@ -1,8 +1,7 @@
 /* gemv.cu — decode matmul (cuda_gemv). Fast paths: gemv_fast.cuh (F16/BF16, K % 8 == 0),
- * gemv_q8x.cuh (the quantised types with x quantised to q8, dp4a; K % 128 == 0, or ragged rows of
- * whole 4-byte words for the types of 32-element blocks: gemv_q8x_ok; Q4_0 at 5-8 rows on int8
- * tensor cores with the same bits, gemv_q8x_tc.cuh) and gemv_mma.cuh (opt-in, not the same bits:
- * int8 tensor cores from GEMV_MMA_MIN_NB batch rows; K % 256 == 0);
+ * gemv_q8x.cuh (the quantised types with x quantised to q8, dp4a; K % 128 == 0; Q4_0 at 5-8 rows
+ * on int8 tensor cores with the same bits, gemv_q8x_tc.cuh) and gemv_mma.cuh (opt-in, not the
+ * same bits: int8 tensor cores from GEMV_MMA_MIN_NB batch rows; K % 256 == 0);
  * every other shape takes the general kernel here, which multiplies f32 x.
  *
  * General kernel: memory-bound, every weight byte is read once, with 16-byte cp.async
@@ -11,11 +10,18 @@
  * segment, then each lane decodes units of it in registers). Two stages per warp: the next
  * segment is in flight while this one is decoded. Each warp owns GEMV_ROWS rows so that one
  * float4 activation load feeds GEMV_ROWS weight groups. f32 accumulation, warp-shuffle sum.
- * Launched with PDL as the other decode kernels are: launched the usual way, it could not start
- * until the kernel before it had finished, where the chain's other kernels overlap the one
- * before's tail. Measured on an H100, same call, 2 rounds (bench/RESULTS.md 2026-12-07 s58), when
- * SmolLM2-135M's matrices of K = 576 still took this kernel, SmolLM2-135M-shaped tg128: Q4_0
- * 1,440 -> 1,763 t/s, Q4_1 1,550 -> 1,930, Q8_0 1,480 -> 1,748 (F16 2,100). */
+ * Launched with PDL as the other decode kernels are: the matrices whose K is no multiple of 128
+ * (SmolLM2-135M's 576: its QKV, output and gate/up projections) take this kernel at batch 1;
+ * launched the usual way, it could not start until the kernel before it had finished, where the
+ * chain's other kernels overlap the one before's tail. Measured on an H100, same call, 2 rounds
+ * (bench/RESULTS.md 2026-12-07 s58), SmolLM2-135M-shaped tg128: Q4_0 1,440 -> 1,763 t/s, Q4_1
+ * 1,550 -> 1,930, Q8_0 1,480 -> 1,748 (F16 2,100). The q8x kernels on those rows instead (a
+ * partial last unit zeroed in registers, so that the norm and the SwiGLU ran inside the GEMVs: 6
+ * kernels a layer instead of 8) were built and measured slower (s59, H100, same call, 2 rounds:
+ * Q4_0 1,752 -> 1,455 t/s, Q4_1 1,925 -> 1,458, Q8_0 1,737 -> 1,627; the q8x GEMV at 960 x 576
+ * took 6.7-7.0 us where F16's took 4.8: at this size each CTA's quantisation of x and set-up
+ * outweigh the kernels saved), and the ragged tail's extra state cost Llama-2-7B Q4_0 tg128 4 %
+ * (624 -> 601): backed out (`9e6ce12`, `bc2a4bb`). */
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/gemv.cuh"
 #include "backend/cuda/pdl.cuh"
@@ -140,13 +146,8 @@ static int gemv_launch(const void *W, int M, int K, const float *x, int nb, floa
 extern "C" size_t cuda_weight_alloc_bytes(si_type t, int64_t M, int64_t K) {
     return with_weight_units(t, (size_t)0, [&](auto u) {
         using T = typename decltype(u)::tq;
-        const size_t slack = K % 128 ? GEMV_Q8X_TAIL_SLACK : 0; /* ragged rows (gemv_q8x.cuh) */
-        return ((((size_t)M * (size_t)(K / T::BE) * T::BB) + 15) & ~(size_t)15) + slack;
+        return (((size_t)M * (size_t)(K / T::BE) * T::BB) + 15) & ~(size_t)15;
     });
-}
-
-extern "C" int cuda_gemv_quantises_x(si_type t, int K) {
-    return with_q8x_unit(t, 0, [&](auto u) { return (int)gemv_q8x_ok<decltype(u)>(K); });
 }
 
 /* Batch rows from which the quantised types take the tensor-core kernel (gemv_mma.cuh) rather
@@ -171,7 +172,7 @@ static bool gemv_mma_on() {
 }
 
 /* A quantised type (weight_units U): the tensor-core or dp4a kernel where K allows it
- * (K % 256 == 0 / gemv_q8x_ok, K <= 14336, shared memory fits), else the f32-activation kernel
+ * (K % 256 == 0 / K % 128 == 0, K <= 14336, shared memory fits), else the f32-activation kernel
  * above. */
 template <class U>
 static int gemv_quant(const void *W, int M, int K, const float *x, int nb, float *y,
@@ -317,7 +318,7 @@ extern "C" int cuda_gemv_pre_ok(si_type t, int K, int n_batch) {
     if (n_batch > GEMV_ROWS_MAX) return cuda_gemv_wide_ok(t, K, n_batch);
     if (n_batch < 1) return 0;
     if (n_batch >= GEMV_MMA_MIN_NB && gemv_mma_on()) return 0; /* cuda_gemv takes gemv_mma */
-    return with_q8x_unit(t, 0, [&](auto u) { return (int)gemv_q8x_pre_ok<decltype(u)>(K); });
+    return with_q8x_unit(t, 0, [&](auto u) { return (int)gemv_q8x_ok<decltype(u)>(K); });
 }
 
 extern "C" int cuda_gemv_pre(si_type t, const void *W, int M, int K, const void *xq, int n_batch,
@@ -334,6 +335,7 @@ extern "C" int cuda_gemv_pre(si_type t, const void *W, int M, int K, const void 
 /* ---- the norm before it inside (cuda_gemv_norm) */
 
 extern "C" int cuda_gemv_norm_ok(si_type t, int M, int K) {
+    if (!cuda_gemv_pre_ok(t, K, 1)) return 0;
     return with_q8x_unit(t, 0, [&](auto u) { return (int)gemv_q8x_norm_ok<decltype(u)>(M, K); });
 }
 

@@ -24,17 +24,7 @@
  * stage is issued right after x's loads (fill_after_x, below: Q4_0 tg128 +3 %, s27). The x copy in
  * shared memory pads each unit's bytes by 16 so the lanes' 16-byte loads are conflict-free too.
  * The grid is persistent (at most the resident CTAs) so the x quantisation is paid once per CTA;
- * warps walk row groups of R rows (R rows share each x load).
- *
- * Ragged rows (K no multiple of 128: SmolLM2-135M's n_embd 576 is 4.5 units of Q4_0): the types
- * of 32-element blocks take them where a row is whole 4-byte words (gemv_q8x_ok). A row has
- * q8x_units units, the last one partly past the row's end; its lane loads it whole (the next
- * row's bytes, or the slack GEMV_Q8X_TAIL_SLACK after the last row) and zeroes the words past the
- * row in registers (q8x_mask_tail), and x's blocks past K are zero: those blocks add exactly 0,
- * whatever bytes were read. Where a row's start is not 16-byte aligned the stages are filled by
- * 4-byte copies (Q8X_COPY_WORDS), so that each unit lands at the alignment its loads expect.
- * Without this those matrices took the f32-x kernel (gemv.cu), and the norm and the SwiGLU
- * around them ran as kernels of their own. */
+ * warps walk row groups of R rows (R rows share each x load). */
 #include <type_traits>
 
 #include "backend/cuda/bulk_copy.cuh"
@@ -46,45 +36,8 @@
 #include "backend/cuda/q8x_row.cuh"
 
 #define GEMV_Q8X_MAX_K 14336 /* nb = 8 still fits the 227 KB of shared memory */
-/* bytes a weight allocation has past its last row where K % 128 != 0 (cuda_weight_alloc_bytes):
- * a ragged row's last unit is read whole, at most a unit (96 bytes) past the row */
-#define GEMV_Q8X_TAIL_SLACK 128
-
-/* A row's units and x's blocks as laid out in shared memory (the last unit of a ragged row
- * padded with zero blocks), and a row's bytes */
-template <class T> __host__ __device__ constexpr int q8x_units(int K) {
-    return (K + 32 * T::UB - 1) / (32 * T::UB);
-}
-template <class T> __host__ __device__ constexpr int q8x_xblocks(int K) {
-    return q8x_units<T>(K) * T::UB;
-}
-template <class T> static inline size_t q8x_row_bytes(int K) {
-    if constexpr (T::BE == 32)
-        return (size_t)(K / 32) * T::BB;
-    else
-        return (size_t)(K / (32 * T::UB)) * T::UBYTES;
-}
-
-/* K % 128 == 0, or ragged rows of whole 4-byte words of a type of 32-element blocks (those load
- * a unit's bytes into registers as they are, so that q8x_mask_tail can zero them by word) */
 template <class T> static inline bool gemv_q8x_ok(int K) {
-    if (K % T::BE != 0 || K > GEMV_Q8X_MAX_K) return false;
-    if (K % 128 == 0) return true;
-    if constexpr (T::BE == 32)
-        return q8x_row_bytes<T>(K) % 4 == 0;
-    else
-        return false;
-}
-/* x quantised ahead (Q8X_PRE): its d and sums are copied in 16-byte pieces, 4 blocks each */
-template <class T> static inline bool gemv_q8x_pre_ok(int K) {
-    return gemv_q8x_ok<T>(K) && K % 128 == 0;
-}
-
-/* the words of a ragged row's last unit from byte vb on (vb % 4 == 0: gemv_q8x_ok) zeroed */
-template <int N> __device__ __forceinline__ void q8x_mask_tail(uint32_t *w, int vb) {
-#pragma unroll
-    for (int i = 0; i < N; i++)
-        if (4 * i >= vb) w[i] = 0u;
+    return K % T::BE == 0 && K % 128 == 0 && K <= GEMV_Q8X_MAX_K;
 }
 
 template <class T> struct q8x_layout {
@@ -100,21 +53,18 @@ template <class T> struct q8x_layout {
  * stages of R row segments | per warp S mbarriers (bulk copies) | Q8X_GLU: its slots */
 template <class T>
 static size_t q8x_smem_bytes(int K, int nb, int warps, int R, int S, bool glu = false) {
-    const size_t units = q8x_units<T>(K), xblk = q8x_xblocks<T>(K);
-    return (size_t)nb * units * q8x_layout<T>::XUB + (size_t)nb * xblk * 8 +
+    const size_t units = K / (32 * T::UB), nblk = K / 32;
+    return (size_t)nb * units * q8x_layout<T>::XUB + (size_t)nb * nblk * 8 +
            (size_t)warps * S * (R * q8x_layout<T>::SEG + 8) + (glu ? Q8X_GLU_BYTES : 0);
 }
 
 /* How a warp's stages are filled (gemv_q8x_body's copy): Q8X_COPY_BULK by bulk copies, where
  * every segment is 16-byte aligned and of whole 16-byte words (K % 256 == 0 gives it for every
- * type but Q6_K's odd tails); else, K % 128 == 0, 16-byte cp.async of the aligned span that
- * covers the segment (a unit lands at its offset in global memory modulo 16, which suits the
- * type's loads); else (ragged rows, Q8X_COPY_WORDS) 4-byte cp.async to the stage's start.
- * Q8X_COPY_FILL_AFTER_X (bulk only): the ring's last free stage is issued right after x's loads,
- * not when the consumer starts (below). Timing knobs (read at the first call):
- * SI_CUDA_GEMV_Q8X_BULK=0, cp.async always; SI_CUDA_GEMV_Q8X_AFTER_X=0, no stage issued after
- * x's loads. */
-enum { Q8X_COPY_BULK = 1, Q8X_COPY_FILL_AFTER_X = 2, Q8X_COPY_WORDS = 4 };
+ * type but Q6_K's odd tails), else 16-byte cp.async. Q8X_COPY_FILL_AFTER_X (bulk only): the
+ * ring's last free stage is issued right after x's loads, not when the consumer starts (below).
+ * Timing knobs (read at the first call): SI_CUDA_GEMV_Q8X_BULK=0, cp.async always;
+ * SI_CUDA_GEMV_Q8X_AFTER_X=0, no stage issued after x's loads. */
+enum { Q8X_COPY_BULK = 1, Q8X_COPY_FILL_AFTER_X = 2 };
 template <class T> static int q8x_copy_mode(const void *W, int K) {
     static int bulk = -1, after_x = 0;
     if (bulk < 0) {
@@ -122,9 +72,8 @@ template <class T> static int q8x_copy_mode(const void *W, int K) {
         bulk = !(e && !strcmp(e, "0"));
         after_x = !(a && !strcmp(a, "0"));
     }
-    const size_t units = q8x_units<T>(K), row_bytes = q8x_row_bytes<T>(K);
-    if (!bulk || (uintptr_t)W % 16 || row_bytes % 16 || (units % 32) * T::UBYTES % 16)
-        return K % 128 ? Q8X_COPY_WORDS : 0;
+    const size_t units = K / (32 * T::UB), row_bytes = units * T::UBYTES;
+    if (!bulk || (uintptr_t)W % 16 || row_bytes % 16 || (units % 32) * T::UBYTES % 16) return 0;
     return Q8X_COPY_BULK | (after_x ? Q8X_COPY_FILL_AFTER_X : 0);
 }
 
@@ -212,20 +161,14 @@ __device__ __forceinline__ void gemv_q8x_body(const uint8_t *__restrict__ W, int
     constexpr int XUB = q8x_layout<T>::XUB, SEG = q8x_layout<T>::SEG, SEGBYTES = 32 * T::UBYTES;
     extern __shared__ __align__(16) uint8_t smem[];
     const int nwarps = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    /* nblk: x's blocks; xblk: as laid out, a ragged row's last unit padded with zero blocks */
-    const int units = q8x_units<T>(K), nblk = K / 32, xblk = units * T::UB,
-              nseg = (units + 31) / 32;
+    const int units = K / (32 * T::UB), nblk = K / 32, nseg = (units + 31) / 32;
     const bool bulk = copy & Q8X_COPY_BULK, fill_after_x = bulk && (copy & Q8X_COPY_FILL_AFTER_X);
-    const bool words = copy & Q8X_COPY_WORDS;
-    /* a ragged row's last unit: its bytes within the row */
-    const int tail_bytes = (int)(row_bytes - (size_t)(units - 1) * T::UBYTES);
-    const bool ragged = tail_bytes < T::UBYTES;
     uint8_t *xq = smem;
     float *xd = (float *)(smem + (size_t)nb * units * XUB);
-    int *xs = (int *)(xd + (size_t)nb * xblk);
-    uint8_t *sw = (uint8_t *)(xs + (size_t)nb * xblk) + (size_t)warp * S * R * SEG;
+    int *xs = (int *)(xd + (size_t)nb * nblk);
+    uint8_t *sw = (uint8_t *)(xs + (size_t)nb * nblk) + (size_t)warp * S * R * SEG;
     uint64_t *bar_all =
-        (uint64_t *)((uint8_t *)(xs + (size_t)nb * xblk) + (size_t)nwarps * S * R * SEG);
+        (uint64_t *)((uint8_t *)(xs + (size_t)nb * nblk) + (size_t)nwarps * S * R * SEG);
     uint64_t *bar = bar_all + warp * S; /* this warp's stages' barriers */
     static_assert(!GLU || (XIN == Q8X_NORM && R == 2), "GLU: the norm GEMV's gate and up rows");
     float(*glu_h)[32] = (float(*)[32])(bar_all + nwarps * S); /* GLU: the CTA's blocks */
@@ -283,16 +226,6 @@ __device__ __forceinline__ void gemv_q8x_body(const uint8_t *__restrict__ W, int
                 for (int r = 0; r < R; r++)
                     si_bulk_copy(sw + (ps * R + r) * SEG, (const void *)seg_src(pg, r, psg), bytes,
                                  bar + ps);
-            }
-            next(pg, psg);
-        } else if (live(pg) && words) {
-            const int nw = min(32, units - psg * 32) * T::UBYTES / 4;
-#pragma unroll
-            for (int r = 0; r < R; r++) {
-                const uint8_t *s = (const uint8_t *)seg_src(pg, r, psg);
-                uint8_t *dst = sw + (ps * R + r) * SEG;
-                for (int i = lane; i < nw; i += 32)
-                    si_cp_async4(dst + 4 * i, s + 4 * i);
             }
             next(pg, psg);
         } else if (live(pg)) {
@@ -364,16 +297,11 @@ __device__ __forceinline__ void gemv_q8x_body(const uint8_t *__restrict__ W, int
         tr.scaled();
 #pragma unroll
         for (int i = 0; i < NV; i++) {
-            /* q8x_block4 is called by all 32 lanes: where the row ends inside a warp (n4 % 32 !=
-             * 0, SmolLM2's 144), its lanes past the end quantise zeros (whole blocks: K % 32 ==
-             * 0) and store nothing */
             const int j = nt + (k0 + i) * NORM_THREADS;
-            if (i >= kn || !__any_sync(0xffffffffu, j < n4)) break; /* warp-uniform */
+            if (i >= kn || j >= n4) break;
             float d;
             int sum;
-            const uint32_t q = q8x_block4(
-                j < n4 ? norm_out4(v[i], scale, g[i]) : make_float4(0.f, 0.f, 0.f, 0.f), &d, &sum);
-            if (j >= n4) continue;
+            const uint32_t q = q8x_block4(norm_out4(v[i], scale, g[i]), &d, &sum);
             const int bb = j / 8, u = bb / T::UB, ub = bb % T::UB, sub = j & 7;
             *(uint32_t *)(xq + (size_t)u * XUB + 32 * ub + 4 * sub) = q;
             if (sub == 0) {
@@ -417,22 +345,10 @@ __device__ __forceinline__ void gemv_q8x_body(const uint8_t *__restrict__ W, int
                 const int u = bb / T::UB, ub = bb % T::UB;
                 *(uint32_t *)(xq + ((size_t)bi * units + u) * XUB + 32 * ub + 4 * sub) = q;
                 if (sub == 0) {
-                    xd[(size_t)bi * xblk + bb] = d;
-                    xs[(size_t)bi * xblk + bb] = sum;
+                    xd[(size_t)bi * nblk + bb] = d;
+                    xs[(size_t)bi * nblk + bb] = sum;
                 }
             });
-    }
-    if (xblk > nblk) { /* a ragged row's pad blocks of x: zero (not Q8X_PRE: K % 128 == 0) */
-        const int per = (xblk - nblk) * 8;
-        for (int i = threadIdx.x; i < nb * per; i += blockDim.x) {
-            const int b = i / per, bb = nblk + i % per / 8, sub = i % 8;
-            *(uint32_t *)(xq + ((size_t)b * units + bb / T::UB) * XUB + 32 * (bb % T::UB) +
-                          4 * sub) = 0u;
-            if (sub == 0) {
-                xd[(size_t)b * xblk + bb] = 0.0f;
-                xs[(size_t)b * xblk + bb] = 0;
-            }
-        }
     }
     __syncthreads();
     tr.x_ready();
@@ -467,15 +383,7 @@ __device__ __forceinline__ void gemv_q8x_body(const uint8_t *__restrict__ W, int
             uint32_t w[R][T::WORDS];
 #pragma unroll
             for (int r = 0; r < R; r++)
-                T::load(sw + (stage * R + r) * SEG + (words ? 0 : seg_src(rg, r, seg) & 15), lane,
-                        w[r]);
-            if constexpr (T::BE == 32) {
-                if (ragged && u == units - 1) {
-#pragma unroll
-                    for (int r = 0; r < R; r++)
-                        q8x_mask_tail<T::WORDS>(w[r], tail_bytes);
-                }
-            }
+                T::load(sw + (stage * R + r) * SEG + (seg_src(rg, r, seg) & 15), lane, w[r]);
 #pragma unroll
             for (int b = 0; b < NB; b++) {
                 if (b >= nb) break;
@@ -488,8 +396,8 @@ __device__ __forceinline__ void gemv_q8x_body(const uint8_t *__restrict__ W, int
                 }
                 float d[T::UB];
                 int sq[T::UB];
-                const size_t xi = (size_t)b * xblk + u * T::UB;
-                if constexpr (T::UB == 4) { /* 16-byte aligned: xblk % 4 == 0, XUB % 16 == 0 */
+                const size_t xi = (size_t)b * nblk + u * T::UB;
+                if constexpr (T::UB == 4) { /* 16-byte aligned: nblk % 4 == 0, XUB % 16 == 0 */
                     const float4 dv = *(const float4 *)(xd + xi);
                     const int4 sv = *(const int4 *)(xs + xi);
                     d[0] = dv.x, d[1] = dv.y, d[2] = dv.z, d[3] = dv.w;
@@ -680,7 +588,7 @@ static int gemv_q8x_launch_nb(const void *W, int M, int K, const float *x, int n
             (q8x_glu_knob() != 2 && per_cta * (32 / warps) * 7 > rounds * 8))
             return -1;
     }
-    const size_t row_bytes = q8x_row_bytes<T>(K);
+    const size_t row_bytes = (size_t)(K / (32 * T::UB)) * T::UBYTES; /* units x bytes */
     const int copy = q8x_copy_mode<T>(W, K);
     if constexpr (XIN == Q8X_NORM)
         si_launch_pdl(norm_kernel, grid, warps * 32, smem, st, (const uint8_t *)W, M, K, row_bytes,
@@ -822,7 +730,7 @@ static int gemv_q8x_launch_rs(int rs, const void *W, int M, int K, const float *
 template <class T, int XIN = Q8X_F32>
 static int gemv_q8x_launch(const void *W, int M, int K, const float *x, int nb, float *y,
                            cudaStream_t st) {
-    if (XIN == Q8X_PRE ? !gemv_q8x_pre_ok<T>(K) : !gemv_q8x_ok<T>(K)) return -1;
+    if (!gemv_q8x_ok<T>(K)) return -1;
     /* the same bits on tensor cores, for the types that have them (q8x_tc_of) */
     using TC = typename q8x_tc_of<T>::type;
     if constexpr (!std::is_void<TC>::value)
