@@ -9,7 +9,7 @@
 # the GLU GEMV forced on (SI_CUDA_GEMV_GLU=2: its dealing rule refuses 1,536 outputs); Llama-2-7B
 # Q4_0 old against new (its kernels gained a branch for the ragged tail); with CAP set, run.sh's
 # model part in what is left (if a minute or more). Call 1 ran it on 9e6ce12 (hung in the norm GEMV at K = 576); call 2
-# (CAP=530) on the fix.
+# (O=/tmp/o59b CAP=320) on the fix, bc2a4bb.
 set -u
 O=${O:-/tmp/o59a} B=build-gpucarry
 . bench/gpu_call_env.sh
