@@ -8,8 +8,8 @@
 # GPU vs CPU on SmolLM2-135M-shaped models; tg128 old against new (two rounds, opposite orders),
 # the GLU GEMV forced on (SI_CUDA_GEMV_GLU=2: its dealing rule refuses 1,536 outputs); Llama-2-7B
 # Q4_0 old against new (its kernels gained a branch for the ragged tail); with CAP set, run.sh's
-# model part in what is left (if a minute or more). Call 1 ran it on 9e6ce12 (hung in the norm GEMV at K = 576); call 2
-# (O=/tmp/o59b CAP=320) on the fix, bc2a4bb.
+# model part in what is left (if a minute or more). Call 1 ran it on 9e6ce12 (hung in the norm
+# GEMV at K = 576); call 2 (O=/tmp/o59b CAP=320) on the fix, bc2a4bb.
 set -u
 O=${O:-/tmp/o59a} B=build-gpucarry
 . bench/gpu_call_env.sh
