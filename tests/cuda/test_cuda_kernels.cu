@@ -768,7 +768,8 @@ int main(int argc, char **argv) {
     std::vector<shape> shapes;
     /* K = 352 and 576 (no multiple of 128) and K = 16384 (> 14336): the quantised types take the
      * f32-activation path (Q4_K/Q6_K only at 16384: 352 and 576 are no multiple of their 256);
-     * 960 x 576 is SmolLM2-135M's QKV (the default model's), timed */
+     * 960 x 576 is SmolLM2-135M's QKV (the default model's), timed; 300 x 14336: the q8x
+     * kernel's largest K (Llama-3-8B's down), where x of 2-8 rows leaves room for fewer warps */
     /* 40 x 2048: Q6_K rows of whole 16-byte words (512, 768: rows starting mid-word); 16 x 4096:
      * 2 chunks of the tensor-core kernel (Q4_0, the K-quants), so SI_CUDA_GEMV_TC_PARTS=2 (run.sh)
      * takes 9-16 rows' x in 2 parts (and 64 x 512, 37 x 768 put 2 tiles in one CTA). No small
@@ -790,9 +791,7 @@ int main(int argc, char **argv) {
                   {3, 256, false},
                   {129, 768, false},
                   {7, 352, false},
-                  {300, 14336, false} /* the q8x kernel's
-largest K (Llama-3-8B's down): x of 2-8 rows leaves room for fewer warps */
-                  ,
+                  {300, 14336, false},
                   {3, 16384, false},
                   {960, 576, true}};
     auto skip_shape = [&](const shape &s) { return only_m && (s.M != only_m || s.K != only_k); };
