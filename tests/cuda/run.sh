@@ -9,14 +9,14 @@
 #   3. the checks, in parallel (SI_JOBS at a time, default half the CPUs; each its own log in
 #      $OUT/checks/), in the background beside 4's logits tests: each kernel test with --small
 #      under compute-sanitizer memcheck and racecheck; the knobs' passes (sampler cluster sizes,
-#      the narrow norm GEMVs, the opt-in tensor-core F16/BF16 GEMV, x in parts / compact
-#      scales), sanitized too
+#      the narrow norm GEMVs, the opt-in tensor-core F16/BF16 GEMV, the general f32-x GEMV where
+#      gemv_direct takes the rows by default, x in parts / compact scales), sanitized too
 #      (SI_SKIP_KERNEL_TESTS=1 skips 2 and 3; SI_SANITIZE=0 skips the sanitizers; SI_KTESTS="a b"
 #      runs only those kernel tests; SI_SKIP_MODEL=1 skips 4);
 #   4. the whole model on the GPU: the full project (swiftinfer CLI, test_cuda_model) built with
 #      CUDA, synthetic models written by `swiftinfer synth` (tiny, tiny-qwen2, smollm2-135m in
-#      f16/q8_0/q4_0/q4_1 (q4_1: the default model's type; its n_embd 576 takes the general
-#      GEMV), tiny in q8_0/q4_0/q4_1/q4_k/q5_0/q5_1/q5_k/q6_k/q2_k/q3_k/iq4_nl/iq4_xs
+#      f16/q8_0/q4_0/q4_1 (q4_1: the default model's type; its n_embd 576 takes gemv_direct),
+#      tiny in q8_0/q4_0/q4_1/q4_k/q5_0/q5_1/q5_k/q6_k/q2_k/q3_k/iq4_nl/iq4_xs
 #      (n_embd 256: the batch-1 GEMVs with the norm inside; the 5-8-row steps of all but q8_0 on
 #      tensor cores) and in llama.cpp's q3_k_m, q4_k_m and q5_k_m mixtures (attn_v of another
 #      type than attn_q: Q and K as one matmul, V another); llama2-7b q4_0 with SI_SYNTH_7B=1;
@@ -165,6 +165,18 @@ if [ "${SI_SKIP_KERNEL_TESTS:-0}" != 1 ]; then
             [ "${SI_SANITIZE:-1}" = 1 ] || continue
             check "h16mma-$tool" "$h16 compute-sanitizer --tool $tool --error-exitcode 3 \
                 $BD/test_cuda_kernels --gemv --small --types f16,bf16"
+        done
+    fi
+    # the general f32-x GEMV where gemv_direct.cuh takes the rows by default
+    # (SI_CUDA_GEMV_DIRECT=0: the 32-element-block types at K % 128 != 0): its checks and
+    # sanitizers
+    if [ -x "$BD/test_cuda_kernels" ]; then
+        gen="SI_CUDA_GEMV_DIRECT=0" q32=q4_0,q4_1,q5_0,q5_1,q8_0,iq4_nl
+        check general "$gen $BD/test_cuda_kernels --gemv --no-bench --types $q32"
+        for tool in memcheck racecheck; do
+            [ "${SI_SANITIZE:-1}" = 1 ] || continue
+            check "general-$tool" "$gen compute-sanitizer --tool $tool --error-exitcode 3 \
+                $BD/test_cuda_kernels --gemv --small --types $q32"
         done
     fi
     # 9-16 rows with x in parts on every tensor-core launch (SI_CUDA_GEMV_TC_PARTS=2; by default

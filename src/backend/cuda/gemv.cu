@@ -137,10 +137,11 @@ static int gemv_launch(const void *W, int M, int K, const float *x, int nb, floa
     return 0;
 }
 
+#include "backend/cuda/gemv_direct.cuh"
 #include "backend/cuda/gemv_fast.cuh"
 #include "backend/cuda/gemv_h16_mma.cuh"
-#include "backend/cuda/gemv_q8x.cuh"
 #include "backend/cuda/gemv_mma.cuh"
+#include "backend/cuda/gemv_q8x.cuh"
 #include "backend/cuda/weight_units.cuh"
 
 extern "C" size_t cuda_weight_alloc_bytes(si_type t, int64_t M, int64_t K) {
@@ -172,8 +173,8 @@ static bool gemv_mma_on() {
 }
 
 /* A quantised type (weight_units U): the tensor-core or dp4a kernel where K allows it
- * (K % 256 == 0 / K % 128 == 0, K <= 14336, shared memory fits), else the f32-activation kernel
- * above. */
+ * (K % 256 == 0 / K % 128 == 0, K <= 14336, shared memory fits), else the f32-activation kernels:
+ * gemv_direct.cuh's for the 32-element-block types, the general one above for the rest. */
 template <class U>
 static int gemv_quant(const void *W, int M, int K, const float *x, int nb, float *y,
                       cudaStream_t st) {
@@ -185,6 +186,7 @@ static int gemv_quant(const void *W, int M, int K, const float *x, int nb, float
             gemv_mma_launch<TM>(W, M, K, x, nb, y, st) == 0)
             return 0;
     if (gemv_q8x_ok<TX>(K) && gemv_q8x_launch<TX>(W, M, K, x, nb, y, st) == 0) return 0;
+    if (gemv_direct_launch<T>(W, M, K, x, nb, y, st) == 0) return 0;
     return gemv_launch<T>(W, M, K, x, nb, y, st);
 }
 
