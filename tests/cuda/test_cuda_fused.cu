@@ -283,7 +283,8 @@ static void test_gemv_pre(const qtype &q, int M, int K, bool swiglu) {
 
 /* the batch-1 GEMV with the norm inside (cuda_gemv_norm) == cuda_add_rmsnorm (out_q8) then
  * cuda_gemv_pre, y and the residual sum bit for bit; x left as it was; with add NULL, x_out not
- * written */
+ * written. Rows the q8x kernels do not take (K % 128 != 0: gemv_direct.cuh, the 32-element-block
+ * types): == cuda_add_rmsnorm (f32 out) then cuda_gemv, and the GLU GEMV refused there. */
 static void test_gemv_norm(const qtype &q, int M, int K) {
     if (!cuda_gemv_norm_ok(q.t, M, K)) {
         g_checks++;
@@ -297,14 +298,18 @@ static void test_gemv_norm(const qtype &q, int M, int K) {
     float *xr = dalloc<float>(K), *x_out = dalloc<float>(K);
     float *y1 = dalloc<float>(M), *y2 = dalloc<float>(M);
     uint8_t *xq = dalloc<uint8_t>(CUDA_Q8X_ROW_BYTES(K));
+    float *xn = dalloc<float>(K); /* the norm's f32 row, for gemv_direct */
+    const bool q8x = cuda_gemv_pre_ok(q.t, K, 1);
     for (bool with_add : {false, true}) {
         CUDA_CHECK(cudaMemcpy(xr, x, (size_t)K * 4, cudaMemcpyDeviceToDevice));
         CUDA_CHECK(cudaMemset(x_out, 0xFF, (size_t)K * 4));
         CUDA_CHECK(cudaMemset(y1, 0xFF, (size_t)M * 4));
         CUDA_CHECK(cudaMemset(y2, 0xFF, (size_t)M * 4));
         const float *a = with_add ? add : NULL;
-        const int r1 = cuda_add_rmsnorm(NULL, xq, xr, a, w, K, 1, 1e-5f, 0) ||
-                       cuda_gemv_pre(q.t, W, M, K, xq, 1, y1, 0);
+        const int r1 = q8x ? cuda_add_rmsnorm(NULL, xq, xr, a, w, K, 1, 1e-5f, 0) ||
+                                 cuda_gemv_pre(q.t, W, M, K, xq, 1, y1, 0)
+                           : cuda_add_rmsnorm(xn, NULL, xr, a, w, K, 1, 1e-5f, 0) ||
+                                 cuda_gemv(q.t, W, M, K, xn, 1, y1, 0);
         const int r2 = cuda_gemv_norm(q.t, W, M, K, x, a, w, 1e-5f, with_add ? x_out : NULL, y2, 0);
         char name[128];
         snprintf(name, sizeof name, "gemv_norm %s %dx%d %s: y", q.name, M, K,
@@ -341,8 +346,16 @@ static void test_gemv_norm(const qtype &q, int M, int K) {
     if (!refused) g_fail++;
     printf("%s gemv_norm %s: x_out aliasing x, or missing, is refused\n",
            refused ? "PASS" : "FAIL", q.name);
+    if (!q8x) {
+        g_checks++;
+        const bool glu_refused =
+            cuda_gemv_norm_glu(q.t, W, M, K, x, NULL, w, 1e-5f, NULL, xq, 0) == -1;
+        if (!glu_refused) g_fail++;
+        printf("%s gemv_norm_glu %s %dx%d: refused where the q8x kernels do not take the rows\n",
+               glu_refused ? "PASS" : "FAIL", q.name, M, K);
+    }
     for (void *p : {(void *)W, (void *)w, (void *)x, (void *)add, (void *)xr, (void *)x_out,
-                    (void *)y1, (void *)y2, (void *)xq})
+                    (void *)y1, (void *)y2, (void *)xq, (void *)xn})
         CUDA_CHECK(cudaFree(p));
 }
 
@@ -524,6 +537,14 @@ int main(int argc, char **argv) {
             test_gemv_norm(q, 12288, 4096); /* K < 8192: 2 x 4 */
             test_gemv_norm(q, 3000, 8192);  /* K = 8192, the longest row the norm holds */
             test_gemv_norm(q, 700, 5120);   /* 5 float4 a thread: 3 + 2 in a 16-warp CTA */
+        }
+        /* rows the q8x kernels do not take: gemv_direct.cuh's norm GEMV, one float4 a thread
+         * (SmolLM2-135M's QKV and gate/up; 7 x 352: a partial CTA) and NORM_VEC (K = 2,080) */
+        if (quant_get(q.t)->block_size == 32) {
+            test_gemv_norm(q, 7, 352);
+            test_gemv_norm(q, small ? 40 : 960, 576);
+            if (!small) test_gemv_norm(q, 3072, 576);
+            test_gemv_norm(q, 33, 2080);
         }
     }
     /* the GLU GEMV on every shape, its dealing rule (gemv_q8x.cuh) aside */

@@ -57,12 +57,13 @@ int cuda_gemv_pre_ok(si_type t, int K, int n_batch);
 int cuda_gemv_pre(si_type t, const void *W, int M, int K, const void *xq, int n_batch, float *y,
                   cudaStream_t stream);
 
-/* Batch-1 cuda_gemv_pre with the norm before it inside (no norm kernel between this GEMV and
- * the kernel before it): x_out = x + add (add may be NULL: nothing added, x_out not written;
- * x_out must not alias x or add), then y = W (rmsnorm(x_out) * norm_w) — the same bits as
- * cuda_add_rmsnorm(out_q8) followed by cuda_gemv_pre. x, add, norm_w: K floats. -1 where not
- * cuda_gemv_norm_ok(t, M, K) (the types of cuda_gemv_pre, K <= CUDA_NORM_Q8_MAX, shared memory
- * for the norm's 256 threads). */
+/* Batch-1 GEMV with the norm before it inside (no norm kernel between this GEMV and the kernel
+ * before it): x_out = x + add (add may be NULL: nothing added, x_out not written; x_out must not
+ * alias x or add), then y = W (rmsnorm(x_out) * norm_w) — the same bits as
+ * cuda_add_rmsnorm(out_q8) followed by cuda_gemv_pre, or, where cuda_gemv_pre does not take the
+ * rows (the 32-element-block types at K % 128 != 0), cuda_add_rmsnorm (f32 out) followed by
+ * cuda_gemv. x, add, norm_w: K floats. -1 where not cuda_gemv_norm_ok(t, M, K) (those types,
+ * K <= CUDA_NORM_Q8_MAX, shared memory for the norm's 256 threads). */
 int cuda_gemv_norm_ok(si_type t, int M, int K);
 int cuda_gemv_norm(si_type t, const void *W, int M, int K, const float *x, const float *add,
                    const float *norm_w, float eps, float *x_out, float *y, cudaStream_t stream);
@@ -70,7 +71,8 @@ int cuda_gemv_norm(si_type t, const void *W, int M, int K, const float *x, const
 /* cuda_gemv_norm of a [gate; up] matrix (M = 2 n rows, gate's first) that ends in SwiGLU: instead
  * of y it writes silu(gate) x up quantised into out_q8 (CUDA_Q8X_ROW_BYTES(n), for cuda_gemv_pre
  * of the down matrix) — the same bits as cuda_gemv_norm then cuda_fwd_swiglu_rows' q8 output, one
- * kernel. -1 (nothing launched) where it does not run: where cuda_gemv_norm would not, for
+ * kernel. -1 (nothing launched) where it does not run: where cuda_gemv_norm would not or
+ * cuda_gemv_pre does not take the rows, for
  * M % 256 != 0 (n % 128, as the down GEMV's q8 rows need), for kernel shapes other than one 16-warp
  * CTA an SM of 2 rows a warp at 2 stages (so not with SI_CUDA_GEMV_Q8X_NORM_WIDE=0), and where
  * dealing whole q8 blocks to CTAs would take more than 8/7 the plain GEMV's rounds (gemv_q8x.cuh,

@@ -137,12 +137,14 @@ static int gemv_launch(const void *W, int M, int K, const float *x, int nb, floa
     return 0;
 }
 
-#include "backend/cuda/gemv_direct.cuh"
 #include "backend/cuda/gemv_fast.cuh"
 #include "backend/cuda/gemv_h16_mma.cuh"
 #include "backend/cuda/gemv_mma.cuh"
 #include "backend/cuda/gemv_q8x.cuh"
 #include "backend/cuda/weight_units.cuh"
+
+/* after gemv_q8x.cuh: q8x_norm_in, norm.cuh */
+#include "backend/cuda/gemv_direct.cuh"
 
 extern "C" size_t cuda_weight_alloc_bytes(si_type t, int64_t M, int64_t K) {
     return with_weight_units(t, (size_t)0, [&](auto u) {
@@ -336,9 +338,14 @@ extern "C" int cuda_gemv_pre(si_type t, const void *W, int M, int K, const void 
 
 /* ---- the norm before it inside (cuda_gemv_norm) */
 
+/* The q8x kernels' norm GEMV where they take the rows, else gemv_direct.cuh's (32-element-block
+ * types) */
 extern "C" int cuda_gemv_norm_ok(si_type t, int M, int K) {
-    if (!cuda_gemv_pre_ok(t, K, 1)) return 0;
-    return with_q8x_unit(t, 0, [&](auto u) { return (int)gemv_q8x_norm_ok<decltype(u)>(M, K); });
+    if (cuda_gemv_pre_ok(t, K, 1))
+        return with_q8x_unit(t, 0,
+                             [&](auto u) { return (int)gemv_q8x_norm_ok<decltype(u)>(M, K); });
+    return with_weight_units(
+        t, 0, [&](auto u) { return (int)gemv_direct_norm_ok<typename decltype(u)::tq>(K); });
 }
 
 /* y, or (glu_q8 set) silu(gate) x up quantised: cuda_gemv_norm and cuda_gemv_norm_glu */
@@ -351,8 +358,13 @@ static int gemv_norm(si_type t, const void *W, int M, int K, const float *x, con
         ((uintptr_t)glu_q8 & 15))
         return -1;
     const q8x_norm_in nin = {add, norm_w, x_out, eps, glu_q8};
-    return with_q8x_unit(t, -1, [&](auto u) {
-        return gemv_q8x_norm_launch<decltype(u)>(W, M, K, x, y, nin, stream);
+    if (cuda_gemv_pre_ok(t, K, 1))
+        return with_q8x_unit(t, -1, [&](auto u) {
+            return gemv_q8x_norm_launch<decltype(u)>(W, M, K, x, y, nin, stream);
+        });
+    if (glu_q8) return -1; /* the direct kernel writes y only */
+    return with_weight_units(t, -1, [&](auto u) {
+        return gemv_direct_norm_launch<typename decltype(u)::tq>(W, M, K, x, y, nin, stream);
     });
 }
 
