@@ -1,7 +1,8 @@
 /* gemv.cu — decode matmul (cuda_gemv). Fast paths: gemv_fast.cuh (F16/BF16, K % 8 == 0),
  * gemv_q8x.cuh (the quantised types with x quantised to q8, dp4a; K % 128 == 0; Q4_0 at 5-8 rows
- * on int8 tensor cores with the same bits, gemv_q8x_tc.cuh) and gemv_mma.cuh (opt-in, not the
- * same bits: int8 tensor cores from GEMV_MMA_MIN_NB batch rows; K % 256 == 0);
+ * on int8 tensor cores with the same bits, gemv_q8x_tc.cuh), gemv_mma.cuh (opt-in, not the
+ * same bits: int8 tensor cores from GEMV_MMA_MIN_NB batch rows; K % 256 == 0) and
+ * gemv_direct.cuh (the 32-element-block types on the rows the q8x kernels do not take, f32 x);
  * every other shape takes the general kernel here, which multiplies f32 x.
  *
  * General kernel: memory-bound, every weight byte is read once, with 16-byte cp.async
@@ -11,7 +12,8 @@
  * segment is in flight while this one is decoded. Each warp owns GEMV_ROWS rows so that one
  * float4 activation load feeds GEMV_ROWS weight groups. f32 accumulation, warp-shuffle sum.
  * Launched with PDL as the other decode kernels are: the matrices whose K is no multiple of 128
- * (SmolLM2-135M's 576: its QKV, output and gate/up projections) take this kernel at batch 1;
+ * (SmolLM2-135M's 576: its QKV, output and gate/up projections) took this kernel at batch 1
+ * (gemv_direct.cuh's since session 60);
  * launched the usual way, it could not start until the kernel before it had finished, where the
  * chain's other kernels overlap the one before's tail. Measured on an H100, same call, 2 rounds
  * (bench/RESULTS.md 2026-12-07 s58), SmolLM2-135M-shaped tg128: Q4_0 1,440 -> 1,763 t/s, Q4_1

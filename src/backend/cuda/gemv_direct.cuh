@@ -15,6 +15,13 @@
  * of 72 units: one unit a lane, all in flight together); the slices' sums meet in shared
  * memory in slice order. Rows per warp R by batch rows as gemv_h16's.
  *
+ * Measured on the H200 (bench/RESULTS.md 2026-12-07 s60, same call, 2 rounds), SmolLM2-135M-
+ * shaped tg128, the general kernel -> this one after the norm kernel -> this one with the norm
+ * inside: Q4_0 1,819 -> 2,062 -> 2,290 t/s, Q4_1 2,017 -> 2,062 -> 2,264, Q8_0 1,799 -> 2,143 ->
+ * 2,309 (F16 2,206). NOTE: at 49152 x 576 (the tied logits) it reads Q4_0 at 14.5 % of the
+ * bandwidth (26.5 us, F16's kernel 25.1 us for 3.6x the bytes): 18 of 32 lanes a warp decode a
+ * unit each with three 2-byte loads, too few bytes in flight for a large matrix.
+ *
  * NV > 0, batch 1 (cuda_gemv_norm): one row that the norm before has not seen; every CTA adds
  * the residual, normalises the row into shared memory with norm.cuh's arithmetic (NV float4 a
  * thread: K <= NV x 1,024) and multiplies that, as gemv_q8x.cuh's Q8X_NORM does for the q8x
