@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 60, the one-call fallback (when device time allows one call only): tg128 of the three
+# Session 60, call 3 (the one-call plan, when device time allowed one call only): tg128 of the three
 # settings on SmolLM2-135M-shaped Q4_0 / Q4_1 / Q8_0 (default: gemv_direct with the norm inside;
 # SI_CUDA_GEMV_NORM=0: gemv_direct after the norm kernel; SI_CUDA_GEMV_DIRECT=0: the general
 # kernel, as before this session), two rounds, the second in reverse order; then
