@@ -284,7 +284,8 @@ static void test_gemv_pre(const qtype &q, int M, int K, bool swiglu) {
 /* the batch-1 GEMV with the norm inside (cuda_gemv_norm) == cuda_add_rmsnorm (out_q8) then
  * cuda_gemv_pre, y and the residual sum bit for bit; x left as it was; with add NULL, x_out not
  * written. Rows the q8x kernels do not take (K % 128 != 0: gemv_direct.cuh, the 32-element-block
- * types): == cuda_add_rmsnorm (f32 out) then cuda_gemv, and the GLU GEMV refused there. */
+ * types): == cuda_add_rmsnorm (f32 out) then cuda_gemv (the GLU GEMV's refusal there:
+ * test_gemv_norm_glu_refused). */
 static void test_gemv_norm(const qtype &q, int M, int K) {
     if (!cuda_gemv_norm_ok(q.t, M, K)) {
         g_checks++;
