@@ -770,8 +770,7 @@ int main(int argc, char **argv) {
     /* K = 352 and 576 (no multiple of 128) and K = 16384 (> 14336): the quantised types take the
      * f32-activation path (Q4_K/Q6_K only at 16384: 352 and 576 are no multiple of their 256);
      * 960 x 576 is SmolLM2-135M's QKV (the default model's) and 49152 x 576 its tied logits, both
-     * timed (8191 x 576: gemv_direct's looping instance, SI_CUDA_GEMV_DIRECT_LOOP=1-3, with a
-     * partial last round); 300 x 14336: the q8x
+     * timed; 300 x 14336: the q8x
      * kernel's largest K (Llama-3-8B's down), where x of 2-8 rows leaves room for fewer warps */
     /* 40 x 2048: Q6_K rows of whole 16-byte words (512, 768: rows starting mid-word); 16 x 4096:
      * 2 chunks of the tensor-core kernel (Q4_0, the K-quants), so SI_CUDA_GEMV_TC_PARTS=2 (run.sh)
@@ -797,8 +796,7 @@ int main(int argc, char **argv) {
                   {300, 14336, false},
                   {3, 16384, false},
                   {960, 576, true},
-                  {49152, 576, true},
-                  {8191, 576, false}};
+                  {49152, 576, true}};
     auto skip_shape = [&](const shape &s) { return only_m && (s.M != only_m || s.K != only_k); };
     if (bench) {
         const double us = time_median_us([&] { empty_kernel<<<1, 32, 0, g_st>>>(); CUDA_CHECK_LAUNCH(); }, 50);

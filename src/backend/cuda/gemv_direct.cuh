@@ -32,58 +32,33 @@
 #define GEMV_DIRECT_KS 4
 static_assert(GEMV_DIRECT_WARPS * 32 == NORM_THREADS, "the norm's thread count");
 
-/* What a CTA does after a round of rows where it has more (SI_CUDA_GEMV_DIRECT_LOOP): */
-enum {
-    GEMV_DIRECT_ONE_ROUND = 0, /* nothing: a CTA a round (grid = rounds) */
-    GEMV_DIRECT_PF_L1 = 1,     /* prefetch its next round's first units into L1 */
-    GEMV_DIRECT_PF_L2 = 2,     /* ... into L2 */
-    GEMV_DIRECT_NO_PF = 3,     /* loop without prefetching */
-};
-
-/* The bytes of the unit of block b that a lane decodes (u of T::UPB) brought nearer the SM:
- * the block's first byte (its scales) and the unit's last. A hint: nothing is read into a
- * register, and the loads that follow take the bytes from wherever they are. */
-template <class T>
-__device__ __forceinline__ void gemv_direct_prefetch(const uint8_t *b, int u, int to) {
-    const uint8_t *end = b + (u + 1) * T::BB / T::UPB - 1;
-    if (to == GEMV_DIRECT_PF_L1) { /* generic addresses: no state space named */
-        asm volatile("prefetch.L1 [%0];" ::"l"(b));
-        asm volatile("prefetch.L1 [%0];" ::"l"(end));
-    } else {
-        asm volatile("prefetch.L2 [%0];" ::"l"(b));
-        asm volatile("prefetch.L2 [%0];" ::"l"(end));
-    }
-}
-
-template <class T, int NB, int R, int NV = 0, bool LOOP = false>
-__global__ void __launch_bounds__(GEMV_DIRECT_WARPS * 32, NB == 1 && NV <= 1 ? 4 : 1)
+template <class T, int NB, int R, int NV = 0>
+__global__ void __launch_bounds__(GEMV_DIRECT_WARPS * 32)
     gemv_direct_kernel(const uint8_t *__restrict__ W, int M, int K, size_t row_bytes,
-                       const float *__restrict__ x, int nb, float *__restrict__ y, q8x_norm_in nin,
-                       int after) {
-    constexpr int KS = GEMV_DIRECT_KS, NW = T::NG * 4, GROUPS = GEMV_DIRECT_WARPS / KS;
+                       const float *__restrict__ x, int nb, float *__restrict__ y,
+                       q8x_norm_in nin) {
+    constexpr int KS = GEMV_DIRECT_KS, NW = T::NG * 4;
     static_assert(GEMV_DIRECT_WARPS % KS == 0 && R * NB <= 32,
                   "KS divides the warps; a lane a sum");
     static_assert(NV == 0 || NB == 1, "the norm runs on one row");
-    /* a round's slice sums, two rounds' worth: a round writes one while slice 0 may still read
-     * the other's (see the barrier below) */
-    __shared__ float part[LOOP ? 2 : 1][GEMV_DIRECT_WARPS][R][NB];
+    __shared__ float part[GEMV_DIRECT_WARPS][R][NB];
     extern __shared__ float4 x_normed[]; /* NV > 0: the normalised row, K / 4 float4 */
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, slice = warp % KS;
-    const int rounds = (M + GROUPS * R - 1) / (GROUPS * R); /* round rd: rows from rd GROUPS R */
-    const int nu = K / T::BE * T::UPB;                      /* units a row */
+    const int row0 = (blockIdx.x * (GEMV_DIRECT_WARPS / KS) + warp / KS) * R;
+    const int nu = K / T::BE * T::UPB; /* units a row */
     const int c_beg = (int)((long long)nu * slice / KS),
               c_end = (int)((long long)nu * (slice + 1) / KS);
-    const int first = c_beg + lane;
-    int rd = blockIdx.x, row0 = 0;
     const uint8_t *rowp[R];
-    auto rows_of = [&](int grp) { /* this warp's rows of round grp */
-                                  row0 = (grp * GROUPS + warp / KS) * R;
 #pragma unroll
-                                  for (int r = 0; r < R; r++)
-                                      rowp[r] = W + (size_t)min(row0 + r, M - 1) * row_bytes;
-                                  return row0 < M && first < c_end;
-    };
+    for (int r = 0; r < R; r++)
+        rowp[r] = W + (size_t)min(row0 + r, M - 1) * row_bytes;
     float acc[R][NB];
+#pragma unroll
+    for (int r = 0; r < R; r++)
+#pragma unroll
+        for (int b = 0; b < NB; b++)
+            acc[r][b] = 0.0f;
+
     float w[R][NW];
     int xo[T::NG];
     auto decode = [&](int c) {
@@ -110,11 +85,12 @@ __global__ void __launch_bounds__(GEMV_DIRECT_WARPS * 32, NB == 1 && NV <= 1 ? 4
     /* launched with PDL (pdl.cuh): the weights and the norm's weight, which no kernel writes,
      * are loaded (and the weights decoded) while the kernel before still runs; x after the wait */
     const int n4 = K / 4, t = threadIdx.x;
-    float4 gw[NV ? NV : 1];
+    float4 g[NV ? NV : 1];
 #pragma unroll
     for (int i = 0; i < NV; i++)
-        if (t + i * NORM_THREADS < n4) gw[i] = __ldg((const float4 *)nin.w + t + i * NORM_THREADS);
-    bool live = rows_of(rd);
+        if (t + i * NORM_THREADS < n4) g[i] = __ldg((const float4 *)nin.w + t + i * NORM_THREADS);
+    const int first = c_beg + lane;
+    const bool live = row0 < M && first < c_end;
     if (live) decode(first);
     si_pdl_trigger();
     si_pdl_wait();
@@ -133,97 +109,39 @@ __global__ void __launch_bounds__(GEMV_DIRECT_WARPS * 32, NB == 1 && NV <= 1 ? 4
 #pragma unroll
         for (int i = 0; i < NV; i++)
             if (t + i * NORM_THREADS < n4)
-                x_normed[t + i * NORM_THREADS] = norm_out4(v[i], scale, gw[i]);
+                x_normed[t + i * NORM_THREADS] = norm_out4(v[i], scale, g[i]);
         __syncthreads();
     }
-    for (int turn = 0; rd < rounds; rd += gridDim.x, turn ^= LOOP) {
-        const int next = rd + gridDim.x;
-        if (LOOP && (after == GEMV_DIRECT_PF_L1 || after == GEMV_DIRECT_PF_L2)) {
-            const int r_next = (next * GROUPS + warp / KS) * R;
-            if (next < rounds && r_next < M && first < c_end)
-#pragma unroll
-                for (int r = 0; r < R; r++)
-                    gemv_direct_prefetch<T>(W + (size_t)min(r_next + r, M - 1) * row_bytes +
-                                                (size_t)(first / T::UPB) * T::BB,
-                                            first % T::UPB, after);
+    if (live)
+        for (int c = first; c < c_end; c += 32) {
+            if (c != first) decode(c);
+            accumulate(c);
         }
 #pragma unroll
-        for (int r = 0; r < R; r++)
+    for (int r = 0; r < R; r++)
 #pragma unroll
-            for (int b = 0; b < NB; b++)
-                acc[r][b] = 0.0f;
-        if (live)
-            for (int c = first; c < c_end; c += 32) {
-                if (c != first) decode(c);
-                accumulate(c);
-            }
-#pragma unroll
-        for (int r = 0; r < R; r++)
-#pragma unroll
-            for (int b = 0; b < NB; b++) {
-                const float v = si_warp_sum(acc[r][b]);
-                if (lane == 0) part[turn][warp][r][b] = v;
-            }
-        /* The round's slice sums are written. One barrier a round: the next round writes the
-         * other half, and this half again only after the next barrier, which slice 0's warps
-         * reach after reading it. */
-        __syncthreads();
-        if (slice == 0 && lane < R * NB) {
-            const int r = lane / NB, b = lane % NB;
-            float v = part[turn][warp][r][b];
-#pragma unroll
-            for (int s = 1; s < KS; s++)
-                v += part[turn][warp + s][r][b];
-            if (b < nb && row0 + r < M) y[(size_t)b * M + row0 + r] = v;
+        for (int b = 0; b < NB; b++) {
+            const float v = si_warp_sum(acc[r][b]);
+            if (lane == 0) part[warp][r][b] = v;
         }
-        if (!LOOP) break; /* the grid is the rounds */
-        if (next < rounds && (live = rows_of(next))) decode(first);
+    __syncthreads();
+    if (slice == 0 && lane < R * NB) {
+        const int r = lane / NB, b = lane % NB;
+        float v = part[warp][r][b];
+#pragma unroll
+        for (int s = 1; s < KS; s++)
+            v += part[warp + s][r][b];
+        if (b < nb && row0 + r < M) y[(size_t)b * M + row0 + r] = v;
     }
 }
 
-/* CTAs of kernel (a gemv_direct_kernel instance with smem bytes of dynamic shared memory) that
- * the GPU holds at once */
-template <class K> static int gemv_direct_resident(K kernel, size_t smem) {
-    int dev, sms, per_sm;
-    CUDA_CHECK(cudaGetDevice(&dev));
-    CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel,
-                                                             GEMV_DIRECT_WARPS * 32, smem));
-    return max(1, per_sm) * sms;
-}
-
-/* Timing knob (read at the first call): SI_CUDA_GEMV_DIRECT_LOOP=N, what a CTA does after a
- * round of rows (the GEMV_DIRECT_* above; default GEMV_DIRECT_ONE_ROUND). */
-static int gemv_direct_after(void) {
-    static int after = -1;
-    if (after < 0) {
-        const char *e = getenv("SI_CUDA_GEMV_DIRECT_LOOP");
-        after = e && e[0] >= '0' && e[0] <= '3' && !e[1] ? e[0] - '0' : GEMV_DIRECT_ONE_ROUND;
-    }
-    return after;
-}
-
-/* gemv_direct_kernel<T, NB, R, NV> over M rows: a CTA a round of rows, or, one batch row with
- * more rounds than the GPU holds CTAs at once (the tied logits, 49152 rows) and the knob set,
- * the LOOP instance on as many CTAs as it holds. smem: x_normed's bytes (NV > 0). */
-template <class T, int NB, int R, int NV>
-static void gemv_direct_run(const void *W, int M, int K, const float *x, int nb, float *y,
-                            const q8x_norm_in &nin, size_t smem, cudaStream_t st) {
+template <class T, int NB, int R>
+static void gemv_direct_launch_nb(const void *W, int M, int K, const float *x, int nb, float *y,
+                                  cudaStream_t st) {
     const size_t row_bytes = (size_t)(K / T::BE) * T::BB;
-    const int rounds = si_div_up(M, GEMV_DIRECT_WARPS / GEMV_DIRECT_KS * R);
-    const int after = gemv_direct_after();
-    if constexpr (NB == 1 && NV <= 1) {
-        static int resident = 0; /* at the first call's shared memory: a grid's size hangs on it */
-        if (after != GEMV_DIRECT_ONE_ROUND && !resident)
-            resident = gemv_direct_resident(gemv_direct_kernel<T, 1, R, NV, true>, smem);
-        if (after != GEMV_DIRECT_ONE_ROUND && rounds > resident) {
-            si_launch_pdl(gemv_direct_kernel<T, 1, R, NV, true>, resident, GEMV_DIRECT_WARPS * 32,
-                          smem, st, (const uint8_t *)W, M, K, row_bytes, x, nb, y, nin, after);
-            return;
-        }
-    }
-    si_launch_pdl(gemv_direct_kernel<T, NB, R, NV>, rounds, GEMV_DIRECT_WARPS * 32, smem, st,
-                  (const uint8_t *)W, M, K, row_bytes, x, nb, y, nin, GEMV_DIRECT_ONE_ROUND);
+    const int grid = si_div_up(M, GEMV_DIRECT_WARPS / GEMV_DIRECT_KS * R);
+    si_launch_pdl(gemv_direct_kernel<T, NB, R>, grid, GEMV_DIRECT_WARPS * 32, 0, st,
+                  (const uint8_t *)W, M, K, row_bytes, x, nb, y, q8x_norm_in{});
 }
 
 /* Timing knob (read at the first call): SI_CUDA_GEMV_DIRECT=0, these rows take the general
@@ -241,15 +159,14 @@ static int gemv_direct_launch(const void *W, int M, int K, const float *x, int n
         return -1;
     } else {
         if (K % T::BE != 0 || !gemv_direct_on()) return -1;
-        const q8x_norm_in none{};
         if (nb <= 1)
-            gemv_direct_run<T, 1, 4, 0>(W, M, K, x, nb, y, none, 0, st);
+            gemv_direct_launch_nb<T, 1, 4>(W, M, K, x, nb, y, st);
         else if (nb <= 2)
-            gemv_direct_run<T, 2, 2, 0>(W, M, K, x, nb, y, none, 0, st);
+            gemv_direct_launch_nb<T, 2, 2>(W, M, K, x, nb, y, st);
         else if (nb <= 4)
-            gemv_direct_run<T, 4, 4, 0>(W, M, K, x, nb, y, none, 0, st);
+            gemv_direct_launch_nb<T, 4, 4>(W, M, K, x, nb, y, st);
         else
-            gemv_direct_run<T, 8, 4, 0>(W, M, K, x, nb, y, none, 0, st);
+            gemv_direct_launch_nb<T, 8, 4>(W, M, K, x, nb, y, st);
         return 0;
     }
 }
@@ -267,12 +184,15 @@ static int gemv_direct_norm_launch(const void *W, int M, int K, const float *x, 
         return -1;
     } else {
         if (!gemv_direct_norm_ok<T>(K)) return -1;
-        const size_t smem = (size_t)K * sizeof(float);
+        const size_t row_bytes = (size_t)(K / T::BE) * T::BB, smem = (size_t)K * sizeof(float);
+        const int grid = si_div_up(M, GEMV_DIRECT_WARPS / GEMV_DIRECT_KS * 4);
         /* NV = 1 for rows of up to 1,024 (SmolLM2's 576), else the norm kernel's NORM_VEC */
         if (K <= NORM_THREADS * 4)
-            gemv_direct_run<T, 1, 4, 1>(W, M, K, x, 1, y, nin, smem, st);
+            si_launch_pdl(gemv_direct_kernel<T, 1, 4, 1>, grid, GEMV_DIRECT_WARPS * 32, smem, st,
+                          (const uint8_t *)W, M, K, row_bytes, x, 1, y, nin);
         else
-            gemv_direct_run<T, 1, 4, NORM_VEC>(W, M, K, x, 1, y, nin, smem, st);
+            si_launch_pdl(gemv_direct_kernel<T, 1, 4, NORM_VEC>, grid, GEMV_DIRECT_WARPS * 32, smem,
+                          st, (const uint8_t *)W, M, K, row_bytes, x, 1, y, nin);
         return 0;
     }
 }
