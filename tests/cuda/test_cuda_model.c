@@ -35,8 +35,9 @@
  *    the ids must be identical, the logprobs within 1e-5 and the top ids the same, since both
  *    follow sampler_pick with the same u on bit-identical logits (prompts under one KV block:
  *    no prefix-cache hit makes the second run's batches differ). The same 8 again at the
- *    OpenAI default, t 1.0 alone (the draw walks the whole vocabulary); where a pair parts,
- *    report_parting prints where, and whether the two engines' logits or their draws differed.
+ *    OpenAI default, t 1.0 alone (the draw walks the whole vocabulary): alike too, but for at
+ *    most one pair that parts at a cumulative boundary (parts_at_boundary: neighbouring ids
+ *    from bit-identical logits; the two expf differ in the last bits).
  *    Against the CPU engine the logits differ by float rounding (up to TOL), so a draw close to
  *    a cumulative boundary can pick another token and the sequence then parts: asserted (for
  *    TOL <= 1e-2, the f16 models) is only that the first sampled token agrees for at least 7
@@ -248,38 +249,45 @@ static si_engine *make_host_engine(si_model *m, const si_engine_params *ep) {
     return e;
 }
 
-/* Where a request's device-sampled ids (d) and host-sampled ids (h) part, and why: both engines
- * run it again with logprobs (5 top): the same ids again on each (are they repeatable?), and
- * whether the logprobs up to the parting token agree bit for bit (the same logits: then the two
- * samplers drew differently from one row; else the logits themselves differed). */
-static void report_parting(si_engine *e, si_engine *eh, const si_request *r, const si_request *rh,
-                           int req, const int32_t *d, const int32_t *h) {
+/* Whether a request's device-sampled ids (d) and host-sampled ids (h), which part, part at a
+ * cumulative boundary: both engines run it again with logprobs (5 top) and repeat their ids, the
+ * logprobs agree bit for bit up to the parting token and its top 5 too (the same logits), and
+ * the two picks are neighbouring ids (the whole-vocabulary draw walks every id in order). The
+ * GPU's expf is CUDA's (within 2 ulps), the host's the C library's, so a weight can differ in
+ * its last bits and a cumulative sum by ~1e-7 relative: a u that close to a boundary takes the
+ * neighbouring id (seen in session 61: SmolLM2-135M-shaped Q4_1 on the FP8 cache, one draw of
+ * 256, every run). Prints where and why it parts. */
+static bool parts_at_boundary(si_engine *e, si_engine *eh, const si_request *r,
+                              const si_request *rh, int req, const int32_t *d, const int32_t *h) {
     int k = 0;
     while (k < N_GEN && d[k] == h[k])
         k++;
+    if (k == N_GEN) return false; /* no parting: the caller counts it alike */
     static int32_t d2[1][N_GEN], h2[1][N_GEN];
     static tok_lp dl[1][N_GEN], hl[1][N_GEN];
     si_request a = *r, b = *rh;
     a.logprobs = b.logprobs = true, a.top_logprobs = b.top_logprobs = 5;
     run_together(e, &a, 1, d2, dl);
     run_together(eh, &b, 1, h2, hl);
-    int32_t upto[N_GEN]; /* the ids up to and including the parting token */
+    const bool again = !memcmp(d2[0], d, sizeof d2[0]) && !memcmp(h2[0], h, sizeof h2[0]);
+    int32_t before[N_GEN]; /* the ids before the parting token */
     for (int j = 0; j < N_GEN; j++)
-        upto[j] = j <= k ? d[j] : -1;
+        before[j] = j < k ? d[j] : -1;
     double diff = 0.0;
-    const bool lp = lp_agree(dl[0], hl[0], upto, &diff);
-    printf("INFO   request %d parts at token %d: device %d, host %d; again: device ids %s, host "
-           "ids %s; logprobs (5 top) up to it %s (max |diff| %.3e)\n",
-           req, k, k < N_GEN ? d[k] : -1, k < N_GEN ? h[k] : -1,
-           memcmp(d2[0], d, sizeof d2[0]) ? "differ" : "the same",
-           memcmp(h2[0], h, sizeof h2[0]) ? "differ" : "the same", lp ? "agree" : "differ", diff);
-    if (k < N_GEN)
-        printf("INFO   token %d: logprob of the pick: device %.9g, host %.9g; top 2: device %d "
-               "%.9g, %d %.9g; host %d %.9g, %d %.9g\n",
-               k, dl[0][k].logprob, hl[0][k].logprob, dl[0][k].top[0].token,
-               dl[0][k].top[0].logprob, dl[0][k].top[1].token, dl[0][k].top[1].logprob,
-               hl[0][k].top[0].token, hl[0][k].top[0].logprob, hl[0][k].top[1].token,
-               hl[0][k].top[1].logprob);
+    bool same_logits =
+        lp_agree(dl[0], hl[0], before, &diff) && diff == 0.0 && dl[0][k].n_top == hl[0][k].n_top;
+    for (int t = 0; same_logits && t < dl[0][k].n_top; t++)
+        same_logits = dl[0][k].top[t].token == hl[0][k].top[t].token &&
+                      dl[0][k].top[t].logprob == hl[0][k].top[t].logprob;
+    const bool boundary = again && same_logits && abs(d[k] - h[k]) == 1;
+    printf("INFO   request %d parts at token %d: device %d (logprob %.9g), host %d (%.9g); ids "
+           "again alike on each engine: %s; logprobs up to it and its top 5 bit for bit alike: "
+           "%s (max |diff| %.3e) -> %s\n",
+           req, k, d[k], dl[0][k].logprob, h[k], hl[0][k].logprob, again ? "yes" : "no",
+           same_logits ? "yes" : "no", diff,
+           boundary ? "neighbouring ids from the same logits: a cumulative boundary"
+                    : "not a boundary flip");
+    return boundary;
 }
 
 static void test_sampling(si_engine *e, si_engine *eh, si_model *mc, const si_engine_params *ep,
@@ -315,7 +323,7 @@ static void test_sampling(si_engine *e, si_engine *eh, si_model *mc, const si_en
     }
     const double t2 = now_s();
     /* the OpenAI default, t 1.0 alone: the draw walks the whole vocabulary (smp_draw) */
-    int whole_same = 0;
+    int whole_same = 0, flips = 0;
     for (int i = 0; i < N_REQ; i++) {
         static int32_t d[1][N_GEN], h[1][N_GEN];
         si_request r = rq[i];
@@ -327,7 +335,7 @@ static void test_sampling(si_engine *e, si_engine *eh, si_model *mc, const si_en
         if (!memcmp(d, h, sizeof d))
             whole_same++;
         else
-            report_parting(e, eh, &r, &rh, i, d[0], h[0]);
+            flips += parts_at_boundary(e, eh, &r, &rh, i, d[0], h[0]);
     }
     int same = 0, valid = 1, lp_same = 0;
     double lp_diff = 0.0;
@@ -336,16 +344,19 @@ static void test_sampling(si_engine *e, si_engine *eh, si_model *mc, const si_en
         for (int k = 0; k < N_GEN; k++) valid &= dev[i][k] >= 0;
         if (i % 2) lp_same += lp_agree(dev_lp[i], host_lp[i], dev[i], &lp_diff);
     }
-    const bool ok =
-        same == N_REQ && whole_same == N_REQ && valid && lp_same == N_REQ / 2 && lp_diff <= 1e-5;
+    /* a boundary flip needs u within ~1e-7 of a cumulative sum: one is tolerated, two say the
+     * sums differ by more than the expf rounding */
+    const bool ok = same == N_REQ && whole_same + flips == N_REQ && flips <= 1 && valid &&
+                    lp_same == N_REQ / 2 && lp_diff <= 1e-5;
     g_fail |= !ok;
-    printf("%s sampling on the gpu (seeded): t 1.0 alone, %d/%d requests, and t 0.8, top-k 40, "
+    printf("%s sampling on the gpu (seeded): t 1.0 alone, %d/%d requests (%d more part at a "
+           "cumulative boundary, at most 1 allowed), and t 0.8, top-k 40, "
            "top-p 0.9, %d/%d requests give "
            "identical ids sampled on the device and on the host from the same logits; logprobs "
            "(5 top) computed on the device: the host's top ids for %d/%d requests, max |logprob "
            "diff| %.2e (tol 1e-5) (%d tokens each; %.3f s device-sampled, %.3f s host-sampled)\n",
-           ok ? "PASS" : "FAIL", whole_same, N_REQ, same, N_REQ, lp_same, N_REQ / 2, lp_diff, N_GEN,
-           t1 - t0, t2 - t1);
+           ok ? "PASS" : "FAIL", whole_same, N_REQ, flips, same, N_REQ, lp_same, N_REQ / 2, lp_diff,
+           N_GEN, t1 - t0, t2 - t1);
     si_engine *ec = NULL;
     if (si_engine_create(mc, ep, &ec)) {
         fprintf(stderr, "cpu engine: %s\n", si_last_error());
