@@ -279,7 +279,7 @@ static bool parts_at_boundary(si_engine *e, si_engine *eh, const si_request *r,
     for (int t = 0; same_logits && t < dl[0][k].n_top; t++)
         same_logits = dl[0][k].top[t].token == hl[0][k].top[t].token &&
                       dl[0][k].top[t].logprob == hl[0][k].top[t].logprob;
-    const bool boundary = again && same_logits && abs(d[k] - h[k]) == 1;
+    const bool boundary = again && same_logits && d[k] >= 0 && h[k] >= 0 && abs(d[k] - h[k]) == 1;
     printf("INFO   request %d parts at token %d: device %d (logprob %.9g), host %d (%.9g); ids "
            "again alike on each engine: %s; logprobs up to it and its top 5 bit for bit alike: "
            "%s (max |diff| %.3e) -> %s\n",
