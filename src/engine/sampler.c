@@ -14,6 +14,7 @@
  * seed and the same logits give the same tokens. All scratch is allocated by si_sampler_create:
  * si_sampler_sample does not allocate. The chain after the penalties is sampler_pick
  * (sampler_pick.h), a pure function that device samplers are tested against. */
+#include "engine/sampler_exp.h"
 #include "engine/sampler_pick.h"
 
 #include "backend/backend.h"
@@ -351,7 +352,7 @@ int32_t sampler_pick(sampler_cand *c, int32_t n, const sampler_chain *p, double 
     if (max == -INFINITY) return first_in_order(c, n); /* every token is impossible */
     double total = 0.0; /* softmax denominator over the top-k candidates */
     for (int32_t i = 0; i < n; i++)
-        total += expf(c[i].logit - max);
+        total += sampler_expf(c[i].logit - max);
     /* NOTE: sorting the whole vocabulary for every token would dominate a step when top-k is
      * off (the OpenAI default). Only top-p needs the order; tokens it must drop anyway are
      * removed first, by an exact bound, so only the survivors are sorted. The best token
@@ -364,7 +365,7 @@ int32_t sampler_pick(sampler_cand *c, int32_t n, const sampler_chain *p, double 
         /* top-p (nucleus, Holtzman et al. 2019): the shortest prefix whose mass reaches top_p */
         double cum = 0.0;
         for (int32_t i = 0; i < n; i++) {
-            cum += (float)(expf(c[i].logit - max) / total);
+            cum += (float)(sampler_expf(c[i].logit - max) / total);
             if (cum >= p->top_p) {
                 n = i + 1;
                 break;
@@ -380,7 +381,7 @@ int32_t sampler_pick(sampler_cand *c, int32_t n, const sampler_chain *p, double 
     const float mt = max / p->temperature;
     double sum = 0.0;
     for (int32_t i = 0; i < n; i++) {
-        c[i].p = expf(c[i].logit / p->temperature - mt);
+        c[i].p = sampler_expf(c[i].logit / p->temperature - mt);
         sum += c[i].p;
     }
     double cum = 0.0;

@@ -8,16 +8,16 @@
  * parameters (greedy; top-k, top-p, min-p, temperature alone and combined; top_k >= vocab) and
  * its own u. The ids (output poisoned first) must equal sampler_pick's on the same logits, row
  * for row: both follow the same chain on the same float probabilities and differ only in the
- * order of the double sums, so a legitimate mismatch needs u or top_p within ~1e-7 of a
- * cumulative boundary (expf/logf may differ by an ulp between CUDA and glibc) — any mismatch is
- * reported as FAIL with its row. Then timings (median of 21, cudaEvent): one call for 1, 8, 24,
- * 32 and 64 rows (the cluster sizes' ranges on the H200: 16, 8, 4, 2) at 128256 and 32000 for
- * five parameter sets (--no-bench: none; tests/cuda/run.sh runs that at each
- * SI_CUDA_SAMPLE_CLUSTER).
- * Then cuda_logprobs_rows against sampler_logprobs (the engine's CPU logprobs) on rows of every
- * kind, 0-20 top tokens or none (check_logprobs). First, div_to_float against the division
- * (check_div_to_float). Then cuda_penalise_rows against sampler_penalise, and the ids sampled
- * from its rows (check_penalties). --time-only: the timings alone (for ncu). */
+ * order of the double sums (the exponentials are sampler_expf on both sides, bit for bit, and
+ * min-p adds the host's logf), so a legitimate mismatch needs u or top_p within ~1e-16 of a
+ * cumulative boundary — any mismatch is reported as FAIL with its row. Then timings (median of 21,
+ * cudaEvent): one call for 1, 8, 24, 32 and 64 rows (the cluster sizes' ranges on the H200: 16, 8,
+ * 4, 2) at 128256 and 32000 for five parameter sets (--no-bench: none; tests/cuda/run.sh runs that
+ * at each SI_CUDA_SAMPLE_CLUSTER). Then cuda_logprobs_rows against sampler_logprobs (the engine's
+ * CPU logprobs) on rows of every kind, 0-20 top tokens or none (check_logprobs). First,
+ * div_to_float against the division (check_div_to_float), and sampler_expf on the device against
+ * the host's, bit for bit (check_sampler_expf). Then cuda_penalise_rows against sampler_penalise,
+ * and the ids sampled from its rows (check_penalties). --time-only: the timings alone (for ncu). */
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -29,6 +29,7 @@
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_sample.h"
 #include "backend/cuda/div_to_float.cuh"
+#include "engine/sampler_exp.h"
 #include "engine/sampler_pick.h"
 
 static int g_fail = 0;
@@ -72,6 +73,7 @@ static cuda_sample_params random_params(int n) {
     p.top_k = top_ks[rnd_u32() % 7];
     p.top_p = top_ps[rnd_u32() % 5];
     p.min_p = min_ps[rnd_u32() % 5];
+    p.log_min_p = p.min_p > 0.0f ? logf(p.min_p) : 0.0f; /* the host's, as the engine packs it */
     p.u = rnd_unit();
     return p;
 }
@@ -222,6 +224,65 @@ static void check_div_to_float() {
     CUDA_CHECK(cudaFree(d_d));
     CUDA_CHECK(cudaFree(d_fast));
     CUDA_CHECK(cudaFree(d_exact));
+}
+
+__global__ void sampler_expf_kernel(const float *x, int n, float *y) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = sampler_expf(x[i]);
+}
+
+/* sampler_expf, the samplers' e^x, computed by the device against the host's, bit for bit: every
+ * 61st float from -104 to 89 (~36 million: every exponent, the subnormal results, the overflow)
+ * and the edges (+-0, +-inf, NaN, the cut-offs); and the host's within 2 ulps of e^x (a double
+ * exp) where e^x is a normal float. */
+static void check_sampler_expf() {
+    std::vector<float> x;
+    const float edges[] = {0.0f,    -0.0f,   -INFINITY, INFINITY, NAN,    -104.0f, -103.99f,
+                           -87.33f, -1e-30f, 1e-30f,    88.72f,   88.73f, 88.8f,   88.81f};
+    for (float e : edges)
+        x.push_back(e);
+    for (uint32_t b = 0x80000000u; b <= 0xC2D00000u; b += 61) { /* -0 down to -104 */
+        float f;
+        memcpy(&f, &b, 4);
+        x.push_back(f);
+    }
+    for (uint32_t b = 0; b <= 0x42B20000u; b += 61) { /* 0 up to 89 */
+        float f;
+        memcpy(&f, &b, 4);
+        x.push_back(f);
+    }
+    const int n = (int)x.size();
+    float *d_x, *d_y;
+    CUDA_CHECK(cudaMalloc(&d_x, (size_t)n * sizeof(float)));
+    CUDA_CHECK(cudaMalloc(&d_y, (size_t)n * sizeof(float)));
+    CUDA_CHECK(cudaMemcpy(d_x, x.data(), (size_t)n * sizeof(float), cudaMemcpyHostToDevice));
+    sampler_expf_kernel<<<(n + 255) / 256, 256>>>(d_x, n, d_y);
+    CUDA_CHECK(cudaGetLastError());
+    std::vector<float> y(n);
+    CUDA_CHECK(cudaMemcpy(y.data(), d_y, (size_t)n * sizeof(float), cudaMemcpyDeviceToHost));
+    int bad = 0, far = 0;
+    double worst = 0.0;
+    for (int i = 0; i < n; i++) {
+        const float h = sampler_expf(x[i]);
+        if (memcmp(&h, &y[i], sizeof(float)) != 0) {
+            if (bad < 5)
+                printf("  sampler_expf(%a): device %a, host %a\n", (double)x[i], (double)y[i],
+                       (double)h);
+            bad++;
+        }
+        const double e = std::exp((double)x[i]);
+        if (!(e >= 0x1p-126 && e <= 0x1.fffffep127)) continue;
+        const double ulp = (double)std::nextafter((float)e, INFINITY) - (double)(float)e;
+        const double u = std::fabs((double)h - e) / ulp;
+        worst = u > worst ? u : worst;
+        far += u > 2.0;
+    }
+    g_fail |= bad != 0 || far != 0;
+    printf("%s sampler_expf: %d/%d arguments give the host's bits on the device; %d beyond 2 ulps "
+           "of e^x (worst %.3f); tolerance: exact, 2 ulps\n",
+           bad || far ? "FAIL" : "PASS", n - bad, n, far, worst);
+    CUDA_CHECK(cudaFree(d_x));
+    CUDA_CHECK(cudaFree(d_y));
 }
 
 /* cuda_logprobs_rows against sampler_logprobs (the engine's CPU logprobs) on the same rows: the
@@ -468,6 +529,7 @@ int main(int argc, char **argv) {
         return 0;
     }
     check_div_to_float();
+    check_sampler_expf();
     if (small) {
         check_vocab(1000, 10);
         check_vocab(5000, 10);

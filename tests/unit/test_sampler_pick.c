@@ -1,7 +1,8 @@
 /* test_sampler_pick.c — sampler_pick (the chain after the penalties as a pure function) against
  * its definition computed the slow way (sort everything, cut, renormalise, walk), and
  * sampler_draw + sampler_pick against si_sampler_sample on the same seed: the pair the engine
- * uses when a device samples must give the very tokens the host sampler gives. */
+ * uses when a device samples must give the very tokens the host sampler gives. And sampler_expf,
+ * the weights' e^x, against e^x. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -13,6 +14,7 @@
 #include <cmocka.h>
 
 #include "backend/backend.h" /* backend_sample */
+#include "engine/sampler_exp.h"
 #include "engine/sampler_pick.h"
 
 #define NV 3000
@@ -56,9 +58,10 @@ static int32_t pick_slow(const float *l, int n, const sampler_chain *p, double u
     const float max = c[0].logit;
     if (p->top_p < 1.0f) {
         double total = 0.0, cum = 0.0;
-        for (int i = 0; i < k; i++) total += expf(c[i].logit - max);
+        for (int i = 0; i < k; i++)
+            total += sampler_expf(c[i].logit - max);
         for (int i = 0; i < k; i++) {
-            cum += (float)(expf(c[i].logit - max) / total);
+            cum += (float)(sampler_expf(c[i].logit - max) / total);
             if (cum >= p->top_p) {
                 k = i + 1;
                 break;
@@ -73,9 +76,10 @@ static int32_t pick_slow(const float *l, int n, const sampler_chain *p, double u
             }
     qsort(c, (size_t)k, sizeof *c, by_id); /* the draw walks the kept tokens in id order */
     double sum = 0.0, cum = 0.0;
-    for (int i = 0; i < k; i++) sum += expf(c[i].logit / p->temperature - max / p->temperature);
+    for (int i = 0; i < k; i++)
+        sum += sampler_expf(c[i].logit / p->temperature - max / p->temperature);
     for (int i = 0; i < k; i++) {
-        cum += (float)(expf(c[i].logit / p->temperature - max / p->temperature) / sum);
+        cum += (float)(sampler_expf(c[i].logit / p->temperature - max / p->temperature) / sum);
         if (u < cum) return c[i].id;
     }
     return c[k - 1].id;
@@ -271,6 +275,52 @@ static void test_penalty_pairs(void **state) {
     si_sampler_free(b);
 }
 
+/* Within 2 ulps of e^x (a double exp) wherever e^x is a normal float, on every 1009th float of
+ * [-104, 89] (~2 million); 0 from -inf and at or below -104, infinity past 88.8, NaN kept, e^0
+ * = 1 exactly, and never decreasing along the sweep. */
+static void test_sampler_expf(void **state) {
+    (void)state;
+    double worst = 0.0;
+    float prev = 0.0f, prev_x = -INFINITY;
+    for (uint32_t b = 0xC2D00000u; b >= 0x80000000u; b -= 1009) { /* -104 up to -0 */
+        float x;
+        memcpy(&x, &b, sizeof x);
+        const float y = sampler_expf(x);
+        if (y < prev)
+            fail_msg("sampler_expf(%a) = %a < sampler_expf(%a) = %a", (double)x, (double)y,
+                     (double)prev_x, (double)prev);
+        prev = y, prev_x = x;
+        const double e = exp((double)x);
+        if (e < 0x1p-126) continue;
+        const double ulp = (double)nextafterf((float)e, INFINITY) - (double)(float)e;
+        const double u = fabs((double)y - e) / ulp;
+        if (u > 2.0)
+            fail_msg("sampler_expf(%a) = %a, e^x = %a: %.2f ulps", (double)x, (double)y, e, u);
+        worst = u > worst ? u : worst;
+    }
+    for (uint32_t b = 0; b <= 0x42B20000u; b += 1009) { /* 0 up to 89 */
+        float x;
+        memcpy(&x, &b, sizeof x);
+        const float y = sampler_expf(x);
+        const double e = exp((double)x);
+        if (e > 0x1.fffffep127) {
+            assert_true(isinf(y));
+            continue;
+        }
+        const double ulp = (double)nextafterf((float)e, INFINITY) - (double)(float)e;
+        const double u = fabs((double)y - e) / ulp;
+        if (u > 2.0)
+            fail_msg("sampler_expf(%a) = %a, e^x = %a: %.2f ulps", (double)x, (double)y, e, u);
+        worst = u > worst ? u : worst;
+    }
+    assert_true(worst > 0.0 && worst <= 2.0); /* a sweep that measured something */
+    assert_true(sampler_expf(0.0f) == 1.0f && sampler_expf(-0.0f) == 1.0f);
+    assert_true(sampler_expf(-INFINITY) == 0.0f && sampler_expf(-104.0f) == 0.0f);
+    assert_true(sampler_expf(-100.0f) > 0.0f && sampler_expf(-100.0f) < 0x1p-126f); /* subnormal */
+    assert_true(isinf(sampler_expf(89.0f)) && isinf(sampler_expf(INFINITY)));
+    assert_true(isnan(sampler_expf(NAN)));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pick_matches_definition),
@@ -278,6 +328,7 @@ int main(void) {
         cmocka_unit_test(test_draw_then_pick_is_sample),
         cmocka_unit_test(test_peek_is_next_draw),
         cmocka_unit_test(test_penalty_pairs),
+        cmocka_unit_test(test_sampler_expf),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -916,10 +916,20 @@ static void pack_sampling(cuda_state *c, const backend_sample *smp, int n_out, b
         const backend_sample *q = &smp[c->out_seq[i]];
         SI_ASSERT(q->n_pen >= 0 && q->n_pen <= BACKEND_PEN_MAX && q->n_bias >= 0 &&
                   q->n_bias <= SI_MAX_LOGIT_BIAS);
-        h_smp[i] = (cuda_sample_params){
-            q->u,          q->temperature, q->top_k,    q->top_p, q->min_p, lp ? q->logprobs : -1,
-            q->repetition, q->frequency,   q->presence, at,       q->n_pen, at + q->n_pen,
-            q->n_bias};
+        h_smp[i] = (cuda_sample_params){.u = q->u,
+                                        .temperature = q->temperature,
+                                        .top_k = q->top_k,
+                                        .top_p = q->top_p,
+                                        .min_p = q->min_p,
+                                        .log_min_p = q->min_p > 0.0f ? logf(q->min_p) : 0.0f,
+                                        .logprobs = lp ? q->logprobs : -1,
+                                        .repetition = q->repetition,
+                                        .frequency = q->frequency,
+                                        .presence = q->presence,
+                                        .pen_at = at,
+                                        .pen_n = q->n_pen,
+                                        .bias_at = at + q->n_pen,
+                                        .bias_n = q->n_bias};
         *any_lp |= h_smp[i].logprobs >= 0;
         for (int j = 0; j < q->n_pen; j++, at++) {
             SI_ASSERT(q->pen_tok[j] >= 0 && q->pen_tok[j] < c->m->hp.n_vocab);
@@ -998,6 +1008,7 @@ static int warm_decode(cuda_state *c, int *n_graphs) {
                                           .top_k = 40,
                                           .top_p = 0.9f,
                                           .min_p = 0.05f,
+                                          .log_min_p = logf(0.05f),
                                           .logprobs = -1};
         for (int i = 0; i < r; i++) /* greedy, and sampled through the whole chain */
             h_smp[i] = i % 2 ? chain : greedy;

@@ -25,6 +25,8 @@ typedef struct cuda_sample_params {
     float temperature;
     int32_t top_k;
     float top_p, min_p;
+    float log_min_p;  /* logf(min_p) by the host's C library (min_p > 0): min-p keeps logits >=
+                       * max + log_min_p, sampler_pick's threshold bit for bit */
     int32_t logprobs; /* for cuda_logprobs_rows: < 0 none, else that many top tokens (<= 20) */
     /* for cuda_penalise_rows: the factors of sampler_penalise and the row's pen_n (token,
      * count) pairs, pen_at the first's index in the step's pairs (pen_n 0: none); its bias_n

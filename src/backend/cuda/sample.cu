@@ -12,20 +12,21 @@
  * is refined until it holds at most SMP_SELECT_SMALL elements, which one CTA sorts and walks. The
  * draw walks the kept set in id order, as the CPU
  * does: one prefix-sum pass (smp_draw). The weights are the CPU's float values (count 1 for
- * top-k, p = expf(l - max) / total for top-p, the tempered softmax for the draw), summed in double
- * as the CPU's cumulative sums are. NOTE: CUDA's expf (within 2 ulps) is not the C library's, so
- * a weight can differ from the CPU's in its last bits and a cumulative sum by ~1e-7 relative: ids
- * differ from the CPU's when u or top_p falls that close to a boundary (then the neighbouring id
- * is drawn; seen once, session 61, test_cuda_model's parts_at_boundary), otherwise only the
- * summation order differs (~1e-16).
+ * top-k, p = e^(l - max) / total for top-p, the tempered softmax for the draw), summed in double
+ * as the CPU's cumulative sums are. The exponentials are sampler_expf (src/engine/sampler_exp.h),
+ * the CPU sampler's own, bit for bit (CUDA's expf is not the C library's: a weight that differed
+ * in its last bit moved a cumulative sum by ~1e-7 relative, and the neighbouring id was drawn
+ * when u fell that close to a boundary: session 61, test_cuda_model's parts_at_boundary), and
+ * min-p's threshold adds the host's logf(min_p) (cuda_sample_params.log_min_p). So only the
+ * order of the double sums differs from the CPU's (~1e-16 relative).
  *
  * A row is a cluster of C CTAs (thread block clusters, sm_90; on the H200 C = 16 for up to 4
  * rows, 8 up to 16, 4 up to 33, 2 up to 66, else 1): each CTA takes every C-th run of SMP_THREADS
  * elements, and every reduction (a pass's digit totals, the sums, the maxima) adds the CTAs' block
  * totals through distributed shared memory in rank order, so that every CTA makes the same choice
  * and the result does not depend on timing. The passes are bound by their instructions and their
- * latency (a weighted pass costs an expf and a division, made a multiplication, an element), so
- * more CTAs a row pay while their clusters fit on the GPU at once: a 128256-entry row, one row,
+ * latency (a weighted pass costs an exponential and a division, made a multiplication, an element),
+ * so more CTAs a row pay while their clusters fit on the GPU at once: a 128256-entry row, one row,
  * sampled 690-1,360 us at one CTA against 120-236 us at eight (test_cuda_sample's timings,
  * bench/RESULTS.md 2026-12-03 s32), at 16 (s36) top-p 0.95 86-88 us against 114-116 at 8. */
 #include <cooperative_groups.h>
@@ -33,6 +34,7 @@
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_sample.h"
 #include "backend/cuda/div_to_float.cuh"
+#include "engine/sampler_exp.h"
 
 namespace cg = cooperative_groups;
 
@@ -169,7 +171,7 @@ template <int C> __device__ unsigned long long smp_cluster_max(unsigned long lon
 }
 
 /* An element's weight in a mass selection: the CPU's float probability
- * (float)(expf(l / t - m) / total), the division by total made a multiplication
+ * (float)(sampler_expf(l / t - m) / total), the division by total made a multiplication
  * (div_to_float.cuh). */
 struct smp_weight {
     float t, m;
@@ -177,7 +179,7 @@ struct smp_weight {
     __device__ smp_weight(float t_, float m_, double total_)
         : t(t_), m(m_), total(total_), rinv(1.0 / total_) {}
     __device__ double operator()(float l) const { /* l / 1 is l: no division (top-p's) */
-        return (double)div_to_float((double)expf((t == 1.0f ? l : l / t) - m), total, rinv);
+        return (double)div_to_float((double)sampler_expf((t == 1.0f ? l : l / t) - m), total, rinv);
     }
 };
 
@@ -349,14 +351,14 @@ __device__ unsigned long long smp_select(const float *l, int n, unsigned long lo
     return *smp_cl<C>::at(&sm.gather_rank, 0);
 }
 
-/* Sum over {rank >= cut} of expf(l / t - m), in double. */
+/* Sum over {rank >= cut} of sampler_expf(l / t - m), in double. */
 template <int C>
 __device__ double smp_exp_sum(const float *l, int n, unsigned long long cut, float t, float m,
                               smp_smem &sm) {
     const smp_span sp = smp_my_span<C>();
     double s = 0.0;
     smp_each(l, sp.first, n, sp.step, [&](float v, int i) {
-        if (smp_rank(v, i) >= cut) s += (double)expf(v / t - m);
+        if (smp_rank(v, i) >= cut) s += (double)sampler_expf(v / t - m);
     });
     return smp_cluster_sum<C>(s, sm);
 }
@@ -494,10 +496,10 @@ __device__ void smp_draw(const float *l, int n, unsigned long long cut, const sm
  * over the row: every CTA appends the set's ranks to
  * CTA 0's shared memory, CTA 0 sorts them and finds their id order (a place is the number of
  * larger ranks, or smaller ids), and runs sampler_pick's top-p, min-p and draw over them: each
- * term (an expf, a division) computed by its own thread, each sum by thread 0 in the CPU's order
- * with the CPU's float and double roundings, except the top-k softmax total, which the CPU sums
- * in its selection's order. Row passes cost ~1.5 us each (a cluster barrier and the loads); the
- * full chain's selections take tens of them. */
+ * term (an exponential, a division) computed by its own thread, each sum by thread 0 in the CPU's
+ * order with the CPU's float and double roundings, except the top-k softmax total, which the CPU
+ * sums in its selection's order. Row passes cost ~1.5 us each (a cluster barrier and the loads);
+ * the full chain's selections take tens of them. */
 #define SMP_SMALL_K 128
 static_assert(SMP_SMALL_K <= SMP_THREADS, "smp_finish_small: one thread a candidate");
 
@@ -533,7 +535,7 @@ __device__ void smp_finish_small(const float *l, int n, unsigned long long cut, 
         sk.sorted[pos] = r;
         sk.logit[pos] = v;
         sk.by_id[pos_id] = pos;
-        sk.term[pos] = expf(v - M); /* the top-k softmax's */
+        sk.term[pos] = sampler_expf(v - M); /* the top-k softmax's */
     }
     __syncthreads();
     if (t == 0 && total >= 0.0) { /* the pre-filtered survivors */
@@ -570,7 +572,7 @@ __device__ void smp_finish_small(const float *l, int n, unsigned long long cut, 
     }
     int kept = sk.n;
     if (p.min_p > 0.0f) { /* every thread alike: logit >= max + log(min_p), a prefix */
-        const float threshold = M + logf(p.min_p);
+        const float threshold = M + p.log_min_p;
         int keep = 1;
         while (keep < kept && sk.logit[keep] >= threshold)
             keep++;
@@ -581,7 +583,7 @@ __device__ void smp_finish_small(const float *l, int n, unsigned long long cut, 
     const float mt = M / p.temperature;
     if (t < k) {
         const int j = sk.by_id[t];
-        sk.term[t] = j < kept ? (double)expf(sk.logit[j] / p.temperature - mt) : 0.0;
+        sk.term[t] = j < kept ? (double)sampler_expf(sk.logit[j] / p.temperature - mt) : 0.0;
     }
     __syncthreads();
     if (t == 0) {
@@ -660,7 +662,7 @@ __global__ void __launch_bounds__(SMP_THREADS)
         cut = r ? r : lo;
     }
     if (p.min_p > 0.0f) {
-        const unsigned long long m = smp_cut_at(M + logf(p.min_p));
+        const unsigned long long m = smp_cut_at(M + p.log_min_p);
         cut = m > cut ? m : cut;
     }
     const float mt = M / p.temperature;

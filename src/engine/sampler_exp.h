@@ -1,0 +1,90 @@
+/* sampler_exp.h — e^x as the samplers weigh tokens: one function, the same float bits on the host
+ * (sampler.c) and on a GPU (src/backend/cuda/sample.cu), so that a device's draw is the host's.
+ *
+ * The C library's expf and CUDA's differ in the last bit for some arguments (both are within an
+ * ulp or two of e^x, by different methods); a weight that differs moves a cumulative sum by ~1e-7
+ * relative and, when u or top_p falls that close to a boundary, the neighbouring token is drawn
+ * (seen in session 61: test_cuda_model's parts_at_boundary). This is Cephes' expf (S. L.
+ * Moshier): x = n ln 2 + r with ln 2 in two parts (the first, 0.693359375, has 9 significant bits,
+ * so n times it is exact), e^r by a degree-7 polynomial on |r| <= ln 2 / 2, then scaled by 2^n.
+ * Every operation is a single IEEE float multiply or add, rounded to nearest: on the device through
+ * __fmul_rn / __fadd_rn, which are never contracted into FMAs; on the host as plain operators in
+ * files built with -ffp-contract=off (CMakeLists.txt sets it for sampler.c and the test). Error:
+ * within 2 ulps of e^x (1 measured: test_sampler_pick's test_sampler_expf), e^0 = 1; the device's
+ * bits are the host's (test_cuda_sample's check_sampler_expf). About 4.5 ns an element on the host
+ * against glibc's 3.3 (the CPU sampler's whole-vocabulary draw of 128,256 tokens: +0.2 ms).
+ * Arguments below -104 give 0 (e^-104 is under half the least subnormal), NaN stays NaN; the
+ * samplers' arguments are <= 0 (a logit less the maximum). With flush-to-zero arithmetic (nvcc
+ * -ftz=true; not this build's) results under 2^-126 would be 0 on the device only: weights that
+ * small never move a double sum. */
+#ifndef SI_ENGINE_SAMPLER_EXP_H
+#define SI_ENGINE_SAMPLER_EXP_H
+
+#include <math.h>
+#include <stdint.h>
+
+#ifdef __CUDACC__
+#define SAMPLER_EXP_FN static __host__ __device__ __forceinline__
+#else
+#define SAMPLER_EXP_FN static inline
+#endif
+
+#ifdef __CUDA_ARCH__
+#define SAMPLER_EXP_MUL(a, b) __fmul_rn((a), (b))
+#define SAMPLER_EXP_ADD(a, b) __fadd_rn((a), (b))
+#else
+#define SAMPLER_EXP_MUL(a, b) ((a) * (b))
+#define SAMPLER_EXP_ADD(a, b) ((a) + (b))
+#endif
+
+SAMPLER_EXP_FN uint32_t sampler_exp_bits(float f) {
+#ifdef __CUDA_ARCH__
+    return __float_as_uint(f);
+#else
+    union {
+        float f;
+        uint32_t u;
+    } v = {f};
+    return v.u;
+#endif
+}
+SAMPLER_EXP_FN float sampler_exp_float(uint32_t u) {
+#ifdef __CUDA_ARCH__
+    return __uint_as_float(u);
+#else
+    union {
+        uint32_t u;
+        float f;
+    } v = {u};
+    return v.f;
+#endif
+}
+
+SAMPLER_EXP_FN float sampler_expf(float x) {
+    if (!(x > -104.0f)) return x == x ? 0.0f : x; /* -inf and underflow: 0; NaN */
+    if (x > 88.8f) return INFINITY;
+    /* n = x / ln 2 rounded to nearest (adding and taking away 1.5 x 2^23 rounds |t| < 2^22 to an
+     * integer, ties to even), |n| <= 150 */
+    const float t = SAMPLER_EXP_MUL(x, 1.44269504088896341f);
+    const float n = SAMPLER_EXP_ADD(SAMPLER_EXP_ADD(t, 12582912.0f), -12582912.0f);
+    const int k = (int)n;
+    float r = SAMPLER_EXP_ADD(x, -SAMPLER_EXP_MUL(n, 0.693359375f));
+    r = SAMPLER_EXP_ADD(r, -SAMPLER_EXP_MUL(n, -2.12194440e-4f));
+    const float z = SAMPLER_EXP_MUL(r, r);
+    float p = 1.9875691500e-4f;
+    p = SAMPLER_EXP_ADD(SAMPLER_EXP_MUL(p, r), 1.3981999507e-3f);
+    p = SAMPLER_EXP_ADD(SAMPLER_EXP_MUL(p, r), 8.3334519073e-3f);
+    p = SAMPLER_EXP_ADD(SAMPLER_EXP_MUL(p, r), 4.1665795894e-2f);
+    p = SAMPLER_EXP_ADD(SAMPLER_EXP_MUL(p, r), 1.6666665459e-1f);
+    p = SAMPLER_EXP_ADD(SAMPLER_EXP_MUL(p, r), 5.0000001201e-1f);
+    const float y = SAMPLER_EXP_ADD(SAMPLER_EXP_ADD(SAMPLER_EXP_MUL(p, z), r), 1.0f);
+    /* y * 2^k, y in [0.7, 1.42]: where that is a normal float, k added to y's exponent (exact);
+     * else y times 2^(k/2) (exact, normal) times 2^(k - k/2), rounded once (into the subnormals,
+     * or to infinity where e^x is there) */
+    if (k > -126 && k < 128) return sampler_exp_float(sampler_exp_bits(y) + ((uint32_t)k << 23));
+    const int k1 = k / 2;
+    return SAMPLER_EXP_MUL(SAMPLER_EXP_MUL(y, sampler_exp_float((uint32_t)(k1 + 127) << 23)),
+                           sampler_exp_float((uint32_t)(k - k1 + 127) << 23));
+}
+
+#endif
