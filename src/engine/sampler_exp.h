@@ -37,25 +37,16 @@
 #define SAMPLER_EXP_ADD(a, b) ((a) + (b))
 #endif
 
-SAMPLER_EXP_FN uint32_t sampler_exp_bits(float f) {
+/* y * 2^k by adding k to y's exponent: exact where y and the result are normal floats */
+SAMPLER_EXP_FN float sampler_exp_ldexp(float y, int k) {
 #ifdef __CUDA_ARCH__
-    return __float_as_uint(f);
+    return __uint_as_float(__float_as_uint(y) + ((uint32_t)k << 23));
 #else
     union {
         float f;
         uint32_t u;
-    } v = {f};
-    return v.u;
-#endif
-}
-SAMPLER_EXP_FN float sampler_exp_float(uint32_t u) {
-#ifdef __CUDA_ARCH__
-    return __uint_as_float(u);
-#else
-    union {
-        uint32_t u;
-        float f;
-    } v = {u};
+    } v = {y};
+    v.u += (uint32_t)k << 23;
     return v.f;
 #endif
 }
@@ -81,10 +72,10 @@ SAMPLER_EXP_FN float sampler_expf(float x) {
     /* y * 2^k, y in [0.7, 1.42]: where that is a normal float, k added to y's exponent (exact);
      * else y times 2^(k/2) (exact, normal) times 2^(k - k/2), rounded once (into the subnormals,
      * or to infinity where e^x is there) */
-    if (k > -126 && k < 128) return sampler_exp_float(sampler_exp_bits(y) + ((uint32_t)k << 23));
+    if (k > -126 && k < 128) return sampler_exp_ldexp(y, k);
     const int k1 = k / 2;
-    return SAMPLER_EXP_MUL(SAMPLER_EXP_MUL(y, sampler_exp_float((uint32_t)(k1 + 127) << 23)),
-                           sampler_exp_float((uint32_t)(k - k1 + 127) << 23));
+    return SAMPLER_EXP_MUL(SAMPLER_EXP_MUL(y, sampler_exp_ldexp(1.0f, k1)),
+                           sampler_exp_ldexp(1.0f, k - k1));
 }
 
 #endif
