@@ -350,14 +350,14 @@ int32_t sampler_pick(sampler_cand *c, int32_t n, const sampler_chain *p, double 
     for (int32_t i = 0; i < n; i++)
         if (c[i].logit > max) max = c[i].logit;
     if (max == -INFINITY) return first_in_order(c, n); /* every token is impossible */
-    double total = 0.0; /* softmax denominator over the top-k candidates */
-    for (int32_t i = 0; i < n; i++)
-        total += sampler_expf(c[i].logit - max);
     /* NOTE: sorting the whole vocabulary for every token would dominate a step when top-k is
      * off (the OpenAI default). Only top-p needs the order; tokens it must drop anyway are
      * removed first, by an exact bound, so only the survivors are sorted. The best token
      * survives every filter: each bound is <= max. */
     if (p->top_p < 1.0f) {
+        double total = 0.0; /* softmax denominator over the top-k candidates: top-p's alone */
+        for (int32_t i = 0; i < n; i++)
+            total += sampler_expf(c[i].logit - max);
         /* tokens below (1 - top_p) / n together hold < 1 - top_p of the mass */
         n = keep_at_least(c, n, max + logf((float)(total * (1.0 - p->top_p) / n)));
         qsort(c, (size_t)n, sizeof *c, cand_cmp);
