@@ -13,13 +13,13 @@
  * within 0.99 ulps of e^x over every float with a normal result (bench/sampler_exp_bench.c
  * --sweep; test_sampler_pick's test_sampler_expf holds it to 2), e^0 = 1; the device's bits are
  * the host's (test_cuda_sample's check_sampler_expf). About 4.5 ns an element on the host
- * against glibc's 3.5 (bench/sampler_exp_bench.c; the CPU sampler's whole-vocabulary draw of
- * 128,256 tokens: +0.25 ms); on the device about three times the PTX instructions of CUDA's
- * expf (the GPU sampler's weighted passes ~10 % slower at one row: bench/RESULTS.md 2026-12-08).
- * Arguments below -104 give 0 (e^-104 is under half the least subnormal), NaN stays NaN; the
- * samplers' arguments are <= 0 (a logit less the maximum). With flush-to-zero arithmetic (nvcc
- * -ftz=true; not this build's) results under 2^-126 would be 0 on the device only: weights that
- * small never move a double sum. */
+ * against glibc's 3.5 (bench/sampler_exp_bench.c; the CPU sampler's whole-vocabulary draw,
+ * which takes one an entry, is as fast as before it); on the device about three times the PTX
+ * instructions of CUDA's expf (the GPU sampler's weighted passes ~10 % slower at one row:
+ * bench/RESULTS.md 2026-12-08). Arguments below -104 give 0 (e^-104 is under half the least
+ * subnormal), NaN stays NaN; the samplers' arguments are <= 0 (a logit less the maximum). With
+ * flush-to-zero arithmetic (nvcc -ftz=true; not this build's) results under 2^-126 would be 0 on
+ * the device only: weights that small never move a double sum. */
 #ifndef SI_ENGINE_SAMPLER_EXP_H
 #define SI_ENGINE_SAMPLER_EXP_H
 
